@@ -1,0 +1,114 @@
+# wanopt: WAN optimization proxy.  `make` builds bin/wanopt and bin/wanem.
+# `make check` runs every test; `make demo` runs the demo; both install missing
+# Debian build dependencies first (as root).  V=1 shows commands.
+
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+BUILD   ?= build
+BINDIR  ?= bin
+SAN     ?=
+WERROR  ?=
+
+WARN     = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+           -Wformat=2 -Wvla -Wno-unused-parameter
+REQ_CFLAGS = -std=gnu11 -pthread -MMD -MP -Iinclude $(WARN) $(if $(WERROR),-Werror) \
+           $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all)
+REQ_CPPFLAGS = -D_GNU_SOURCE
+LIBS     = -levent_openssl -levent_pthreads -levent -lssl -lcrypto -lzstd -llz4 -lpthread -lm
+LDSAN    = $(if $(SAN),-fsanitize=$(SAN))
+
+ifeq ($(V),1)
+Q =
+else
+Q = @
+endif
+
+# Library of everything but main: dre/ (codec, store), tfo/ (sockets), proxy/ (daemons).
+LIB_SRC  = $(wildcard dre/*.c) $(wildcard tfo/*.c) $(wildcard proxy/tun/*.c) \
+           $(filter-out proxy/main.c,$(wildcard proxy/*.c))
+LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB      = $(BUILD)/libwanopt.a
+
+# netem/ stands apart: its own library and binary, no project code.
+WANEM_SRC = $(filter-out netem/wanem.c,$(wildcard netem/*.c))
+WANEM_OBJ = $(WANEM_SRC:%.c=$(BUILD)/%.o)
+WANEM_LIB = $(BUILD)/libwanem.a
+
+TEST_SRC  = $(wildcard tests/test_*.c)
+TEST_BIN  = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+NTEST_SRC = $(wildcard tests/netem/test_*.c)
+NTEST_BIN = $(NTEST_SRC:tests/netem/%.c=$(BUILD)/tests/%)
+
+.PHONY: all deps check tests asan ubsan fuzz demo bench bench-dre bench-proxy install clean
+all: deps-quiet $(BINDIR)/wanopt $(if $(wildcard netem/wanem.c),$(BINDIR)/wanem)
+
+deps:
+	@bash scripts/deps.sh
+deps-quiet:
+	@bash scripts/deps.sh
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC  $<")
+	$(Q)$(CC) $(REQ_CPPFLAGS) $(CPPFLAGS) $(CFLAGS) $(REQ_CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	$(Q)rm -f $@ && ar rcs $@ $^
+$(WANEM_LIB): $(WANEM_OBJ)
+	$(Q)rm -f $@ && ar rcs $@ $^ $(if $(WANEM_OBJ),,&& true)
+
+$(BINDIR)/wanopt: $(BUILD)/proxy/main.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  LD  $@")
+	$(Q)$(CC) $(CFLAGS) -pthread $(LDSAN) $(LDFLAGS) $^ $(LIBS) -o $@
+$(BINDIR)/wanem: $(BUILD)/netem/wanem.o $(WANEM_LIB)
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  LD  $@")
+	$(Q)$(CC) $(CFLAGS) -pthread $(LDSAN) $(LDFLAGS) $^ -levent -lm -o $@
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB)
+	$(Q)$(CC) $(CFLAGS) -pthread $(LDSAN) $(LDFLAGS) $^ $(LIBS) -lcmocka -o $@
+$(BUILD)/tests/%.o: tests/netem/%.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(REQ_CPPFLAGS) $(CPPFLAGS) $(CFLAGS) $(REQ_CFLAGS) -Inetem -c $< -o $@
+$(NTEST_BIN): $(BUILD)/tests/%: $(BUILD)/tests/%.o $(WANEM_LIB)
+	$(Q)$(CC) $(CFLAGS) -pthread $(LDSAN) $(LDFLAGS) $^ -levent -lm -lcmocka -o $@
+
+tests: all $(TEST_BIN) $(NTEST_BIN)
+
+# Every unit and integration test; ends with one summary line.
+check: deps-quiet tests
+	@BINDIR=$(BINDIR) BUILD=$(BUILD) bash tests/run.sh $(TEST_BIN) $(NTEST_BIN)
+
+asan:
+	$(MAKE) BUILD=build/asan BINDIR=build/asan/bin SAN=address CFLAGS="-O1 -g" check
+ubsan:
+	$(MAKE) BUILD=build/ubsan BINDIR=build/ubsan/bin SAN=undefined CFLAGS="-O1 -g" check
+
+# libFuzzer harnesses (tests/fuzz/fuzz_*.c); FUZZ_TIME seconds each.
+FUZZ_TIME ?= 60
+FUZZ_SRC  = $(wildcard tests/fuzz/fuzz_*.c)
+fuzz: deps-quiet
+	@mkdir -p $(BUILD)/fuzz
+	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
+	  echo "  FUZZ $$n ($(FUZZ_TIME)s)"; \
+	  clang -O1 -g -std=gnu11 -D_GNU_SOURCE -Iinclude -fsanitize=fuzzer,address,undefined \
+	    $$f $(LIB_SRC) $(LIBS) -o $(BUILD)/fuzz/$$n || exit 1; \
+	  mkdir -p $(BUILD)/fuzz/corpus-$$n; \
+	  $(BUILD)/fuzz/$$n -max_total_time=$(FUZZ_TIME) -print_final_stats=0 \
+	    $(BUILD)/fuzz/corpus-$$n $$( [ -d tests/fuzz/seeds/$$n ] && echo tests/fuzz/seeds/$$n ) \
+	    2>&1 | tail -n 3 || exit 1; \
+	done
+
+demo: all
+	@bash scripts/demo.sh
+
+bench: bench-dre
+bench-dre: all
+	@bash bench/dre.sh
+
+clean:
+	rm -rf build bin
+
+-include $(LIB_OBJ:.o=.d) $(WANEM_OBJ:.o=.d) $(BUILD)/proxy/main.d $(BUILD)/netem/wanem.d \
+         $(TEST_BIN:=.d) $(NTEST_BIN:=.d)

@@ -1,0 +1,140 @@
+/*
+ * dre.h: data redundancy elimination: a persistent segment store shared by all
+ * streams of a node, and a per-stream encoder/decoder pair.
+ *
+ * The encoder cuts a byte stream into content-defined chunks, names each by its
+ * SHA-256, and sends chunks the peer already holds as references (long runs of
+ * chunks seen before in the same order cost a few bytes in all), changed chunks
+ * as deltas against what the peer holds, and the rest (the residual) through
+ * lz4/zstd or raw.  The output is a sequence of self-delimiting frames, each
+ * carrying a checksum of the bytes it decodes to.
+ *
+ * Thread safety: a dre_store may be shared by any number of threads (it locks
+ * internally).  A dre_enc or dre_dec is one stream's state: use each from one
+ * thread at a time.  Neither knows about sockets or event loops.
+ */
+#ifndef WANOPT_DRE_H
+#define WANOPT_DRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Error codes: 0 is success, every error is negative. */
+enum dre_err {
+	DRE_OK = 0,
+	DRE_EINVAL = -1,    /* bad argument or option */
+	DRE_ENOMEM = -2,    /* allocation failed */
+	DRE_EIO = -3,       /* store file I/O failed (errno-level detail in the store log) */
+	DRE_ESTORE = -4,    /* store directory unusable: not a store, bad version, locked */
+	DRE_ECORRUPT = -5,  /* encoded stream malformed */
+	DRE_EMISS = -6,     /* encoded stream references data this store lacks */
+	DRE_ECHECKSUM = -7, /* a frame decoded to bytes whose checksum differs */
+	DRE_ELZ = -8,       /* residual (de)compression failed */
+	DRE_EOUT = -9,      /* the caller's output callback reported failure */
+	DRE_ESTATE = -10,   /* call not valid in the current state */
+};
+const char *dre_strerror(int err);
+
+/* ---- store -------------------------------------------------------------- */
+
+typedef struct dre_store dre_store;
+
+typedef struct dre_store_opts {
+	uint64_t size_limit;  /* bytes of chunk data kept on disk; 0 = default (1 GiB) */
+	int create;           /* create DIR (and a new store in it) if absent */
+	int readonly;         /* open for stats only: no writes, no lock */
+} dre_store_opts;
+
+typedef struct dre_store_stats {
+	uint64_t chunks;       /* chunks indexed */
+	uint64_t data_bytes;   /* chunk payload bytes stored (live) */
+	uint64_t disk_bytes;   /* bytes of data files on disk, headers and dead records included */
+	uint64_t size_limit;   /* configured bound on disk_bytes */
+	uint64_t index_bytes;  /* memory held by the in-memory index */
+	uint64_t files;        /* data files */
+	uint64_t evicted_chunks, evicted_bytes; /* since open */
+	uint64_t dropped_records; /* torn or corrupt records dropped at open */
+	uint64_t lookups, hits;   /* since open */
+} dre_store_stats;
+
+/* Open (or create) the store in DIR.  On failure returns NULL and writes a
+ * message naming the file at fault into err (errlen bytes). */
+dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, size_t errlen);
+/* Flush and close; accepts NULL. */
+void dre_store_close(dre_store *st);
+/* Change the size bound at run time; evicts at once if now over it. */
+int dre_store_set_limit(dre_store *st, uint64_t size_limit);
+/* Make everything written so far durable (fdatasync data and index files). */
+int dre_store_sync(dre_store *st);
+void dre_store_get_stats(dre_store *st, dre_store_stats *s);
+/* Check the index against the data files (tests, debug): 0 or DRE_ESTORE. */
+int dre_store_check(dre_store *st, char *err, size_t errlen);
+
+/* ---- codec -------------------------------------------------------------- */
+
+/* Receives encoded (encoder) or decoded (decoder) bytes; return 0, or non-zero
+ * to abort the call with DRE_EOUT. */
+typedef int (*dre_out_fn)(void *arg, const void *buf, size_t len);
+
+enum dre_lz {
+	DRE_LZ_AUTO = 0,  /* choose from link_bps: zstd on slow links, lz4 on fast ones */
+	DRE_LZ_NONE = 1,
+	DRE_LZ_LZ4 = 2,
+	DRE_LZ_ZSTD = 3,
+};
+
+typedef struct dre_enc_opts {
+	int lz;               /* enum dre_lz */
+	int level;            /* zstd level (1..19) or lz4 acceleration; 0 = default */
+	uint64_t link_bps;    /* WAN rate hint for DRE_LZ_AUTO, bits/s; 0 = unknown (zstd) */
+	int no_dedup;         /* 1: LZ only (optimize = lz): no chunk references, nothing stored */
+	size_t frame_max;     /* input bytes per frame; 0 = default (1 MiB) */
+	int retain;           /* 1: keep what is needed to answer dre_enc_learn until acked */
+} dre_enc_opts;
+
+typedef struct dre_codec_stats {
+	uint64_t in_bytes;      /* encoder: bytes given; decoder: encoded bytes given */
+	uint64_t out_bytes;     /* encoder: encoded bytes produced; decoder: bytes produced */
+	uint64_t frames;
+	uint64_t ref_bytes;     /* raw bytes sent as references (DRE hits) */
+	uint64_t delta_bytes;   /* raw bytes sent as deltas */
+	uint64_t lit_bytes;     /* raw bytes sent as literals (the residual) */
+	uint64_t lz_in, lz_out; /* residual bytes before and after LZ */
+	uint64_t asks;          /* encoder: learns answered; decoder: asks raised */
+} dre_codec_stats;
+
+typedef struct dre_enc dre_enc;
+typedef struct dre_dec dre_dec;
+
+dre_enc *dre_enc_new(dre_store *st, const dre_enc_opts *o);
+void dre_enc_free(dre_enc *e);
+/* Consume all n bytes; frames that fill up are emitted through out. */
+int dre_enc_write(dre_enc *e, const void *buf, size_t n, dre_out_fn out, void *arg);
+/* Emit everything buffered as frames now (the caller has no more data for a while). */
+int dre_enc_flush(dre_enc *e, dre_out_fn out, void *arg);
+/* The decoder asked for frame `seq` (it lacked something it referenced): emit a
+ * LEARN frame carrying that frame's bytes.  Needs opts.retain. */
+int dre_enc_learn(dre_enc *e, uint64_t seq, dre_out_fn out, void *arg);
+/* The decoder has applied every frame up to and including `seq`. */
+void dre_enc_ack(dre_enc *e, uint64_t seq);
+void dre_enc_get_stats(const dre_enc *e, dre_codec_stats *s);
+
+/* Called by the decoder when frame `seq` references data its store lacks; the
+ * caller must get the encoder to call dre_enc_learn(seq).  Until the LEARN frame
+ * arrives in the stream, the decoder buffers what follows (bounded). */
+typedef void (*dre_ask_fn)(void *arg, uint64_t seq);
+
+dre_dec *dre_dec_new(dre_store *st);
+void dre_dec_free(dre_dec *d);
+/* Without an ask callback a miss fails the stream with DRE_EMISS. */
+void dre_dec_set_ask(dre_dec *d, dre_ask_fn ask, void *arg);
+/* Feed any number of encoded bytes; decoded bytes go to out, in order, and
+ * only after their frame's checksum matched. */
+int dre_dec_write(dre_dec *d, const void *buf, size_t n, dre_out_fn out, void *arg);
+/* DRE_OK if the stream ended on a frame boundary with nothing pending. */
+int dre_dec_finish(dre_dec *d);
+/* Sequence number of the last frame applied (0 before the first). */
+uint64_t dre_dec_applied(const dre_dec *d);
+void dre_dec_get_stats(const dre_dec *d, dre_codec_stats *s);
+
+#endif

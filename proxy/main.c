@@ -1,0 +1,39 @@
+/* main.c: bin/wanopt subcommand dispatch. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd.h"
+
+struct px_cmd {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+};
+
+static const struct px_cmd px_cmds[] = {
+	{ "dre", px_cmd_dre, "encode/decode a stream against a segment store; store stats" },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: wanopt COMMAND [ARGS...]\n\n"
+		   "wanopt is a WAN optimization proxy pair (edge at the branch, core at the\n"
+		   "datacenter).  Commands:\n");
+	for (size_t i = 0; i < sizeof px_cmds / sizeof px_cmds[0]; i++)
+		fprintf(f, "  %-8s %s\n", px_cmds[i].name, px_cmds[i].summary);
+	fprintf(f, "\n'wanopt COMMAND --help' describes each.\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	for (size_t i = 0; i < sizeof px_cmds / sizeof px_cmds[0]; i++)
+		if (!strcmp(argv[1], px_cmds[i].name))
+			return px_cmds[i].run(argc - 1, argv + 1);
+	fprintf(stderr, "wanopt: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}
