@@ -67,6 +67,8 @@ int dre_store_set_limit(dre_store *st, uint64_t size_limit);
 /* Make everything written so far durable (fdatasync data and index files). */
 int dre_store_sync(dre_store *st);
 void dre_store_get_stats(dre_store *st, dre_store_stats *s);
+/* The store's identity: random at creation, so a wiped store gets a new one. */
+uint64_t dre_store_id(const dre_store *st);
 /* Check the index against the data files (tests, debug): 0 or DRE_ESTORE. */
 int dre_store_check(dre_store *st, char *err, size_t errlen);
 

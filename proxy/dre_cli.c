@@ -1,10 +1,288 @@
-/* dre_cli.c: `wanopt dre encode|decode|stats --store DIR`. */
+/* dre_cli.c: `wanopt dre encode|decode|stats|check --store DIR`: the DRE codec
+ * on stdin/stdout against a persistent store, for benchmarks and for users
+ * sizing their cache. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 #include "cmd.h"
+#include "dre.h"
+
+#define IO_BLOCK (1u << 20)
+
+struct cli {
+	const char *store;
+	uint64_t size;
+	int json, verbose;
+	dre_enc_opts eo;
+};
+
+static void dre_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: wanopt dre encode --store DIR [options] < input > encoded\n"
+		"       wanopt dre decode --store DIR [options] < encoded > output\n"
+		"       wanopt dre stats --store DIR [--json]\n"
+		"       wanopt dre check --store DIR\n"
+		"\n"
+		"encode/decode run the DRE codec against a persistent segment store: what one\n"
+		"run learns, the next run (and the peer's decoder with its own DIR) reuses.\n"
+		"options:\n"
+		"  --store DIR        segment store directory (created if absent)\n"
+		"  --store-size SIZE  bound on the store's disk use, e.g. 512M, 4G (default 1G)\n"
+		"  --lz MODE          residual coder: auto (default), zstd, lz4, none\n"
+		"  --level N          zstd level (default 3)\n"
+		"  --link-rate BPS    link speed hint for --lz auto, bits/s (k/M/G suffixes)\n"
+		"  --frame SIZE       input bytes per frame (default 1M)\n"
+		"  --no-dedup         LZ only: no references, nothing stored\n"
+		"  -v, --verbose      print what was sent how on stderr\n"
+		"  --json             stats as JSON\n");
+}
+
+/* Parse "123", "4k", "512M", "4G" (powers of 1024, or 1000 when si); 0 on success. */
+static int parse_size(const char *s, int si, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		return -1;
+	uint64_t m = 1, k = si ? 1000 : 1024;
+	switch (*end) {
+	case 'k': case 'K': m = k; end++; break;
+	case 'm': case 'M': m = k * k; end++; break;
+	case 'g': case 'G': m = k * k * k; end++; break;
+	case 't': case 'T': m = k * k * k * k; end++; break;
+	}
+	if (*end == 'B' || *end == 'b')
+		end++;
+	if (*end || (v && m > UINT64_MAX / v))
+		return -1;
+	*out = v * m;
+	return 0;
+}
+
+/* Parse the options after the action; 0, or 2 after printing why. */
+static int parse_args(int argc, char **argv, struct cli *c)
+{
+	static const struct option opts[] = {
+		{ "store", required_argument, 0, 's' }, { "store-size", required_argument, 0, 'S' },
+		{ "lz", required_argument, 0, 'z' },    { "level", required_argument, 0, 'l' },
+		{ "link-rate", required_argument, 0, 'r' }, { "frame", required_argument, 0, 'f' },
+		{ "no-dedup", no_argument, 0, 'n' },    { "json", no_argument, 0, 'j' },
+		{ "verbose", no_argument, 0, 'v' },     { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 } };
+	int ch;
+	uint64_t v;
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
+		switch (ch) {
+		case 's': c->store = optarg; break;
+		case 'S':
+			if (parse_size(optarg, 0, &c->size) || c->size < (1u << 20)) {
+				fprintf(stderr, "wanopt dre: --store-size '%s': want a size of at least 1M, e.g. 4G\n", optarg);
+				return 2;
+			}
+			break;
+		case 'z':
+			if (!strcmp(optarg, "auto")) c->eo.lz = DRE_LZ_AUTO;
+			else if (!strcmp(optarg, "zstd")) c->eo.lz = DRE_LZ_ZSTD;
+			else if (!strcmp(optarg, "lz4")) c->eo.lz = DRE_LZ_LZ4;
+			else if (!strcmp(optarg, "none")) c->eo.lz = DRE_LZ_NONE;
+			else {
+				fprintf(stderr, "wanopt dre: --lz '%s': want auto, zstd, lz4 or none\n", optarg);
+				return 2;
+			}
+			break;
+		case 'l':
+			if (parse_size(optarg, 1, &v) || v < 1 || v > 19) {
+				fprintf(stderr, "wanopt dre: --level '%s': want 1..19\n", optarg);
+				return 2;
+			}
+			c->eo.level = (int)v;
+			break;
+		case 'r':
+			if (parse_size(optarg, 1, &c->eo.link_bps) || !c->eo.link_bps) {
+				fprintf(stderr, "wanopt dre: --link-rate '%s': want bits/s, e.g. 1544k or 100M\n", optarg);
+				return 2;
+			}
+			break;
+		case 'f':
+			if (parse_size(optarg, 0, &v) || v < 4096 || v > (8u << 20)) {
+				fprintf(stderr, "wanopt dre: --frame '%s': want 4k..8M\n", optarg);
+				return 2;
+			}
+			c->eo.frame_max = v;
+			break;
+		case 'n': c->eo.no_dedup = 1; break;
+		case 'j': c->json = 1; break;
+		case 'v': c->verbose = 1; break;
+		case 'h': dre_usage(stdout); exit(0);
+		default: dre_usage(stderr); return 2;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "wanopt dre: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	if (!c->store) {
+		fprintf(stderr, "wanopt dre: --store DIR is required\n");
+		return 2;
+	}
+	return 0;
+}
+
+/* Output callback: write everything to fd 1. */
+static int write_out(void *arg, const void *buf, size_t n)
+{
+	const char *p = buf;
+	while (n) {
+		ssize_t w = write(STDOUT_FILENO, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static void print_codec(const char *what, const dre_codec_stats *s)
+{
+	fprintf(stderr,
+		"wanopt dre %s: %" PRIu64 " bytes in, %" PRIu64 " out, %" PRIu64 " frames; "
+		"refs %" PRIu64 ", deltas %" PRIu64 ", literals %" PRIu64 " bytes; lz %" PRIu64 " -> %" PRIu64 "\n",
+		what, s->in_bytes, s->out_bytes, s->frames, s->ref_bytes, s->delta_bytes, s->lit_bytes,
+		s->lz_in, s->lz_out);
+}
+
+/* Pump stdin through the encoder or decoder. */
+static int run_codec(struct cli *c, int decode)
+{
+	char err[512];
+	dre_store_opts so = { .size_limit = c->size, .create = 1 };
+	dre_store *st = dre_store_open(c->store, &so, err, sizeof err);
+	if (!st) {
+		fprintf(stderr, "wanopt dre: %s\n", err);
+		return 1;
+	}
+	dre_enc *e = decode ? NULL : dre_enc_new(st, &c->eo);
+	dre_dec *d = decode ? dre_dec_new(st) : NULL;
+	char *buf = malloc(IO_BLOCK);
+	int rc = (!e && !d) || !buf ? DRE_ENOMEM : 0;
+	uint64_t at = 0;
+	while (!rc) {
+		ssize_t n = read(STDIN_FILENO, buf, IO_BLOCK);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			fprintf(stderr, "wanopt dre: reading stdin: %s\n", strerror(errno));
+			rc = DRE_EIO;
+			break;
+		}
+		if (n == 0)
+			break;
+		rc = decode ? dre_dec_write(d, buf, (size_t)n, write_out, NULL)
+			    : dre_enc_write(e, buf, (size_t)n, write_out, NULL);
+		at += (uint64_t)n;
+	}
+	if (!rc)
+		rc = decode ? dre_dec_finish(d) : dre_enc_flush(e, write_out, NULL);
+	dre_codec_stats s;
+	if (rc) {
+		if (decode) {
+			fprintf(stderr, "wanopt dre decode: input bytes ..%" PRIu64 " (after frame %" PRIu64 "): %s\n",
+				at, dre_dec_applied(d), dre_strerror(rc));
+		} else {
+			fprintf(stderr, "wanopt dre encode: %s\n", dre_strerror(rc));
+		}
+	} else if (c->verbose) {
+		if (decode)
+			dre_dec_get_stats(d, &s);
+		else
+			dre_enc_get_stats(e, &s);
+		print_codec(decode ? "decode" : "encode", &s);
+	}
+	if (dre_store_sync(st) && !rc) {
+		fprintf(stderr, "wanopt dre: %s: cannot sync the store\n", c->store);
+		rc = DRE_EIO;
+	}
+	free(buf);
+	dre_enc_free(e);
+	dre_dec_free(d);
+	dre_store_close(st);
+	return rc ? 1 : 0;
+}
+
+static int run_stats(struct cli *c, int check)
+{
+	char err[512];
+	dre_store_opts so = { .size_limit = c->size, .readonly = !check };
+	dre_store *st = dre_store_open(c->store, &so, err, sizeof err);
+	if (!st) {
+		fprintf(stderr, "wanopt dre: %s\n", err);
+		return 1;
+	}
+	int rc = 0;
+	if (check) {
+		rc = dre_store_check(st, err, sizeof err);
+		if (rc)
+			fprintf(stderr, "wanopt dre check: %s: %s\n", c->store, err);
+		else
+			printf("%s: consistent\n", c->store);
+		dre_store_close(st);
+		return rc ? 1 : 0;
+	}
+	dre_store_stats s;
+	dre_store_get_stats(st, &s);
+	double fill = s.size_limit ? 100.0 * (double)s.disk_bytes / (double)s.size_limit : 0;
+	double per_gib = s.data_bytes ? (double)s.index_bytes / ((double)s.data_bytes / (1 << 30)) : 0;
+	if (c->json) {
+		printf("{\"store\":\"%s\",\"id\":\"%016" PRIx64 "\",\"chunks\":%" PRIu64 ",\"data_bytes\":%" PRIu64
+		       ",\"disk_bytes\":%" PRIu64 ",\"size_limit\":%" PRIu64 ",\"fill_pct\":%.2f,\"files\":%" PRIu64
+		       ",\"index_bytes\":%" PRIu64 ",\"index_bytes_per_gib\":%.0f,\"dropped_records\":%" PRIu64 "}\n",
+		       c->store, dre_store_id(st), s.chunks, s.data_bytes, s.disk_bytes, s.size_limit, fill, s.files,
+		       s.index_bytes, per_gib, s.dropped_records);
+	} else {
+		printf("store        %s (id %016" PRIx64 ")\n", c->store, dre_store_id(st));
+		printf("chunks       %" PRIu64 " (average %" PRIu64 " bytes)\n", s.chunks,
+		       s.chunks ? s.data_bytes / s.chunks : 0);
+		printf("bytes        %" PRIu64 " of chunk data, %" PRIu64 " on disk in %" PRIu64 " files\n",
+		       s.data_bytes, s.disk_bytes, s.files);
+		printf("fill         %.1f %% of %" PRIu64 " bytes\n", fill, s.size_limit);
+		printf("index memory %" PRIu64 " bytes (%.1f MiB per GiB stored)\n", s.index_bytes, per_gib / (1 << 20));
+		if (s.dropped_records)
+			printf("dropped      %" PRIu64 " torn records at open\n", s.dropped_records);
+	}
+	dre_store_close(st);
+	return 0;
+}
 
 int px_cmd_dre(int argc, char **argv)
 {
-	fprintf(stderr, "wanopt dre: not built yet\n");
-	return 1;
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		dre_usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	struct cli c = { 0 };
+	const char *act = argv[1];
+	int rc = parse_args(argc - 1, argv + 1, &c);
+	if (rc)
+		return rc;
+	if (!strcmp(act, "encode"))
+		return run_codec(&c, 0);
+	if (!strcmp(act, "decode"))
+		return run_codec(&c, 1);
+	if (!strcmp(act, "stats"))
+		return run_stats(&c, 0);
+	if (!strcmp(act, "check"))
+		return run_stats(&c, 1);
+	fprintf(stderr, "wanopt dre: unknown action '%s' (encode, decode, stats, check)\n", act);
+	return 2;
 }

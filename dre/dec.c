@@ -1,0 +1,307 @@
+/*
+ * dec.c: the per-stream DRE decoder.  Accepts encoded bytes in any pieces,
+ * parses whole frames, decompresses each frame's literal section in arrival
+ * order, rebuilds the frame from its ops and the local store, and hands the
+ * bytes on only once their checksum matched.  A frame that references data the
+ * store lacks (or decodes to the wrong bytes) is asked for again through the
+ * ask callback; later frames wait in a bounded queue until the LEARN arrives.
+ */
+#include <stdlib.h>
+
+#include "dec_int.h"
+
+dre_dec *dre_dec_new(dre_store *st)
+{
+	dre_dec *d = calloc(1, sizeof *d);
+	if (!d)
+		return NULL;
+	d->st = st;
+	if (!(d->fp = dre_fp_new()) || !(d->win = malloc(DRE_DELTA_WIN + DRE_CHUNK_MAX))) {
+		dre_dec_free(d);
+		return NULL;
+	}
+	return d;
+}
+
+static void frame_free(struct dre_qframe *f)
+{
+	if (!f)
+		return;
+	free(f->ops);
+	free(f->lits);
+	free(f);
+}
+
+void dre_dec_free(dre_dec *d)
+{
+	if (!d)
+		return;
+	while (d->qhead) {
+		struct dre_qframe *f = d->qhead;
+		d->qhead = f->next;
+		frame_free(f);
+	}
+	for (int i = 0; i < 3; i++)
+		dre_lz_free(d->lz[i]);
+	dre_fp_free(d->fp);
+	dre_buf_free(&d->in);
+	dre_buf_free(&d->out);
+	free(d->win);
+	free(d);
+}
+
+void dre_dec_set_ask(dre_dec *d, dre_ask_fn ask, void *arg)
+{
+	d->ask = ask;
+	d->ask_arg = arg;
+}
+
+/* Parse a frame header at p[0..n): 1 and *h filled when complete, 0 when more
+ * bytes are needed, DRE_ECORRUPT when invalid. */
+static int parse_header(const uint8_t *p, size_t n, struct dre_fhdr *h)
+{
+	const uint8_t *q = p, *end = p + n;
+	uint64_t v[4];
+	if (n < 2)
+		return 0;
+	if (p[0] != DRE_FRAME_MAGIC || (p[1] != DRE_FT_DATA && p[1] != DRE_FT_LEARN))
+		return DRE_ECORRUPT;
+	h->type = p[1];
+	q += 2;
+	for (int i = 0; i < 3; i++)
+		if (dre_get_varint(&q, end, &v[i]))
+			return end - q >= 10 ? DRE_ECORRUPT : 0;
+	if (q >= end)
+		return 0;
+	h->lz = *q++;
+	if (dre_get_varint(&q, end, &v[3]))
+		return end - q >= 10 ? DRE_ECORRUPT : 0;
+	if (end - q < 8)
+		return 0;
+	h->sum = dre_get_u64(q);
+	q += 8;
+	h->raw_len = v[0];
+	h->ops_len = v[1];
+	h->lit_len = v[2];
+	h->lz_len = v[3];
+	h->hdr_len = (size_t)(q - p);
+	if (h->raw_len > DRE_FRAME_RAW_MAX || h->lit_len > h->raw_len || h->lz > DRE_PLZ_ZSTD ||
+	    h->ops_len > 2 * (uint64_t)h->raw_len + 64 ||
+	    h->lz_len > h->lit_len + h->lit_len / 8 + 4096 ||
+	    (h->lz == DRE_PLZ_NONE && h->lz_len != h->lit_len))
+		return DRE_ECORRUPT;
+	return 1;
+}
+
+/* Decompress a frame's literal section into a new queued frame. */
+static int frame_load(dre_dec *d, const struct dre_fhdr *h, const uint8_t *p, struct dre_qframe **out)
+{
+	struct dre_qframe *f = calloc(1, sizeof *f);
+	if (!f)
+		return DRE_ENOMEM;
+	f->h = *h;
+	f->ops = malloc(h->ops_len ? h->ops_len : 1);
+	f->lits = malloc(h->lit_len ? h->lit_len : 1);
+	if (!f->ops || !f->lits) {
+		frame_free(f);
+		return DRE_ENOMEM;
+	}
+	memcpy(f->ops, p + h->hdr_len, h->ops_len);
+	const uint8_t *lz = p + h->hdr_len + h->ops_len;
+	int rc = 0;
+	if (h->lit_len || h->lz_len) {
+		if (!d->lz[h->lz] && !(d->lz[h->lz] = dre_lz_new(h->lz, 0, 1)))
+			rc = DRE_ENOMEM;
+		else
+			rc = dre_lz_decompress(d->lz[h->lz], lz, h->lz_len, f->lits, h->lit_len);
+	}
+	if (rc) {
+		frame_free(f);
+		return rc;
+	}
+	*out = f;
+	return 0;
+}
+
+/* Apply a queued frame: 0 done, DRE_EMISS/DRE_ECHECKSUM askable, else fatal. */
+static int frame_apply(dre_dec *d, struct dre_qframe *f, dre_out_fn out, void *arg)
+{
+	d->out.len = 0;
+	if (dre_buf_reserve(&d->out, f->h.raw_len))
+		return DRE_ENOMEM;
+	int rc = f->h.type == DRE_FT_DATA ? dre_dec_ops(d, f) : dre_dec_learn_ops(d, f);
+	if (rc)
+		return rc;
+	uint64_t key = f->h.type == DRE_FT_DATA ? f->seq : (f->learn_seq | 1ULL << 63);
+	if (dre_sum64(d->out.p, d->out.len, d->seed ^ key) != f->h.sum)
+		return DRE_ECHECKSUM;
+	d->applied = f->h.type == DRE_FT_DATA ? f->seq : f->learn_seq;
+	d->stats.out_bytes += d->out.len;
+	d->stats.frames++;
+	if (d->out.len && out(arg, d->out.p, d->out.len))
+		return DRE_EOUT;
+	return 0;
+}
+
+/* Unlink f (whose predecessor in the queue is prev, or NULL) and free it. */
+static void queue_drop(dre_dec *d, struct dre_qframe *prev, struct dre_qframe *f)
+{
+	if (prev)
+		prev->next = f->next;
+	else
+		d->qhead = f->next;
+	if (d->qtail == f)
+		d->qtail = prev;
+	d->qbytes -= f->h.ops_len + f->h.lit_len;
+	frame_free(f);
+}
+
+/* While waiting for a learn: apply it if it has arrived (it may sit behind
+ * frames that came after the failed one).  1 applied, 0 not there yet. */
+static int queue_learn(dre_dec *d, dre_out_fn out, void *arg)
+{
+	struct dre_qframe *prev = NULL, *f = d->qhead;
+	while (f && !(f->h.type == DRE_FT_LEARN && f->learn_seq == d->wait_seq)) {
+		prev = f;
+		f = f->next;
+	}
+	if (!f)
+		return 0;
+	int rc = frame_apply(d, f, out, arg);
+	queue_drop(d, prev, f);
+	if (rc)
+		return rc;
+	d->waiting = 0;
+	return 1;
+}
+
+/* Run queued frames in order; a frame that lacks data is asked for and
+ * dropped, and the queue then waits for its LEARN. */
+static int queue_run(dre_dec *d, dre_out_fn out, void *arg)
+{
+	for (;;) {
+		if (d->waiting) {
+			int rc = queue_learn(d, out, arg);
+			if (rc <= 0)
+				return rc;
+			continue;
+		}
+		struct dre_qframe *f = d->qhead;
+		if (!f)
+			return 0;
+		if (f->h.type == DRE_FT_LEARN) {
+			queue_drop(d, NULL, f); /* answers an ask already satisfied */
+			continue;
+		}
+		int rc = frame_apply(d, f, out, arg);
+		if ((rc == DRE_EMISS || rc == DRE_ECHECKSUM) && d->ask) {
+			d->waiting = 1;
+			d->wait_seq = f->seq;
+			d->stats.asks++;
+			d->ask(d->ask_arg, f->seq);
+			rc = 0;
+		}
+		queue_drop(d, NULL, f);
+		if (rc)
+			return rc;
+	}
+}
+
+/* Parse the stream header if not yet seen: 1 done, 0 need more, <0 bad. */
+static int stream_header(dre_dec *d)
+{
+	if (d->hdr_got)
+		return 1;
+	if (d->in.len - d->in_off < DRE_STREAM_HDR_LEN)
+		return 0;
+	const uint8_t *p = d->in.p + d->in_off;
+	if (memcmp(p, DRE_STREAM_MAGIC, 4) || p[4] != DRE_STREAM_VERSION)
+		return DRE_ECORRUPT;
+	d->seed = dre_get_u64(p + 6);
+	d->in_off += DRE_STREAM_HDR_LEN;
+	d->hdr_got = 1;
+	return 1;
+}
+
+/* Take every complete frame out of the input buffer into the queue. */
+static int parse_frames(dre_dec *d)
+{
+	for (;;) {
+		struct dre_fhdr h;
+		size_t avail = d->in.len - d->in_off;
+		int rc = parse_header(d->in.p + d->in_off, avail, &h);
+		if (rc <= 0)
+			return rc;
+		size_t total = h.hdr_len + h.ops_len + h.lz_len;
+		if (avail < total)
+			return 0;
+		struct dre_qframe *f;
+		if ((rc = frame_load(d, &h, d->in.p + d->in_off, &f)))
+			return rc;
+		if (h.type == DRE_FT_DATA) {
+			f->seq = ++d->seq;
+		} else if (h.ops_len < 16 || (f->learn_seq = dre_get_u64(f->ops)) == 0 || f->learn_seq > d->seq) {
+			frame_free(f);
+			return DRE_ECORRUPT;
+		}
+		d->in_off += total;
+		d->qbytes += h.ops_len + h.lit_len;
+		if (d->qtail)
+			d->qtail->next = f;
+		else
+			d->qhead = f;
+		d->qtail = f;
+		if (d->qbytes > DRE_LEARN_BACKLOG && d->waiting)
+			return DRE_ESTATE;
+		if (!d->waiting)
+			return 0; /* apply it before parsing on, keeping memory flat */
+	}
+}
+
+int dre_dec_write(dre_dec *d, const void *buf, size_t n, dre_out_fn out, void *arg)
+{
+	if (d->err)
+		return d->err;
+	if (dre_buf_add(&d->in, buf, n))
+		return d->err = DRE_ENOMEM;
+	d->stats.in_bytes += n;
+	int rc;
+	for (;;) {
+		size_t before = d->in_off;
+		if ((rc = stream_header(d)) <= 0)
+			break;
+		if ((rc = parse_frames(d)) < 0)
+			break;
+		if ((rc = queue_run(d, out, arg)))
+			break;
+		if (d->in_off == before)
+			break;
+	}
+	if (d->in_off) {
+		memmove(d->in.p, d->in.p + d->in_off, d->in.len - d->in_off);
+		d->in.len -= d->in_off;
+		d->in_off = 0;
+	}
+	if (rc < 0)
+		d->err = rc;
+	return rc < 0 ? rc : 0;
+}
+
+int dre_dec_finish(dre_dec *d)
+{
+	if (d->err)
+		return d->err;
+	if (d->in.len || d->qhead || d->waiting)
+		return d->waiting || d->qhead ? DRE_EMISS : DRE_ECORRUPT;
+	return DRE_OK;
+}
+
+uint64_t dre_dec_applied(const dre_dec *d)
+{
+	return d->applied;
+}
+
+void dre_dec_get_stats(const dre_dec *d, dre_codec_stats *s)
+{
+	*s = d->stats;
+}

@@ -1,0 +1,259 @@
+/* dec_ops.c: executing a frame's ops against the store (see dre_proto.h). */
+#include "dec_int.h"
+
+#define SKIP_LIMIT 64
+
+struct opctx {
+	dre_dec *d;
+	struct dre_qframe *f;
+	const uint8_t *op, *end;
+	uint64_t lit;  /* literal bytes consumed */
+};
+
+static int get_var(struct opctx *c, uint64_t *v)
+{
+	return dre_get_varint(&c->op, c->end, v) ? DRE_ECORRUPT : 0;
+}
+
+/* Append n literal bytes to the output. */
+static int take_lits(struct opctx *c, uint64_t n)
+{
+	dre_dec *d = c->d;
+	if (n > c->f->h.lit_len - c->lit || n > c->f->h.raw_len - d->out.len)
+		return DRE_ECORRUPT;
+	memcpy(d->out.p + d->out.len, c->f->lits + c->lit, n);
+	c->lit += n;
+	d->out.len += n;
+	return 0;
+}
+
+/* The last len output bytes form a new chunk: fingerprint and store it. */
+static int new_chunk(dre_dec *d, uint32_t len)
+{
+	uint8_t h[32];
+	dre_ent e;
+	const uint8_t *p = d->out.p + d->out.len - len;
+	if (dre_fp_sha256(d->fp, p, len, h))
+		return DRE_EINVAL;
+	uint64_t tag = dre_fp_tag(h);
+	int rc = dre_store_put_after(d->st, h, p, len, d->prev, &e);
+	if (rc < 0)
+		return rc;
+	if (rc == 0 && d->prev)
+		dre_store_link(d->st, d->prev, tag);
+	d->prev = tag;
+	return 0;
+}
+
+/* Append stored chunk `tag` to the output; it becomes the cursor. */
+static int out_stored(struct opctx *c, uint64_t tag)
+{
+	dre_dec *d = c->d;
+	dre_ent e;
+	if (!dre_store_find(d->st, tag, &e))
+		return DRE_EMISS;
+	if (e.len > c->f->h.raw_len - d->out.len)
+		return DRE_ECORRUPT;
+	int rc = dre_store_read(d->st, &e, d->out.p + d->out.len);
+	if (rc)
+		return rc == DRE_EMISS ? DRE_EMISS : rc;
+	d->out.len += e.len;
+	d->stats.ref_bytes += e.len;
+	d->cur = e;
+	dre_store_touch(d->st, &e);
+	if (d->prev)
+		dre_store_link(d->st, d->prev, tag);
+	d->prev = tag;
+	return 0;
+}
+
+/* The chunk after the cursor, or 0. */
+static uint64_t cursor_next(dre_dec *d)
+{
+	if (!d->cur.tag)
+		return 0;
+	if (!d->cur.next)
+		dre_store_find(d->st, d->cur.tag, &d->cur);
+	return d->cur.next;
+}
+
+static int op_run(struct opctx *c, uint64_t skip, uint64_t count)
+{
+	dre_dec *d = c->d;
+	if (skip > SKIP_LIMIT)
+		return DRE_ECORRUPT;
+	for (uint64_t i = 0; i < skip; i++) {
+		uint64_t t = cursor_next(d);
+		if (!t || !dre_store_find(d->st, t, &d->cur))
+			return DRE_EMISS;
+	}
+	for (uint64_t i = 0; i < count; i++) {
+		if (d->out.len >= c->f->h.raw_len)
+			return DRE_ECORRUPT;
+		uint64_t t = cursor_next(d);
+		if (!t)
+			return DRE_EMISS;
+		int rc = out_stored(c, t);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Make the window cover [0, need) by reading further chunks of the chain. */
+static int win_cover(dre_dec *d, uint64_t need)
+{
+	if (need > DRE_DELTA_WIN)
+		return DRE_ECORRUPT;
+	while (d->win_len < need) {
+		if (d->win_cnt == (int)(sizeof d->win_tag / sizeof d->win_tag[0]))
+			return DRE_ECORRUPT;
+		dre_ent e;
+		uint64_t t;
+		if (d->win_cnt == 0) {
+			t = d->win_tag[0];
+		} else if (!dre_store_find(d->st, d->win_tag[d->win_cnt - 1], &e) || !(t = e.next)) {
+			return DRE_EMISS;
+		}
+		if (!t || !dre_store_find(d->st, t, &e))
+			return DRE_EMISS;
+		if (d->win_len + e.len > DRE_DELTA_WIN)
+			return DRE_ECORRUPT;
+		int rc = dre_store_read(d->st, &e, d->win + d->win_len);
+		if (rc)
+			return rc;
+		d->win_tag[d->win_cnt] = t;
+		d->win_len += e.len;
+		d->win_end[d->win_cnt++] = d->win_len;
+	}
+	return 0;
+}
+
+/* DELTA/DELTAR: rebuild a chunk from copies out of the window starting at
+ * chunk `start`, and literals. */
+static int op_delta(struct opctx *c, uint64_t start)
+{
+	dre_dec *d = c->d;
+	uint64_t len, n;
+	int rc;
+	if ((rc = get_var(c, &len)) || (rc = get_var(c, &n)))
+		return rc;
+	if (!len || len > DRE_CHUNK_MAX || n > DRE_DELTA_INS_MAX || len > c->f->h.raw_len - d->out.len)
+		return DRE_ECORRUPT;
+	if (!start)
+		return DRE_EMISS;
+	d->win_tag[0] = start;
+	d->win_cnt = 0;
+	d->win_len = 0;
+	size_t begin = d->out.len;
+	int64_t expect = 0, last_end = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t lit, clen, zz;
+		if ((rc = get_var(c, &lit)) || (rc = get_var(c, &clen)) || (rc = get_var(c, &zz)))
+			return rc;
+		if (lit > len || clen > len || d->out.len - begin + lit + clen > len)
+			return DRE_ECORRUPT;
+		if ((rc = take_lits(c, lit)))
+			return rc;
+		int64_t off = expect + (int64_t)((zz >> 1) ^ (~(zz & 1) + 1));
+		if (!clen)
+			continue;
+		if (off < 0 || (uint64_t)off + clen > DRE_DELTA_WIN)
+			return DRE_ECORRUPT;
+		if ((rc = win_cover(d, (uint64_t)off + clen)))
+			return rc;
+		memcpy(d->out.p + d->out.len, d->win + off, clen);
+		d->out.len += clen;
+		expect = last_end = off + (int64_t)clen;
+	}
+	if (d->out.len - begin != len)
+		return DRE_ECORRUPT;
+	for (int i = 0; i < d->win_cnt && last_end; i++) {
+		if ((uint64_t)last_end <= d->win_end[i]) {
+			dre_store_find(d->st, d->win_tag[i], &d->cur);
+			break;
+		}
+	}
+	d->stats.delta_bytes += len;
+	return new_chunk(d, (uint32_t)len);
+}
+
+/* One op of a DATA frame. */
+static int op_one(struct opctx *c)
+{
+	dre_dec *d = c->d;
+	uint64_t a, b;
+	int rc;
+	switch (*c->op++) {
+	case DRE_OP_LIT:
+	case DRE_OP_RAW: {
+		int stored = c->op[-1] == DRE_OP_LIT;
+		if ((rc = get_var(c, &a)))
+			return rc;
+		if (!a || a > DRE_CHUNK_MAX)
+			return DRE_ECORRUPT;
+		if ((rc = take_lits(c, a)))
+			return rc;
+		d->stats.lit_bytes += a;
+		if (!stored) {
+			d->prev = 0;
+			return 0;
+		}
+		return new_chunk(d, (uint32_t)a);
+	}
+	case DRE_OP_REF:
+		if (c->end - c->op < 8)
+			return DRE_ECORRUPT;
+		a = dre_get_u64(c->op);
+		c->op += 8;
+		return out_stored(c, a);
+	case DRE_OP_RUN:
+		return get_var(c, &a) ? DRE_ECORRUPT : op_run(c, 0, a);
+	case DRE_OP_SKIP:
+		return get_var(c, &a) || get_var(c, &b) ? DRE_ECORRUPT : op_run(c, a, b);
+	case DRE_OP_DELTA:
+		return op_delta(c, cursor_next(d));
+	case DRE_OP_DELTAR:
+		if (c->end - c->op < 8)
+			return DRE_ECORRUPT;
+		a = dre_get_u64(c->op);
+		c->op += 8;
+		return op_delta(c, a);
+	}
+	return DRE_ECORRUPT;
+}
+
+int dre_dec_ops(dre_dec *d, struct dre_qframe *f)
+{
+	struct opctx c = { d, f, f->ops, f->ops + f->h.ops_len, 0 };
+	while (c.op < c.end) {
+		int rc = op_one(&c);
+		if (rc)
+			return rc;
+	}
+	return d->out.len == f->h.raw_len && c.lit == f->h.lit_len ? 0 : DRE_ECORRUPT;
+}
+
+int dre_dec_learn_ops(dre_dec *d, struct dre_qframe *f)
+{
+	struct opctx c = { d, f, f->ops + 16, f->ops + f->h.ops_len, 0 };
+	uint64_t cursor = dre_get_u64(f->ops + 8);
+	while (c.op < c.end) {
+		int op = *c.op++, rc;
+		uint64_t len;
+		if ((op != DRE_OP_CHUNK && op != DRE_OP_RAW) || (rc = get_var(&c, &len)))
+			return DRE_ECORRUPT;
+		if (!len || len > DRE_CHUNK_MAX || (rc = take_lits(&c, len)))
+			return DRE_ECORRUPT;
+		if (op == DRE_OP_RAW)
+			d->prev = 0;
+		else if ((rc = new_chunk(d, (uint32_t)len)))
+			return rc;
+	}
+	if (d->out.len != f->h.raw_len || c.lit != f->h.lit_len)
+		return DRE_ECORRUPT;
+	memset(&d->cur, 0, sizeof d->cur);
+	if (cursor)
+		dre_store_find(d->st, cursor, &d->cur);
+	return 0;
+}

@@ -1,0 +1,145 @@
+/* dre_int.h: internals shared by the dre/ modules (not part of the public API). */
+#ifndef WANOPT_DRE_INT_H
+#define WANOPT_DRE_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "dre.h"
+#include "dre_proto.h"
+
+/* ---- sum64: a fast 64-bit checksum (the XXH64 algorithm, written from its
+ * published specification).  Used for store records and frame outputs; it is
+ * not a fingerprint (SHA-256 is). */
+uint64_t dre_sum64(const void *p, size_t n, uint64_t seed);
+
+/* ---- fingerprints (fp.c): SHA-256 through OpenSSL, context reused. */
+typedef struct dre_fp dre_fp;
+dre_fp *dre_fp_new(void);
+void dre_fp_free(dre_fp *f);
+/* SHA-256 of p[0..n) into out; 0 on success. */
+int dre_fp_sha256(dre_fp *f, const void *p, size_t n, uint8_t out[32]);
+/* The in-memory name of a chunk: the first 8 bytes of its SHA-256, never 0. */
+static inline uint64_t dre_fp_tag(const uint8_t h[32])
+{
+	uint64_t t;
+	memcpy(&t, h, 8);
+	return t ? t : 1;
+}
+
+/* ---- content-defined chunking (chunk.c): gear rolling hash, FastCDC-style
+ * normalized cut points. */
+typedef struct dre_cdc {
+	uint32_t min, avg, max;
+	uint64_t mask_s, mask_l; /* stricter mask before avg, looser after */
+} dre_cdc;
+/* Set up a chunker; sizes must satisfy 64 <= min < avg < max <= DRE_CHUNK_MAX. */
+int dre_cdc_init(dre_cdc *c, uint32_t min, uint32_t avg, uint32_t max);
+/* Length of the first chunk of p[0..n).  Returns 0 when no cut point lies in
+ * p and n < max (more input needed), unless `final`, then n. */
+size_t dre_cdc_cut(const dre_cdc *c, const uint8_t *p, size_t n, int final);
+
+/* ---- varints (LEB128) with bounds checks. */
+static inline size_t dre_put_varint(uint8_t *p, uint64_t v)
+{
+	size_t i = 0;
+	while (v >= 0x80) {
+		p[i++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	p[i++] = (uint8_t)v;
+	return i;
+}
+/* Read a varint from *pp (< end); 0 on success, -1 if truncated or too long. */
+static inline int dre_get_varint(const uint8_t **pp, const uint8_t *end, uint64_t *v)
+{
+	const uint8_t *p = *pp;
+	uint64_t r = 0;
+	for (int shift = 0; shift < 64; shift += 7) {
+		if (p >= end)
+			return -1;
+		uint8_t b = *p++;
+		r |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*pp = p;
+			*v = r;
+			return 0;
+		}
+	}
+	return -1;
+}
+static inline void dre_put_u64(uint8_t *p, uint64_t v)
+{
+	memcpy(p, &v, 8); /* little-endian hosts only; checked at build time in util.c */
+}
+static inline uint64_t dre_get_u64(const uint8_t *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return v;
+}
+
+/* ---- growable byte buffer. */
+typedef struct dre_buf {
+	uint8_t *p;
+	size_t len, cap;
+} dre_buf;
+/* Make room for `more` bytes past len; 0 or DRE_ENOMEM. */
+int dre_buf_reserve(dre_buf *b, size_t more);
+int dre_buf_add(dre_buf *b, const void *p, size_t n);
+void dre_buf_free(dre_buf *b);
+
+/* ---- store internals used by the codec (store.c). */
+typedef struct dre_ent {
+	uint64_t tag;  /* first 8 bytes of SHA-256 (never 0) */
+	uint64_t next; /* tag of the chunk that followed it when first seen, or 0 */
+	uint32_t file; /* data file number */
+	uint32_t off;  /* offset of the record in that file */
+	uint32_t len;  /* payload length */
+	uint32_t spare;
+} dre_ent;
+
+/* Look a tag up; 1 and *e filled if present, else 0. */
+int dre_store_find(dre_store *st, uint64_t tag, dre_ent *e);
+/* Add a chunk whose SHA-256 is h unless its tag is present; fills *e with the
+ * (new or existing) entry.  Returns 1 if added, 0 if present, <0 on error. */
+int dre_store_put(dre_store *st, const uint8_t h[32], const void *p, uint32_t len, dre_ent *e);
+/* As dre_store_put, and if added, record that it followed chunk `prev` (0: none). */
+int dre_store_put_after(dre_store *st, const uint8_t h[32], const void *p, uint32_t len,
+			uint64_t prev, dre_ent *e);
+/* Copy a chunk's payload into buf (e->len bytes) and verify its record
+ * checksum; 0, DRE_EMISS (evicted since), or DRE_EIO. */
+int dre_store_read(dre_store *st, const dre_ent *e, void *buf);
+/* 1 if the chunk stored for e has exactly SHA-256 h (not just the tag). */
+int dre_store_same(dre_store *st, const dre_ent *e, const uint8_t h[32]);
+/* Record that chunk b followed chunk a, if a has no successor yet. */
+void dre_store_link(dre_store *st, uint64_t a, uint64_t b);
+/* Called on a reference hit: keeps hot chunks from being evicted first. */
+void dre_store_touch(dre_store *st, const dre_ent *e);
+
+/* ---- residual compression (lz.c). */
+typedef struct dre_lzc dre_lzc;
+/* A per-stream compressor (or, with decomp, decompressor) for `kind`. */
+dre_lzc *dre_lz_new(int kind, int level, int decomp);
+void dre_lz_free(dre_lzc *z);
+/* Compress p[0..n) as the next piece of the stream, appending to out. */
+int dre_lz_compress(dre_lzc *z, const void *p, size_t n, dre_buf *out);
+/* Decompress exactly `in_n` bytes that must yield exactly `out_n` bytes. */
+int dre_lz_decompress(dre_lzc *z, const void *in, size_t in_n, void *out, size_t out_n);
+/* Cheap estimate: 1 if a sample of p looks incompressible. */
+int dre_lz_incompressible(const void *p, size_t n);
+
+/* ---- deltas (delta.c): copy/insert instructions of a target against a base. */
+typedef struct dre_delta_ins {
+	uint32_t lit;      /* literal bytes first */
+	uint32_t copy_off; /* then copy_len bytes from base[copy_off] */
+	uint32_t copy_len;
+} dre_delta_ins;
+/* Encode tgt against base: fills ins (up to max_ins) and appends the literal
+ * bytes to lits.  Returns the instruction count, or -1 if the delta saves too
+ * little to be worth sending (then nothing was appended). */
+int dre_delta_encode(const uint8_t *base, size_t base_n, const uint8_t *tgt, size_t tgt_n,
+		     dre_delta_ins *ins, int max_ins, dre_buf *lits);
+
+#endif

@@ -1,0 +1,460 @@
+/*
+ * enc.c: the per-stream DRE encoder.  Input is cut into chunks; each chunk is
+ * sent as a run continuation (RUN/SKIP: it is the chunk that followed the
+ * cursor last time), a reference (REF), a delta against the data that followed
+ * the cursor (DELTA), or a literal (LIT).  Frames collect about frame_max input
+ * bytes; the literal section of each frame goes through the residual coder.
+ * See include/dre_proto.h for the format.
+ */
+#include <stdlib.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "enc_int.h"
+
+#define FRAME_DEFAULT (1u << 20)
+#define CHUNK_MIN 2048
+#define CHUNK_AVG 4096
+#define CHUNK_MAX 16384
+#define STORE_MIN 64      /* shorter pieces (flushed tails) are sent raw, never stored */
+#define SKIP_MAX 3        /* how far past the cursor a run may resume */
+#define WIN_CHUNKS 4      /* chunks in a delta base window */
+#define DELTA_GIVEUP 2    /* failed deltas in a row before waiting for the next hit */
+#define RETAIN_MAX 4096   /* unacknowledged frames kept for learns */
+
+static int pick_lz(const dre_enc_opts *o)
+{
+	switch (o->lz) {
+	case DRE_LZ_NONE: return DRE_PLZ_NONE;
+	case DRE_LZ_LZ4: return DRE_PLZ_LZ4;
+	case DRE_LZ_ZSTD: return DRE_PLZ_ZSTD;
+	}
+	/* auto: zstd while the link is the bottleneck (up to ~200 Mbit/s one core
+	 * keeps up with zstd -3), lz4 beyond */
+	return o->link_bps && o->link_bps > 200000000ULL ? DRE_PLZ_LZ4 : DRE_PLZ_ZSTD;
+}
+
+dre_enc *dre_enc_new(dre_store *st, const dre_enc_opts *o)
+{
+	dre_enc_opts def = { 0 };
+	if (!o)
+		o = &def;
+	if (!st && !o->no_dedup)
+		return NULL;
+	dre_enc *e = calloc(1, sizeof *e);
+	if (!e)
+		return NULL;
+	e->st = st;
+	e->o = *o;
+	if (!e->o.frame_max)
+		e->o.frame_max = FRAME_DEFAULT;
+	if (e->o.frame_max > DRE_FRAME_RAW_MAX / 2)
+		e->o.frame_max = DRE_FRAME_RAW_MAX / 2;
+	e->lzkind = pick_lz(o);
+	if (getrandom(&e->seed, sizeof e->seed, 0) != sizeof e->seed)
+		e->seed = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ULL ^ (uint64_t)getpid();
+	if (dre_cdc_init(&e->cdc, CHUNK_MIN, CHUNK_AVG, CHUNK_MAX) || !(e->fp = dre_fp_new()) ||
+	    !(e->lz = dre_lz_new(e->lzkind, o->level, 0)) || !(e->win = malloc(DRE_DELTA_WIN)) ||
+	    !(e->ins = malloc(DRE_DELTA_INS_MAX * sizeof *e->ins))) {
+		dre_enc_free(e);
+		return NULL;
+	}
+	return e;
+}
+
+static void ret_frame_free(struct dre_ret *r)
+{
+	free(r->ch);
+	free(r->raw);
+	memset(r, 0, sizeof *r);
+}
+
+void dre_enc_free(dre_enc *e)
+{
+	if (!e)
+		return;
+	for (size_t i = 0; i < e->nret; i++)
+		ret_frame_free(&e->ret[(e->ret_head + i) % RETAIN_MAX]);
+	free(e->ret);
+	dre_fp_free(e->fp);
+	dre_lz_free(e->lz);
+	dre_buf_free(&e->in);
+	dre_buf_free(&e->ops);
+	dre_buf_free(&e->lits);
+	dre_buf_free(&e->out);
+	dre_buf_free(&e->cur_ch);
+	dre_buf_free(&e->cur_raw);
+	free(e->win);
+	free(e->ins);
+	free(e);
+}
+
+/* Append an op code and up to two varints to the op list. */
+static int op2(dre_enc *e, int op, int nargs, uint64_t a, uint64_t b)
+{
+	if (dre_buf_reserve(&e->ops, 1 + 20))
+		return DRE_ENOMEM;
+	uint8_t *p = e->ops.p + e->ops.len;
+	size_t n = 0;
+	p[n++] = (uint8_t)op;
+	if (nargs > 0)
+		n += dre_put_varint(p + n, a);
+	if (nargs > 1)
+		n += dre_put_varint(p + n, b);
+	e->ops.len += n;
+	return 0;
+}
+
+/* Emit the pending run of chunks, if any. */
+static int run_flush(dre_enc *e)
+{
+	if (!e->run)
+		return 0;
+	int rc = e->run_skip ? op2(e, DRE_OP_SKIP, 2, e->run_skip, e->run) : op2(e, DRE_OP_RUN, 1, e->run, 0);
+	e->run = e->run_skip = 0;
+	return rc;
+}
+
+/* Remember a chunk of the current frame for a later learn. */
+static int retain_chunk(dre_enc *e, uint64_t tag, const uint8_t *p, uint32_t len)
+{
+	if (!e->o.retain)
+		return 0;
+	struct dre_ret_ch c = { tag, len, 0 };
+	if (dre_buf_add(&e->cur_ch, &c, sizeof c))
+		return DRE_ENOMEM;
+	return tag ? 0 : dre_buf_add(&e->cur_raw, p, len);
+}
+
+/* Bookkeeping after chunk `tag` was output: link it after prev. */
+static void chunk_out(dre_enc *e, uint64_t tag)
+{
+	if (e->prev)
+		dre_store_link(e->st, e->prev, tag);
+	e->prev = tag;
+}
+
+/* Is `tag` the chunk k steps after the cursor (k < SKIP_MAX+1)?  Returns k or -1. */
+static int run_position(dre_enc *e, uint64_t tag)
+{
+	if (!e->cur.next && !dre_store_find(e->st, e->cur.tag, &e->cur))
+		return -1;
+	uint64_t t = e->cur.next;
+	for (int k = 0; t && k <= SKIP_MAX; k++) {
+		if (t == tag)
+			return k;
+		dre_ent n;
+		if (!dre_store_find(e->st, t, &n))
+			return -1;
+		t = n.next;
+	}
+	return -1;
+}
+
+/* A stored chunk matched (tag with full hash h): extend or start a run, or REF. */
+static int enc_hit(dre_enc *e, const dre_ent *ent, int k, uint32_t len)
+{
+	int rc = 0;
+	if (k >= 0) {
+		if (e->run && k == 0) {
+			e->run++;
+		} else {
+			rc = run_flush(e);
+			e->run_skip = (uint32_t)k;
+			e->run = 1;
+		}
+	} else {
+		uint8_t b[9];
+		rc = run_flush(e);
+		b[0] = DRE_OP_REF;
+		dre_put_u64(b + 1, ent->tag);
+		if (!rc)
+			rc = dre_buf_add(&e->ops, b, 9);
+	}
+	e->cur = *ent;
+	e->delta_fails = 0;
+	e->st_ref += len;
+	dre_store_touch(e->st, ent);
+	chunk_out(e, ent->tag);
+	return rc;
+}
+
+/* Gather the base window: up to WIN_CHUNKS chunks following the cursor.
+ * Returns its length (0 if nothing usable). */
+static size_t win_fill(dre_enc *e)
+{
+	size_t n = 0;
+	uint64_t t = e->cur.next;
+	for (int i = 0; t && i < WIN_CHUNKS; i++) {
+		dre_ent w;
+		if (!dre_store_find(e->st, t, &w) || n + w.len > DRE_DELTA_WIN ||
+		    dre_store_read(e->st, &w, e->win + n))
+			break;
+		e->win_tag[i] = t;
+		e->win_end[i] = (uint32_t)(n + w.len);
+		e->win_n = i + 1;
+		n += w.len;
+		t = w.next;
+	}
+	return n;
+}
+
+/* Try a delta of p against the window after the cursor; 1 if sent, 0 if not. */
+static int enc_delta(dre_enc *e, const uint8_t *p, uint32_t len)
+{
+	if (!e->cur.tag || !e->cur.next || e->delta_fails >= DELTA_GIVEUP)
+		return 0;
+	e->win_n = 0;
+	size_t wn = win_fill(e);
+	size_t lits0 = e->lits.len;
+	int n = wn ? dre_delta_encode(e->win, wn, p, len, e->ins, DRE_DELTA_INS_MAX, &e->lits) : -1;
+	if (n < 0) {
+		e->lits.len = lits0;
+		e->delta_fails++;
+		return 0;
+	}
+	if (run_flush(e) || op2(e, DRE_OP_DELTA, 2, len, (uint64_t)n) || dre_buf_reserve(&e->ops, (size_t)n * 30))
+		return DRE_ENOMEM;
+	uint64_t expect = 0, last_end = 0;
+	for (int i = 0; i < n; i++) {
+		int64_t d = (int64_t)e->ins[i].copy_off - (int64_t)expect;
+		uint64_t zz = ((uint64_t)d << 1) ^ (uint64_t)(d >> 63);
+		uint8_t *q = e->ops.p + e->ops.len;
+		size_t k = dre_put_varint(q, e->ins[i].lit);
+		k += dre_put_varint(q + k, e->ins[i].copy_len);
+		k += dre_put_varint(q + k, zz);
+		e->ops.len += k;
+		if (e->ins[i].copy_len) {
+			expect = e->ins[i].copy_off + e->ins[i].copy_len;
+			last_end = expect;
+		}
+	}
+	/* the cursor moves to the window chunk holding the last copied byte */
+	for (int i = 0; i < e->win_n; i++) {
+		if (last_end && last_end <= e->win_end[i]) {
+			dre_ent c;
+			if (dre_store_find(e->st, e->win_tag[i], &c))
+				e->cur = c;
+			break;
+		}
+	}
+	e->delta_fails = 0;
+	e->st_delta += len;
+	return 1;
+}
+
+/* Encode one chunk p[0..len). */
+static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len)
+{
+	int rc;
+	if (e->o.no_dedup || len < STORE_MIN) {
+		if ((rc = run_flush(e)) || (rc = op2(e, DRE_OP_RAW, 1, len, 0)) ||
+		    (rc = dre_buf_add(&e->lits, p, len)))
+			return rc;
+		e->prev = 0;
+		e->st_lit += len;
+		return retain_chunk(e, 0, p, len);
+	}
+	uint8_t h[32];
+	dre_ent ent;
+	if (dre_fp_sha256(e->fp, p, len, h))
+		return DRE_EINVAL;
+	uint64_t tag = dre_fp_tag(h);
+	if (dre_store_find(e->st, tag, &ent) && ent.len == len && dre_store_same(e->st, &ent, h)) {
+		int k = e->cur.tag ? run_position(e, tag) : -1;
+		if ((rc = enc_hit(e, &ent, k, len)))
+			return rc;
+		return retain_chunk(e, tag, p, len);
+	}
+	rc = enc_delta(e, p, len);
+	if (rc < 0)
+		return rc;
+	if (rc == 0) {
+		if ((rc = run_flush(e)) || (rc = op2(e, DRE_OP_LIT, 1, len, 0)) ||
+		    (rc = dre_buf_add(&e->lits, p, len)))
+			return rc;
+		e->st_lit += len;
+	}
+	uint64_t prev = e->prev;
+	rc = dre_store_put_after(e->st, h, p, len, prev, &ent);
+	if (rc < 0)
+		return rc;
+	if (rc == 0 && prev)
+		dre_store_link(e->st, prev, tag);
+	e->prev = tag;
+	return retain_chunk(e, tag, p, len);
+}
+
+/* Write the stream header once. */
+static int put_stream_header(dre_enc *e, dre_out_fn out, void *arg)
+{
+	if (e->hdr_sent)
+		return 0;
+	uint8_t h[DRE_STREAM_HDR_LEN];
+	memcpy(h, DRE_STREAM_MAGIC, 4);
+	h[4] = DRE_STREAM_VERSION;
+	h[5] = 0;
+	dre_put_u64(h + 6, e->seed);
+	e->hdr_sent = 1;
+	e->stats.out_bytes += sizeof h;
+	return out(arg, h, sizeof h) ? DRE_EOUT : 0;
+}
+
+int dre_enc_emit(dre_enc *e, int type, const uint8_t *raw, size_t raw_n, uint64_t sum_seq,
+		 dre_out_fn out, void *arg)
+{
+	int rc = put_stream_header(e, out, arg);
+	if (rc)
+		return rc;
+	int lz = e->lzkind;
+	if (lz != DRE_PLZ_NONE && dre_lz_incompressible(e->lits.p, e->lits.len))
+		lz = DRE_PLZ_NONE;
+	e->out.len = 0;
+	if (dre_buf_reserve(&e->out, DRE_FRAME_HDR_MAX + e->ops.len + e->lits.len + 64))
+		return DRE_ENOMEM;
+	uint8_t *h = e->out.p;
+	size_t n = 0;
+	h[n++] = DRE_FRAME_MAGIC;
+	h[n++] = (uint8_t)type;
+	n += dre_put_varint(h + n, raw_n);
+	n += dre_put_varint(h + n, e->ops.len);
+	n += dre_put_varint(h + n, e->lits.len);
+	h[n++] = (uint8_t)lz;
+	size_t lzlen_at = n;
+	e->out.len = n + 10 + 8 + e->ops.len; /* room for a 10-byte varint, then sum and ops */
+	if (e->lits.len && (rc = (lz == DRE_PLZ_NONE ? dre_buf_add(&e->out, e->lits.p, e->lits.len)
+						     : dre_lz_compress(e->lz, e->lits.p, e->lits.len, &e->out))))
+		return rc;
+	size_t lz_n = e->out.len - (n + 10 + 8 + e->ops.len);
+	uint8_t v[10];
+	size_t vn = dre_put_varint(v, lz_n);
+	h = e->out.p;
+	/* close the gap left for the varint so the frame is contiguous */
+	memmove(h + lzlen_at + vn, h + lzlen_at + 10, 8 + e->ops.len + lz_n);
+	memcpy(h + lzlen_at, v, vn);
+	e->out.len -= 10 - vn;
+	dre_put_u64(h + lzlen_at + vn, dre_sum64(raw, raw_n, e->seed ^ sum_seq));
+	memcpy(h + lzlen_at + vn + 8, e->ops.p, e->ops.len);
+	e->stats.lz_in += e->lits.len;
+	e->stats.lz_out += lz_n;
+	e->stats.out_bytes += e->out.len;
+	return out(arg, e->out.p, e->out.len) ? DRE_EOUT : 0;
+}
+
+/* Keep the current frame's chunk list for learns (when retaining). */
+static int retain_frame(dre_enc *e)
+{
+	if (!e->o.retain)
+		return 0;
+	if (!e->ret && !(e->ret = calloc(RETAIN_MAX, sizeof *e->ret)))
+		return DRE_ENOMEM;
+	if (e->nret == RETAIN_MAX) {
+		ret_frame_free(&e->ret[e->ret_head]);
+		e->ret_head = (e->ret_head + 1) % RETAIN_MAX;
+		e->nret--;
+	}
+	struct dre_ret *r = &e->ret[(e->ret_head + e->nret++) % RETAIN_MAX];
+	r->seq = e->seq;
+	r->cursor = e->cur.tag;
+	r->nch = e->cur_ch.len / sizeof(struct dre_ret_ch);
+	r->ch = (struct dre_ret_ch *)e->cur_ch.p;
+	r->raw = e->cur_raw.p;
+	r->rawlen = e->cur_raw.len;
+	memset(&e->cur_ch, 0, sizeof e->cur_ch);
+	memset(&e->cur_raw, 0, sizeof e->cur_raw);
+	return 0;
+}
+
+/* Encode p[0..n) (whole chunks, final or not) as one frame. */
+static int enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *used, dre_out_fn out,
+		     void *arg)
+{
+	size_t pos = 0;
+	int rc = 0;
+	e->ops.len = e->lits.len = 0;
+	e->cur_ch.len = e->cur_raw.len = 0;
+	while (pos < n && pos < e->o.frame_max && !rc) {
+		size_t c = e->o.no_dedup ? (n - pos < e->cdc.max ? n - pos : e->cdc.max)
+					 : dre_cdc_cut(&e->cdc, p + pos, n - pos, final);
+		if (!c)
+			break;
+		rc = enc_chunk(e, p + pos, (uint32_t)c);
+		pos += c;
+	}
+	if (!rc)
+		rc = run_flush(e);
+	if (rc || !pos)
+		return rc;
+	e->seq++;
+	e->stats.frames++;
+	e->stats.in_bytes += pos;
+	*used = pos;
+	if ((rc = retain_frame(e)))
+		return rc;
+	return dre_enc_emit(e, DRE_FT_DATA, p, pos, e->seq, out, arg);
+}
+
+/* Encode whole frames from the buffered input while enough is buffered (or all
+ * of it when final). */
+static int enc_drain(dre_enc *e, int final, dre_out_fn out, void *arg)
+{
+	size_t need = e->o.frame_max + e->cdc.max;
+	while (e->in.len - e->in_off >= (final ? 1 : need)) {
+		size_t used = 0;
+		int rc = enc_frame(e, e->in.p + e->in_off, e->in.len - e->in_off, final, &used, out, arg);
+		if (rc)
+			return rc;
+		if (!used)
+			break;
+		e->in_off += used;
+	}
+	if (e->in_off) {
+		memmove(e->in.p, e->in.p + e->in_off, e->in.len - e->in_off);
+		e->in.len -= e->in_off;
+		e->in_off = 0;
+	}
+	return 0;
+}
+
+int dre_enc_write(dre_enc *e, const void *buf, size_t n, dre_out_fn out, void *arg)
+{
+	const uint8_t *p = buf;
+	size_t cap = 2 * (e->o.frame_max + e->cdc.max);
+	while (n) {
+		size_t take = cap - e->in.len < n ? cap - e->in.len : n;
+		if (dre_buf_add(&e->in, p, take))
+			return DRE_ENOMEM;
+		p += take;
+		n -= take;
+		int rc = enc_drain(e, 0, out, arg);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int dre_enc_flush(dre_enc *e, dre_out_fn out, void *arg)
+{
+	int rc = enc_drain(e, 1, out, arg);
+	if (!rc)
+		rc = put_stream_header(e, out, arg);
+	return rc;
+}
+
+void dre_enc_ack(dre_enc *e, uint64_t seq)
+{
+	while (e->nret && e->ret[e->ret_head].seq <= seq) {
+		ret_frame_free(&e->ret[e->ret_head]);
+		e->ret_head = (e->ret_head + 1) % RETAIN_MAX;
+		e->nret--;
+	}
+}
+
+void dre_enc_get_stats(const dre_enc *e, dre_codec_stats *s)
+{
+	*s = e->stats;
+	s->ref_bytes = e->st_ref;
+	s->delta_bytes = e->st_delta;
+	s->lit_bytes = e->st_lit;
+}

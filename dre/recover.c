@@ -1,0 +1,371 @@
+/* recover.c: opening a store directory: lock, identity, loading data files
+ * (from .idx when intact, else by reading records and cutting torn tails), and
+ * sealing files (.idx written atomically). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store_int.h"
+
+#define IDX_HDR 24
+
+static void seterr(char *err, size_t len, const char *fmt, ...)
+{
+	if (!err || !len)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+}
+
+static void path_of(const dre_store *st, uint32_t num, const char *ext, char *out, size_t len)
+{
+	snprintf(out, len, "%s/%08" PRIx32 ".%s", st->dir, num, ext);
+}
+
+/* Write all of buf to fd; 0 or -1. */
+static int write_all(int fd, const void *buf, size_t n)
+{
+	const uint8_t *p = buf;
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Write file num's .idx from n entries, atomically (temp file, sync, rename). */
+static int write_idx(dre_store *st, uint32_t num, uint64_t size, const struct dre_idxent *e, size_t n)
+{
+	char tmp[4096], dst[4096];
+	path_of(st, num, "idx.tmp", tmp, sizeof tmp);
+	path_of(st, num, "idx", dst, sizeof dst);
+	size_t len = IDX_HDR + n * sizeof *e + 8;
+	uint8_t *buf = malloc(len);
+	if (!buf)
+		return DRE_ENOMEM;
+	uint32_t magic = DRE_IDX_MAGIC, ver = 1;
+	uint64_t cnt = n;
+	memcpy(buf, &magic, 4);
+	memcpy(buf + 4, &ver, 4);
+	memcpy(buf + 8, &cnt, 8);
+	memcpy(buf + 16, &size, 8);
+	if (n)
+		memcpy(buf + IDX_HDR, e, n * sizeof *e);
+	uint64_t sum = dre_sum64(buf, len - 8, 0);
+	memcpy(buf + len - 8, &sum, 8);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int rc = fd < 0 || write_all(fd, buf, len) || fdatasync(fd) ? DRE_EIO : 0;
+	if (fd >= 0)
+		close(fd);
+	if (!rc && rename(tmp, dst))
+		rc = DRE_EIO;
+	if (rc)
+		unlink(tmp);
+	free(buf);
+	return rc;
+}
+
+int dre_store_load_idx(dre_store *st, uint32_t num, uint64_t size, struct dre_idxent **out, size_t *n)
+{
+	char path[4096];
+	path_of(st, num, "idx", path, sizeof path);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	struct stat sb;
+	uint8_t *buf = NULL;
+	int rc = -1;
+	if (fstat(fd, &sb) || sb.st_size < IDX_HDR + 8 || !(buf = malloc((size_t)sb.st_size)) ||
+	    pread(fd, buf, (size_t)sb.st_size, 0) != sb.st_size)
+		goto out;
+	uint32_t magic, ver;
+	uint64_t cnt, dsize, sum;
+	memcpy(&magic, buf, 4);
+	memcpy(&ver, buf + 4, 4);
+	memcpy(&cnt, buf + 8, 8);
+	memcpy(&dsize, buf + 16, 8);
+	memcpy(&sum, buf + sb.st_size - 8, 8);
+	if (magic != DRE_IDX_MAGIC || ver != 1 || dsize != size ||
+	    cnt != ((uint64_t)sb.st_size - IDX_HDR - 8) / sizeof(struct dre_idxent) ||
+	    (uint64_t)sb.st_size != IDX_HDR + cnt * sizeof(struct dre_idxent) + 8 ||
+	    dre_sum64(buf, (size_t)sb.st_size - 8, 0) != sum)
+		goto out;
+	*out = malloc(cnt ? cnt * sizeof **out : 1);
+	if (!*out)
+		goto out;
+	memcpy(*out, buf + IDX_HDR, cnt * sizeof **out);
+	*n = cnt;
+	rc = 0;
+out:
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+/* Read file f record by record, applying each; cut it at the first record that
+ * is torn or fails its checksum.  Entries are also collected into *list. */
+static int scan_file(dre_store *st, struct dre_sfile *f, dre_buf *list)
+{
+	uint8_t hdr[DRE_REC_HDR];
+	uint8_t *payload = malloc(DRE_CHUNK_MAX);
+	uint64_t off = 0;
+	if (!payload)
+		return DRE_ENOMEM;
+	while (off + DRE_REC_HDR <= f->size) {
+		if (pread(f->fd, hdr, DRE_REC_HDR, (off_t)off) != DRE_REC_HDR || dre_rec_check(hdr, NULL))
+			break;
+		uint32_t magic, len;
+		memcpy(&magic, hdr, 4);
+		memcpy(&len, hdr + 4, 4);
+		if (off + DRE_REC_HDR + len > f->size ||
+		    (len && pread(f->fd, payload, len, (off_t)(off + DRE_REC_HDR)) != (ssize_t)len) ||
+		    dre_rec_check(hdr, payload))
+			break;
+		struct dre_idxent ie;
+		if (magic == DRE_REC_LINK)
+			ie = (struct dre_idxent){ dre_get_u64(hdr + 8), dre_get_u64(hdr + 16), 0, DRE_IDX_LINK };
+		else
+			ie = (struct dre_idxent){ dre_fp_tag(hdr + 8), dre_get_u64(hdr + 40), (uint32_t)off, len };
+		if (dre_store_apply(st, f->num, &ie) || dre_buf_add(list, &ie, sizeof ie)) {
+			free(payload);
+			return DRE_ENOMEM;
+		}
+		off += DRE_REC_HDR + len;
+	}
+	free(payload);
+	if (off < f->size) {
+		st->dropped_records++;
+		if (!st->readonly && ftruncate(f->fd, (off_t)off))
+			return DRE_EIO;
+		f->size = off;
+	}
+	return 0;
+}
+
+/* Create and append the next data file. */
+static int new_file(dre_store *st, uint32_t num)
+{
+	char path[4096];
+	path_of(st, num, "dat", path, sizeof path);
+	if (st->nfiles == st->capfiles) {
+		size_t cap = st->capfiles ? st->capfiles * 2 : 16;
+		struct dre_sfile *nf = realloc(st->files, cap * sizeof *nf);
+		if (!nf)
+			return DRE_ENOMEM;
+		st->files = nf;
+		st->capfiles = cap;
+	}
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return DRE_EIO;
+	st->files[st->nfiles++] = (struct dre_sfile){ num, fd, 0 };
+	return 0;
+}
+
+int dre_store_rotate(dre_store *st)
+{
+	struct dre_sfile *f = &st->files[st->nfiles - 1];
+	if (fdatasync(f->fd))
+		return DRE_EIO;
+	int rc = write_idx(st, f->num, f->size, (struct dre_idxent *)st->act.p,
+			   st->act.len / sizeof(struct dre_idxent));
+	if (rc)
+		return rc;
+	st->act.len = 0;
+	return new_file(st, f->num + 1);
+}
+
+/* Take the directory lock (writers only): one process per store. */
+static int take_lock(dre_store *st, char *err, size_t errlen)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/lock", st->dir);
+	st->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (st->lockfd < 0) {
+		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		return DRE_ESTORE;
+	}
+	if (flock(st->lockfd, LOCK_EX | LOCK_NB)) {
+		seterr(err, errlen, "%s: store is in use by another process", st->dir);
+		return DRE_ESTORE;
+	}
+	return 0;
+}
+
+/* Read DIR/STORE, or create it for a new store; sets st->id. */
+static int read_identity(dre_store *st, int fresh, char *err, size_t errlen)
+{
+	char path[4096], line[128];
+	snprintf(path, sizeof path, "%s/STORE", st->dir);
+	FILE *fp = fopen(path, "r");
+	if (fp) {
+		int ver = 0;
+		unsigned long long id = 0;
+		int ok = fgets(line, sizeof line, fp) && sscanf(line, "wanopt-store %d", &ver) == 1 &&
+			 fgets(line, sizeof line, fp) && sscanf(line, "id %llx", &id) == 1;
+		fclose(fp);
+		if (!ok || ver != 1) {
+			seterr(err, errlen, "%s:1: not a wanopt store description (version 1 expected)", path);
+			return DRE_ESTORE;
+		}
+		st->id = id;
+		return 0;
+	}
+	if (!fresh || st->readonly) {
+		seterr(err, errlen, "%s: %s", path, fresh ? "no store here" : "missing, but data files exist");
+		return DRE_ESTORE;
+	}
+	if (getrandom(&st->id, sizeof st->id, 0) != sizeof st->id)
+		st->id = (uint64_t)time(NULL) ^ (uint64_t)getpid() << 32;
+	char tmp[4200];
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	fp = fopen(tmp, "w");
+	if (!fp || fprintf(fp, "wanopt-store 1\nid %016llx\n", (unsigned long long)st->id) < 0 ||
+	    fflush(fp) || fsync(fileno(fp)) || fclose(fp) || rename(tmp, path)) {
+		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		return DRE_ESTORE;
+	}
+	return 0;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The numbers of DIR's data files, sorted; -1 if DIR cannot be read. */
+static int list_files(dre_store *st, uint32_t **nums, size_t *n)
+{
+	DIR *d = opendir(st->dir);
+	if (!d)
+		return -1;
+	size_t cap = 16;
+	*n = 0;
+	*nums = malloc(cap * sizeof **nums);
+	struct dirent *de;
+	while (*nums && (de = readdir(d))) {
+		unsigned int num;
+		char ext[8];
+		if (strlen(de->d_name) != 12 || sscanf(de->d_name, "%8x.%3s", &num, ext) != 2 ||
+		    strcmp(ext, "dat"))
+			continue;
+		if (*n == cap) {
+			uint32_t *nn = realloc(*nums, (cap *= 2) * sizeof **nums);
+			if (!nn) {
+				free(*nums);
+				*nums = NULL;
+				break;
+			}
+			*nums = nn;
+		}
+		(*nums)[(*n)++] = num;
+	}
+	closedir(d);
+	if (!*nums)
+		return -1;
+	qsort(*nums, *n, sizeof **nums, cmp_u32);
+	return 0;
+}
+
+/* Load data file num: from its .idx when sealed and intact, else by scanning
+ * (and, when sealed, writing a fresh .idx). */
+static int load_file(dre_store *st, uint32_t num, int active)
+{
+	char path[4096];
+	path_of(st, num, "dat", path, sizeof path);
+	int fd = open(path, (st->readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+	struct stat sb;
+	if (fd < 0 || fstat(fd, &sb)) {
+		if (fd >= 0)
+			close(fd);
+		return DRE_EIO;
+	}
+	if (st->nfiles == st->capfiles) {
+		size_t cap = st->capfiles ? st->capfiles * 2 : 16;
+		struct dre_sfile *nf = realloc(st->files, cap * sizeof *nf);
+		if (!nf) {
+			close(fd);
+			return DRE_ENOMEM;
+		}
+		st->files = nf;
+		st->capfiles = cap;
+	}
+	struct dre_sfile *f = &st->files[st->nfiles++];
+	*f = (struct dre_sfile){ num, fd, (uint64_t)sb.st_size };
+	struct dre_idxent *ents;
+	size_t n;
+	int rc = 0;
+	if (!active && dre_store_load_idx(st, num, f->size, &ents, &n) == 0) {
+		for (size_t i = 0; i < n && !rc; i++)
+			rc = dre_store_apply(st, num, &ents[i]);
+		free(ents);
+	} else {
+		dre_buf list = { 0 };
+		rc = scan_file(st, f, &list);
+		if (!rc && !active && !st->readonly)
+			rc = write_idx(st, num, f->size, (struct dre_idxent *)list.p,
+				       list.len / sizeof(struct dre_idxent));
+		if (!rc && active) {
+			dre_buf_free(&st->act);
+			st->act = list;
+		} else {
+			dre_buf_free(&list);
+		}
+	}
+	st->disk_bytes += f->size;
+	return rc;
+}
+
+int dre_store_recover(dre_store *st, int create, char *err, size_t errlen)
+{
+	struct stat sb;
+	if (stat(st->dir, &sb)) {
+		if (!create || st->readonly || mkdir(st->dir, 0755)) {
+			seterr(err, errlen, "%s: %s", st->dir, strerror(errno));
+			return DRE_ESTORE;
+		}
+	} else if (!S_ISDIR(sb.st_mode)) {
+		seterr(err, errlen, "%s: not a directory", st->dir);
+		return DRE_ESTORE;
+	}
+	if (!st->readonly && take_lock(st, err, errlen))
+		return DRE_ESTORE;
+	uint32_t *nums = NULL;
+	size_t n = 0;
+	if (list_files(st, &nums, &n)) {
+		seterr(err, errlen, "%s: cannot list: %s", st->dir, strerror(errno));
+		return DRE_ESTORE;
+	}
+	int rc = read_identity(st, n == 0, err, errlen);
+	for (size_t i = 0; i < n && !rc; i++) {
+		rc = load_file(st, nums[i], i + 1 == n);
+		if (rc) {
+			char path[4096];
+			path_of(st, nums[i], "dat", path, sizeof path);
+			seterr(err, errlen, "%s: %s", path, rc == DRE_ENOMEM ? "out of memory" : strerror(errno));
+		}
+	}
+	if (!rc && n == 0 && !st->readonly && new_file(st, 1)) {
+		seterr(err, errlen, "%s: cannot create a data file: %s", st->dir, strerror(errno));
+		rc = DRE_ESTORE;
+	}
+	free(nums);
+	return rc ? DRE_ESTORE : 0;
+}

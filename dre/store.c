@@ -1,0 +1,514 @@
+/*
+ * store.c: the persistent segment store: append-only data files plus an
+ * in-memory index (index.c), bounded in size, shared by every stream of a node.
+ *
+ * DIR/STORE        "wanopt-store 1" and the store id (a new id means a new,
+ *                  empty store: peers use it to notice a wiped cache)
+ * DIR/lock         flock()ed while a process has the store open for writing
+ * DIR/NNNNNNNN.dat records, appended; the highest-numbered file is active
+ * DIR/NNNNNNNN.idx written when a data file is sealed: its records' index
+ *                  entries, so a restart loads the index without reading data
+ *
+ * A record is a 56-byte header (magic, length, SHA-256, predecessor tag,
+ * checksum over header and payload) and the payload.  A LINK record (no
+ * payload) says "chunk b followed chunk a".  At open, sealed files are loaded
+ * from their .idx; the active file (and any file whose .idx is missing or stale)
+ * is read record by record and cut at the first record that fails its checksum:
+ * a torn write is dropped, never served.  Reads check the checksum again.
+ *
+ * Eviction is by whole data file, oldest first; a chunk referenced while it sits
+ * in the oldest quarter of the files is copied forward to the active file, so
+ * what keeps being used stays (an approximation of LRU at a small copy cost).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "index.h"
+#include "store_int.h"
+
+#define DEFAULT_LIMIT (1ULL << 30)
+
+/* Format an error message into err. */
+static void seterr(char *err, size_t len, const char *fmt, ...)
+{
+	if (!err || !len)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+}
+
+static void file_path(const dre_store *st, uint32_t num, const char *ext, char *out, size_t len)
+{
+	snprintf(out, len, "%s/%08" PRIx32 ".%s", st->dir, num, ext);
+}
+
+static uint64_t file_max_for(uint64_t limit)
+{
+	uint64_t f = limit / 32;
+	if (f < (1u << 20))
+		f = 1u << 20;
+	if (f > (1u << 30))
+		f = 1u << 30;
+	return f;
+}
+
+/* Fill a record header; the checksum covers header and payload. */
+void dre_rec_header(uint8_t h[DRE_REC_HDR], uint32_t magic, uint32_t len, const uint8_t hash[32],
+		    uint64_t prev, const void *payload)
+{
+	memcpy(h, &magic, 4);
+	memcpy(h + 4, &len, 4);
+	memcpy(h + 8, hash, 32);
+	memcpy(h + 40, &prev, 8);
+	uint64_t sum = dre_sum64(payload, len, dre_sum64(h, 48, 0));
+	memcpy(h + 48, &sum, 8);
+}
+
+/* Validate a header (and payload when given): 0 if sound. */
+int dre_rec_check(const uint8_t h[DRE_REC_HDR], const void *payload)
+{
+	uint32_t magic, len;
+	uint64_t sum;
+	memcpy(&magic, h, 4);
+	memcpy(&len, h + 4, 4);
+	memcpy(&sum, h + 48, 8);
+	if (magic != DRE_REC_CHUNK && magic != DRE_REC_LINK)
+		return -1;
+	if (magic == DRE_REC_LINK ? len != 0 : (len == 0 || len > DRE_CHUNK_MAX))
+		return -1;
+	if (payload && dre_sum64(payload, len, dre_sum64(h, 48, 0)) != sum)
+		return -1;
+	return 0;
+}
+
+static struct dre_sfile *file_find(dre_store *st, uint32_t num)
+{
+	size_t lo = 0, hi = st->nfiles;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (st->files[mid].num < num)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < st->nfiles && st->files[lo].num == num ? &st->files[lo] : NULL;
+}
+
+/* Note an index entry (a chunk, or a link when len == DRE_IDX_LINK) in the
+ * active file's list, written out as its .idx when the file is sealed. */
+static int act_note(dre_store *st, uint64_t a, uint64_t b, uint32_t off, uint32_t len)
+{
+	struct dre_idxent ie = { a, b, off, len };
+	return dre_buf_add(&st->act, &ie, sizeof ie);
+}
+
+/* Apply one index entry to the in-memory index (open-time replay and writes). */
+int dre_store_apply(dre_store *st, uint32_t file, const struct dre_idxent *ie)
+{
+	if (ie->len == DRE_IDX_LINK) {
+		dre_ent *e = dre_idx_get(&st->idx, ie->a);
+		if (e && !e->next)
+			e->next = ie->b;
+		return 0;
+	}
+	dre_ent *e = dre_idx_get(&st->idx, ie->a);
+	if (!e) {
+		if (!(e = dre_idx_add(&st->idx, ie->a)))
+			return DRE_ENOMEM;
+		st->data_bytes += ie->len;
+	} else {
+		st->data_bytes += (int64_t)ie->len - e->len;
+	}
+	e->file = file;
+	e->off = ie->off;
+	e->len = ie->len;
+	if (ie->b) {
+		dre_ent *p = dre_idx_get(&st->idx, ie->b);
+		if (p && !p->next)
+			p->next = ie->a;
+	}
+	return 0;
+}
+
+/* Append one record to the active file, rotating first if it would overflow.
+ * On success, file and off say where it went. */
+static int append_rec(dre_store *st, const uint8_t *hdr, const void *payload, uint32_t len,
+		      uint32_t *file, uint32_t *off)
+{
+	struct dre_sfile *f = &st->files[st->nfiles - 1];
+	if (f->size && f->size + DRE_REC_HDR + len > st->file_max) {
+		int rc = dre_store_rotate(st);
+		if (rc)
+			return rc;
+		f = &st->files[st->nfiles - 1];
+	}
+	struct iovec iov[2] = { { (void *)hdr, DRE_REC_HDR }, { (void *)payload, len } };
+	ssize_t want = DRE_REC_HDR + len;
+	ssize_t n = pwritev(f->fd, iov, len ? 2 : 1, (off_t)f->size);
+	if (n != want) {
+		st->io_errors++;
+		/* cut back whatever part landed so the file stays a sequence of records */
+		if (ftruncate(f->fd, (off_t)f->size) != 0)
+			st->io_errors++;
+		return DRE_EIO;
+	}
+	*file = f->num;
+	*off = (uint32_t)f->size;
+	f->size += (uint64_t)want;
+	st->disk_bytes += (uint64_t)want;
+	return 0;
+}
+
+/* Drop the oldest data file and the index entries that still point into it. */
+static int evict_oldest(dre_store *st)
+{
+	if (st->nfiles < 2) {
+		int rc = dre_store_rotate(st);
+		if (rc)
+			return rc;
+	}
+	struct dre_sfile f = st->files[0];
+	struct dre_idxent *ents = NULL;
+	size_t n = 0;
+	if (dre_store_load_idx(st, f.num, f.size, &ents, &n) != 0) {
+		/* no usable .idx: walk the table instead */
+		for (size_t i = 0; i <= st->idx.mask; i++) {
+			dre_ent *e = &st->idx.slot[i];
+			while (e->tag && e->file == f.num) {
+				st->data_bytes -= e->len;
+				st->evicted_bytes += e->len;
+				st->evicted_chunks++;
+				dre_idx_del(&st->idx, e); /* the slot now holds a follower: look again */
+			}
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (ents[i].len == DRE_IDX_LINK)
+			continue;
+		dre_ent *e = dre_idx_get(&st->idx, ents[i].a);
+		if (e && e->file == f.num) {
+			st->data_bytes -= e->len;
+			st->evicted_bytes += e->len;
+			st->evicted_chunks++;
+			dre_idx_del(&st->idx, e);
+		}
+	}
+	free(ents);
+	close(f.fd);
+	char path[4096];
+	file_path(st, f.num, "dat", path, sizeof path);
+	unlink(path);
+	file_path(st, f.num, "idx", path, sizeof path);
+	unlink(path);
+	memmove(st->files, st->files + 1, (st->nfiles - 1) * sizeof *st->files);
+	st->nfiles--;
+	st->disk_bytes -= f.size;
+	return 0;
+}
+
+/* Evict until the data files fit the size bound. */
+static int enforce_limit(dre_store *st)
+{
+	while (st->disk_bytes > st->limit && st->disk_bytes > 0) {
+		if (st->nfiles == 1 && st->files[0].size == 0)
+			break;
+		int rc = evict_oldest(st);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int dre_store_find(dre_store *st, uint64_t tag, dre_ent *out)
+{
+	pthread_mutex_lock(&st->mu);
+	dre_ent *e = dre_idx_get(&st->idx, tag);
+	st->lookups++;
+	if (e) {
+		*out = *e;
+		st->hits++;
+	}
+	pthread_mutex_unlock(&st->mu);
+	return e != NULL;
+}
+
+/* Write a chunk record and index it; the caller holds the lock. */
+static int put_locked(dre_store *st, const uint8_t h[32], const void *p, uint32_t len,
+		      uint64_t prev, dre_ent *out)
+{
+	uint8_t hdr[DRE_REC_HDR];
+	uint32_t file, off;
+	uint64_t tag = dre_fp_tag(h);
+	dre_rec_header(hdr, DRE_REC_CHUNK, len, h, prev, p);
+	int rc = append_rec(st, hdr, p, len, &file, &off);
+	if (rc)
+		return rc;
+	struct dre_idxent ie = { tag, prev, off, len };
+	if (act_note(st, tag, prev, off, len) || dre_store_apply(st, file, &ie))
+		return DRE_ENOMEM;
+	rc = enforce_limit(st);
+	dre_ent *e = dre_idx_get(&st->idx, tag);
+	if (e)
+		*out = *e;
+	else
+		memset(out, 0, sizeof *out);
+	return rc;
+}
+
+int dre_store_put(dre_store *st, const uint8_t h[32], const void *p, uint32_t len, dre_ent *out)
+{
+	return dre_store_put_after(st, h, p, len, 0, out);
+}
+
+int dre_store_put_after(dre_store *st, const uint8_t h[32], const void *p, uint32_t len,
+			uint64_t prev, dre_ent *out)
+{
+	if (st->readonly || !len || len > DRE_CHUNK_MAX)
+		return DRE_EINVAL;
+	pthread_mutex_lock(&st->mu);
+	int rc;
+	dre_ent *e = dre_idx_get(&st->idx, dre_fp_tag(h));
+	if (e) {
+		*out = *e;
+		rc = 0;
+	} else {
+		rc = put_locked(st, h, p, len, prev, out);
+		if (rc == 0)
+			rc = 1;
+	}
+	pthread_mutex_unlock(&st->mu);
+	return rc;
+}
+
+/* Read header and payload of e's record and check them; caller holds the lock. */
+static int read_locked(dre_store *st, const dre_ent *e, uint8_t hdr[DRE_REC_HDR], void *buf)
+{
+	dre_ent *cur = dre_idx_get(&st->idx, e->tag);
+	if (!cur)
+		return DRE_EMISS;
+	struct dre_sfile *f = file_find(st, cur->file);
+	if (!f)
+		return DRE_EMISS;
+	struct iovec iov[2] = { { hdr, DRE_REC_HDR }, { buf, cur->len } };
+	ssize_t want = DRE_REC_HDR + (buf ? cur->len : 0);
+	if (preadv(f->fd, iov, buf ? 2 : 1, cur->off) != want) {
+		st->io_errors++;
+		return DRE_EIO;
+	}
+	uint32_t len;
+	memcpy(&len, hdr + 4, 4);
+	if (len != cur->len || dre_fp_tag(hdr + 8) != cur->tag || dre_rec_check(hdr, buf)) {
+		/* the data on disk went bad: forget the chunk rather than serve it */
+		st->data_bytes -= cur->len;
+		st->bad_reads++;
+		dre_idx_del(&st->idx, cur);
+		return DRE_EMISS;
+	}
+	return 0;
+}
+
+int dre_store_read(dre_store *st, const dre_ent *e, void *buf)
+{
+	uint8_t hdr[DRE_REC_HDR];
+	pthread_mutex_lock(&st->mu);
+	int rc = read_locked(st, e, hdr, buf);
+	pthread_mutex_unlock(&st->mu);
+	return rc;
+}
+
+int dre_store_same(dre_store *st, const dre_ent *e, const uint8_t h[32])
+{
+	uint8_t hdr[DRE_REC_HDR];
+	pthread_mutex_lock(&st->mu);
+	int rc = read_locked(st, e, hdr, NULL);
+	pthread_mutex_unlock(&st->mu);
+	return rc == 0 && memcmp(hdr + 8, h, 32) == 0;
+}
+
+void dre_store_link(dre_store *st, uint64_t a, uint64_t b)
+{
+	if (st->readonly || !a || !b || a == b)
+		return;
+	pthread_mutex_lock(&st->mu);
+	dre_ent *e = dre_idx_get(&st->idx, a);
+	if (e && !e->next) {
+		uint8_t hdr[DRE_REC_HDR], ab[32] = { 0 };
+		uint32_t file, off;
+		memcpy(ab, &a, 8);
+		memcpy(ab + 8, &b, 8);
+		dre_rec_header(hdr, DRE_REC_LINK, 0, ab, 0, NULL);
+		e->next = b;
+		if (append_rec(st, hdr, NULL, 0, &file, &off) == 0)
+			act_note(st, a, b, 0, DRE_IDX_LINK);
+	}
+	pthread_mutex_unlock(&st->mu);
+}
+
+void dre_store_touch(dre_store *st, const dre_ent *e)
+{
+	if (st->readonly || st->nfiles < 4)
+		return;
+	pthread_mutex_lock(&st->mu);
+	dre_ent *cur = dre_idx_get(&st->idx, e->tag);
+	if (cur && cur->file < st->files[st->nfiles / 4].num) {
+		uint8_t hdr[DRE_REC_HDR], *buf = malloc(cur->len);
+		if (buf && read_locked(st, cur, hdr, buf) == 0) {
+			uint32_t file, off, len = cur->len;
+			uint8_t h2[DRE_REC_HDR];
+			dre_rec_header(h2, DRE_REC_CHUNK, len, hdr + 8, 0, buf);
+			if (append_rec(st, h2, buf, len, &file, &off) == 0 &&
+			    act_note(st, e->tag, 0, off, len) == 0 &&
+			    (cur = dre_idx_get(&st->idx, e->tag)) != NULL) {
+				cur->file = file;
+				cur->off = off;
+				st->copied_forward++;
+			}
+		}
+		free(buf);
+	}
+	pthread_mutex_unlock(&st->mu);
+}
+
+int dre_store_set_limit(dre_store *st, uint64_t limit)
+{
+	if (!limit || st->readonly)
+		return DRE_EINVAL;
+	pthread_mutex_lock(&st->mu);
+	st->limit = limit;
+	st->file_max = file_max_for(limit);
+	int rc = enforce_limit(st);
+	pthread_mutex_unlock(&st->mu);
+	return rc;
+}
+
+int dre_store_sync(dre_store *st)
+{
+	if (st->readonly)
+		return 0;
+	pthread_mutex_lock(&st->mu);
+	int rc = st->nfiles && fdatasync(st->files[st->nfiles - 1].fd) ? DRE_EIO : 0;
+	pthread_mutex_unlock(&st->mu);
+	return rc;
+}
+
+void dre_store_get_stats(dre_store *st, dre_store_stats *s)
+{
+	pthread_mutex_lock(&st->mu);
+	memset(s, 0, sizeof *s);
+	s->chunks = st->idx.count;
+	s->data_bytes = st->data_bytes;
+	s->disk_bytes = st->disk_bytes;
+	s->size_limit = st->limit;
+	s->index_bytes = dre_idx_bytes(&st->idx) + st->act.cap + st->nfiles * sizeof *st->files;
+	s->files = st->nfiles;
+	s->evicted_chunks = st->evicted_chunks;
+	s->evicted_bytes = st->evicted_bytes;
+	s->dropped_records = st->dropped_records;
+	s->lookups = st->lookups;
+	s->hits = st->hits;
+	pthread_mutex_unlock(&st->mu);
+}
+
+uint64_t dre_store_id(const dre_store *st)
+{
+	return st->id;
+}
+
+int dre_store_check(dre_store *st, char *err, size_t errlen)
+{
+	int rc = 0;
+	uint64_t bytes = 0, count = 0;
+	pthread_mutex_lock(&st->mu);
+	for (size_t i = 0; i <= st->idx.mask && !rc; i++) {
+		dre_ent *e = &st->idx.slot[i];
+		if (!e->tag)
+			continue;
+		count++;
+		bytes += e->len;
+		struct dre_sfile *f = file_find(st, e->file);
+		uint8_t hdr[DRE_REC_HDR];
+		if (!f || e->off + (uint64_t)DRE_REC_HDR + e->len > f->size) {
+			seterr(err, errlen, "chunk %016" PRIx64 " points past file %08" PRIx32, e->tag, e->file);
+			rc = DRE_ESTORE;
+		} else if (pread(f->fd, hdr, sizeof hdr, e->off) != DRE_REC_HDR || dre_rec_check(hdr, NULL) ||
+			   dre_fp_tag(hdr + 8) != e->tag) {
+			seterr(err, errlen, "chunk %016" PRIx64 ": record header mismatch", e->tag);
+			rc = DRE_ESTORE;
+		}
+	}
+	if (!rc && (count != st->idx.count || bytes != st->data_bytes)) {
+		seterr(err, errlen, "index totals drifted: %" PRIu64 "/%zu chunks, %" PRIu64 "/%" PRIu64 " bytes",
+		       count, st->idx.count, bytes, st->data_bytes);
+		rc = DRE_ESTORE;
+	}
+	uint64_t disk = 0;
+	for (size_t i = 0; i < st->nfiles; i++)
+		disk += st->files[i].size;
+	if (!rc && disk != st->disk_bytes) {
+		seterr(err, errlen, "disk byte count drifted");
+		rc = DRE_ESTORE;
+	}
+	pthread_mutex_unlock(&st->mu);
+	return rc;
+}
+
+dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, size_t errlen)
+{
+	dre_store_opts def = { 0 };
+	if (!o)
+		o = &def;
+	dre_store *st = calloc(1, sizeof *st);
+	if (!st) {
+		seterr(err, errlen, "out of memory");
+		return NULL;
+	}
+	pthread_mutex_init(&st->mu, NULL);
+	st->lockfd = -1;
+	st->readonly = o->readonly;
+	st->limit = o->size_limit ? o->size_limit : DEFAULT_LIMIT;
+	st->file_max = file_max_for(st->limit);
+	if (!(st->dir = strdup(dir)) || dre_idx_init(&st->idx, 1u << 16)) {
+		seterr(err, errlen, "out of memory");
+		goto fail;
+	}
+	if (dre_store_recover(st, o->create, err, errlen))
+		goto fail;
+	if (!st->readonly && enforce_limit(st)) {
+		seterr(err, errlen, "%s: cannot evict down to the size limit", dir);
+		goto fail;
+	}
+	return st;
+fail:
+	dre_store_close(st);
+	return NULL;
+}
+
+void dre_store_close(dre_store *st)
+{
+	if (!st)
+		return;
+	if (!st->readonly && st->nfiles)
+		fdatasync(st->files[st->nfiles - 1].fd);
+	for (size_t i = 0; i < st->nfiles; i++)
+		close(st->files[i].fd);
+	if (st->lockfd >= 0)
+		close(st->lockfd);
+	free(st->files);
+	dre_buf_free(&st->act);
+	dre_idx_free(&st->idx);
+	pthread_mutex_destroy(&st->mu);
+	free(st->dir);
+	free(st);
+}

@@ -1,0 +1,56 @@
+/* store_int.h: the store's private state, shared by store.c and recover.c. */
+#ifndef WANOPT_DRE_STORE_INT_H
+#define WANOPT_DRE_STORE_INT_H
+
+#include <pthread.h>
+
+#include "index.h"
+
+#define DRE_REC_HDR 56
+#define DRE_REC_CHUNK 0x31435244u /* "DRC1" */
+#define DRE_REC_LINK 0x314c5244u  /* "DRL1" */
+#define DRE_IDX_MAGIC 0x31585244u /* "DRX1" */
+#define DRE_IDX_LINK 0xffffffffu  /* len of a link entry */
+
+/* One entry of a .idx file, and of the active file's pending list. */
+struct dre_idxent {
+	uint64_t a;   /* chunk tag (link: the earlier chunk) */
+	uint64_t b;   /* chunk: predecessor tag or 0; link: the later chunk */
+	uint32_t off; /* record offset in the data file */
+	uint32_t len; /* payload length, or DRE_IDX_LINK */
+};
+
+struct dre_sfile {
+	uint32_t num;  /* file number (name) */
+	int fd;
+	uint64_t size; /* bytes of whole records */
+};
+
+struct dre_store {
+	pthread_mutex_t mu;
+	char *dir;
+	int lockfd, readonly;
+	uint64_t id;
+	uint64_t limit, file_max;
+	dre_idx idx;
+	struct dre_sfile *files; /* by number, oldest first; the last is active */
+	size_t nfiles, capfiles;
+	dre_buf act;             /* struct dre_idxent list of the active file */
+	uint64_t data_bytes, disk_bytes;
+	uint64_t evicted_chunks, evicted_bytes, dropped_records, lookups, hits;
+	uint64_t io_errors, bad_reads, copied_forward;
+};
+
+void dre_rec_header(uint8_t h[DRE_REC_HDR], uint32_t magic, uint32_t len, const uint8_t hash[32],
+		    uint64_t prev, const void *payload);
+int dre_rec_check(const uint8_t h[DRE_REC_HDR], const void *payload);
+int dre_store_apply(dre_store *st, uint32_t file, const struct dre_idxent *ie);
+/* Seal the active file (sync, write its .idx) and start a new one. */
+int dre_store_rotate(dre_store *st);
+/* Read file num's .idx if it is intact and covers `size` bytes: 0 and a
+ * malloc()ed array, or -1. */
+int dre_store_load_idx(dre_store *st, uint32_t num, uint64_t size, struct dre_idxent **out, size_t *n);
+/* Lock DIR, read or create its STORE file, load every data file. */
+int dre_store_recover(dre_store *st, int create, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,108 @@
+/* util.c: error strings, the sum64 checksum, growable buffers. */
+#include <stdlib.h>
+
+#include "dre_int.h"
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "dre assumes a little-endian host");
+
+const char *dre_strerror(int err)
+{
+	switch (err) {
+	case DRE_OK: return "success";
+	case DRE_EINVAL: return "invalid argument";
+	case DRE_ENOMEM: return "out of memory";
+	case DRE_EIO: return "store I/O error";
+	case DRE_ESTORE: return "store unusable";
+	case DRE_ECORRUPT: return "corrupt encoded stream";
+	case DRE_EMISS: return "encoded stream references data missing from the store";
+	case DRE_ECHECKSUM: return "decoded frame fails its checksum";
+	case DRE_ELZ: return "residual decompression failed";
+	case DRE_EOUT: return "output failed";
+	case DRE_ESTATE: return "call not valid in this state";
+	}
+	return "unknown error";
+}
+
+#define P1 0x9E3779B185EBCA87ULL
+#define P2 0xC2B2AE3D27D4EB4FULL
+#define P3 0x165667B19E3779F9ULL
+#define P4 0x85EBCA77C2B2AE63ULL
+#define P5 0x27D4EB2F165667C5ULL
+
+static inline uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+static inline uint64_t rd64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+static inline uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline uint64_t lane(uint64_t acc, uint64_t in) { return rotl(acc + in * P2, 31) * P1; }
+static inline uint64_t merge(uint64_t acc, uint64_t v) { return (acc ^ lane(0, v)) * P1 + P4; }
+
+/* XXH64 of p[0..n) with `seed`, from the algorithm's published description. */
+uint64_t dre_sum64(const void *vp, size_t n, uint64_t seed)
+{
+	const uint8_t *p = vp, *end = p + n;
+	uint64_t acc;
+	if (n >= 32) {
+		uint64_t v1 = seed + P1 + P2, v2 = seed + P2, v3 = seed, v4 = seed - P1;
+		const uint8_t *lim = end - 32;
+		do {
+			v1 = lane(v1, rd64(p));
+			v2 = lane(v2, rd64(p + 8));
+			v3 = lane(v3, rd64(p + 16));
+			v4 = lane(v4, rd64(p + 24));
+			p += 32;
+		} while (p <= lim);
+		acc = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18);
+		acc = merge(acc, v1);
+		acc = merge(acc, v2);
+		acc = merge(acc, v3);
+		acc = merge(acc, v4);
+	} else {
+		acc = seed + P5;
+	}
+	acc += n;
+	for (; p + 8 <= end; p += 8)
+		acc = rotl(acc ^ lane(0, rd64(p)), 27) * P1 + P4;
+	if (p + 4 <= end) {
+		acc = rotl(acc ^ (uint64_t)rd32(p) * P1, 23) * P2 + P3;
+		p += 4;
+	}
+	for (; p < end; p++)
+		acc = rotl(acc ^ *p * P5, 11) * P1;
+	acc ^= acc >> 33;
+	acc *= P2;
+	acc ^= acc >> 29;
+	acc *= P3;
+	acc ^= acc >> 32;
+	return acc;
+}
+
+int dre_buf_reserve(dre_buf *b, size_t more)
+{
+	if (b->cap - b->len >= more)
+		return 0;
+	size_t cap = b->cap ? b->cap : 4096;
+	while (cap - b->len < more)
+		cap *= 2;
+	uint8_t *np = realloc(b->p, cap);
+	if (!np)
+		return DRE_ENOMEM;
+	b->p = np;
+	b->cap = cap;
+	return 0;
+}
+
+int dre_buf_add(dre_buf *b, const void *p, size_t n)
+{
+	if (dre_buf_reserve(b, n))
+		return DRE_ENOMEM;
+	if (n)
+		memcpy(b->p + b->len, p, n);
+	b->len += n;
+	return 0;
+}
+
+void dre_buf_free(dre_buf *b)
+{
+	free(b->p);
+	b->p = NULL;
+	b->len = b->cap = 0;
+}
