@@ -212,7 +212,7 @@ static int op_one(struct opctx *c)
 	case DRE_OP_SKIP:
 		return get_var(c, &a) || get_var(c, &b) ? DRE_ECORRUPT : op_run(c, a, b);
 	case DRE_OP_DELTA:
-		return op_delta(c, cursor_next(d));
+		return op_delta(c, d->cur.tag);
 	case DRE_OP_DELTAR:
 		if (c->end - c->op < 8)
 			return DRE_ECORRUPT;

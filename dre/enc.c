@@ -180,12 +180,13 @@ static int enc_hit(dre_enc *e, const dre_ent *ent, int k, uint32_t len)
 	return rc;
 }
 
-/* Gather the base window: up to WIN_CHUNKS chunks following the cursor.
+/* Gather the base window: the cursor chunk and those following it, up to
+ * WIN_CHUNKS.
  * Returns its length (0 if nothing usable). */
 static size_t win_fill(dre_enc *e)
 {
 	size_t n = 0;
-	uint64_t t = e->cur.next;
+	uint64_t t = e->cur.tag;
 	for (int i = 0; t && i < WIN_CHUNKS; i++) {
 		dre_ent w;
 		if (!dre_store_find(e->st, t, &w) || n + w.len > DRE_DELTA_WIN ||
@@ -200,10 +201,10 @@ static size_t win_fill(dre_enc *e)
 	return n;
 }
 
-/* Try a delta of p against the window after the cursor; 1 if sent, 0 if not. */
+/* Try a delta of p against the window at the cursor; 1 if sent, 0 if not. */
 static int enc_delta(dre_enc *e, const uint8_t *p, uint32_t len)
 {
-	if (!e->cur.tag || !e->cur.next || e->delta_fails >= DELTA_GIVEUP)
+	if (!e->cur.tag || e->delta_fails >= DELTA_GIVEUP)
 		return 0;
 	e->win_n = 0;
 	size_t wn = win_fill(e);

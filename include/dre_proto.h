@@ -27,7 +27,7 @@
  *                      (each chunk remembers the chunk that followed it)
  *   SKIP skip count    as RUN after passing over `skip` chunks
  *   DELTA len n ins*n  new chunk of `len` bytes rebuilt from a base window: the
- *                      chunks following the cursor, DRE_DELTA_WIN bytes at most;
+ *                      cursor chunk and those following it, DRE_DELTA_WIN bytes at most;
  *                      ins := varint lit, varint copy_len, zigzag varint
  *                      (copy_off - expected) where expected is where the previous
  *                      copy ended plus lit; lit bytes come from the literal

@@ -1,0 +1,131 @@
+/* dre_util.h: helpers for the DRE tests: temporary stores, deterministic data,
+ * and encode/decode through real stores. */
+#ifndef WANOPT_TEST_DRE_UTIL_H
+#define WANOPT_TEST_DRE_UTIL_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dre.h"
+
+struct tbuf {
+	uint8_t *p;
+	size_t len, cap;
+};
+
+static int tbuf_out(void *arg, const void *p, size_t n)
+{
+	struct tbuf *b = arg;
+	if (b->len + n > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		while (cap < b->len + n)
+			cap *= 2;
+		b->p = realloc(b->p, cap);
+		if (!b->p)
+			return -1;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, p, n);
+	b->len += n;
+	return 0;
+}
+
+static uint64_t t_rng = 88172645463325252ULL;
+static uint64_t t_rand(void)
+{
+	t_rng ^= t_rng << 13;
+	t_rng ^= t_rng >> 7;
+	t_rng ^= t_rng << 17;
+	return t_rng;
+}
+
+/* Random bytes. */
+static void t_fill_random(uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)t_rand();
+}
+
+/* Text-like data with repetition: words from a small vocabulary. */
+static void t_fill_text(uint8_t *p, size_t n)
+{
+	static const char *w[] = { "struct ", "int ", "return ", "static ", "const ", "char *", "void ",
+				   "if (", ") {\n", "}\n", "for (", "; ", "size_t ", "NULL", "0x", "buf" };
+	size_t i = 0;
+	while (i < n) {
+		const char *s = w[t_rand() % 16];
+		for (; *s && i < n; s++)
+			p[i++] = (uint8_t)*s;
+		if (i < n && t_rand() % 4 == 0)
+			p[i++] = (uint8_t)('a' + t_rand() % 26);
+	}
+}
+
+/* A fresh store directory under /tmp; path written to dir (64 bytes). */
+static dre_store *t_store(char *dir, uint64_t limit)
+{
+	strcpy(dir, "/tmp/wanopt-test-XXXXXX");
+	if (!mkdtemp(dir))
+		return NULL;
+	char err[256];
+	dre_store_opts o = { .size_limit = limit, .create = 1 };
+	dre_store *st = dre_store_open(dir, &o, err, sizeof err);
+	if (!st)
+		fprintf(stderr, "store open: %s\n", err);
+	return st;
+}
+
+static dre_store *t_reopen(const char *dir, uint64_t limit)
+{
+	char err[256];
+	dre_store_opts o = { .size_limit = limit, .create = 1 };
+	dre_store *st = dre_store_open(dir, &o, err, sizeof err);
+	if (!st)
+		fprintf(stderr, "store reopen: %s\n", err);
+	return st;
+}
+
+static void t_rmstore(const char *dir)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", dir);
+}
+
+/* Encode p[0..n) in pieces of random size (1..maxpiece) with one encoder. */
+static int t_encode(dre_enc *e, const uint8_t *p, size_t n, size_t maxpiece, struct tbuf *out)
+{
+	size_t pos = 0;
+	while (pos < n) {
+		size_t k = 1 + t_rand() % maxpiece;
+		if (k > n - pos)
+			k = n - pos;
+		int rc = dre_enc_write(e, p + pos, k, tbuf_out, out);
+		if (rc)
+			return rc;
+		pos += k;
+	}
+	return dre_enc_flush(e, tbuf_out, out);
+}
+
+/* Decode p[0..n) fed in pieces of random size. */
+static int t_decode(dre_dec *d, const uint8_t *p, size_t n, size_t maxpiece, struct tbuf *out)
+{
+	size_t pos = 0;
+	while (pos < n) {
+		size_t k = 1 + t_rand() % maxpiece;
+		if (k > n - pos)
+			k = n - pos;
+		int rc = dre_dec_write(d, p + pos, k, tbuf_out, out);
+		if (rc)
+			return rc;
+		pos += k;
+	}
+	return 0;
+}
+
+#endif

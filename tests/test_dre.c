@@ -1,0 +1,417 @@
+/* test_dre.c: the DRE codec and store, end to end through real store directories. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "../dre/dre_int.h"
+#include "dre_util.h"
+
+/* sum64 is XXH64: check the published test values. */
+static void test_sum64_vectors(void **state)
+{
+	assert_true(dre_sum64("", 0, 0) == 0xEF46DB3751D8E999ULL);
+	assert_true(dre_sum64("abc", 3, 0) == 0x44BC2CF5AD770999ULL);
+	uint8_t buf[100];
+	for (int i = 0; i < 100; i++)
+		buf[i] = (uint8_t)i;
+	/* every length hits a different tail path; all must differ */
+	uint64_t seen[100];
+	for (int n = 0; n < 100; n++) {
+		seen[n] = dre_sum64(buf, (size_t)n, 7);
+		for (int k = 0; k < n; k++)
+			assert_true(seen[k] != seen[n]);
+	}
+}
+
+/* Cut points after an insertion are the old ones, shifted, within a few chunks. */
+static void test_cdc_resync(void **state)
+{
+	dre_cdc c;
+	assert_int_equal(dre_cdc_init(&c, 2048, 4096, 16384), 0);
+	assert_int_not_equal(dre_cdc_init(&c, 4096, 2048, 16384), 0);
+	size_t n = 1 << 20, ins = 300000;
+	uint8_t *a = malloc(n), *b = malloc(n + 50);
+	t_fill_random(a, n);
+	memcpy(b, a, ins);
+	t_fill_random(b + ins, 50);
+	memcpy(b + ins + 50, a + ins, n - ins);
+	size_t cuts_a[2048], na = 0, cuts_b[2048], nb = 0;
+	for (size_t pos = 0; pos < n; na++)
+		cuts_a[na] = pos += dre_cdc_cut(&c, a + pos, n - pos, 1);
+	for (size_t pos = 0; pos < n + 50; nb++)
+		cuts_b[nb] = pos += dre_cdc_cut(&c, b + pos, n + 50 - pos, 1);
+	for (size_t i = 0; i < na; i++) {
+		size_t len = cuts_a[i] - (i ? cuts_a[i - 1] : 0);
+		assert_true(len <= 16384);
+		assert_true(len >= 2048 || cuts_a[i] == n);
+	}
+	/* every cut of a beyond the edit + 2 chunks exists in b, 50 bytes later */
+	size_t missing = 0, checked = 0, j = 0;
+	for (size_t i = 0; i < na; i++) {
+		if (cuts_a[i] < ins + 2 * 16384)
+			continue;
+		checked++;
+		while (j < nb && cuts_b[j] < cuts_a[i] + 50)
+			j++;
+		if (j == nb || cuts_b[j] != cuts_a[i] + 50)
+			missing++;
+	}
+	assert_true(checked > 100);
+	assert_int_equal(missing, 0);
+	/* before the edit the cuts are identical */
+	for (size_t i = 0; i < na && cuts_a[i] < ins; i++)
+		assert_true(cuts_a[i] == cuts_b[i]);
+	free(a);
+	free(b);
+}
+
+/* Encode with store A, decode with store B, compare; returns the encoded size. */
+static size_t roundtrip(dre_store *sa, dre_store *sb, const uint8_t *p, size_t n, size_t piece)
+{
+	struct tbuf enc = { 0 }, dec = { 0 };
+	dre_enc_opts o = { .frame_max = 64 << 10 };
+	dre_enc *e = dre_enc_new(sa, &o);
+	dre_dec *d = dre_dec_new(sb);
+	assert_non_null(e);
+	assert_non_null(d);
+	assert_int_equal(t_encode(e, p, n, piece, &enc), 0);
+	assert_int_equal(t_decode(d, enc.p, enc.len, piece, &dec), 0);
+	assert_int_equal(dre_dec_finish(d), 0);
+	assert_int_equal(dec.len, n);
+	assert_true(n == 0 || memcmp(dec.p, p, n) == 0);
+	size_t size = enc.len;
+	dre_enc_free(e);
+	dre_dec_free(d);
+	free(enc.p);
+	free(dec.p);
+	return size;
+}
+
+/* Random sizes (0 .. 3 MB), random split points, three kinds of data. */
+static void test_roundtrip_sizes(void **state)
+{
+	char da[64], db[64];
+	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
+	assert_non_null(sa);
+	assert_non_null(sb);
+	size_t sizes[] = { 0, 1, 63, 64, 65, 2047, 4096, 16385, 100000, 1 << 20, 3 << 20 };
+	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+		uint8_t *p = malloc(sizes[i] + 1);
+		for (int kind = 0; kind < 3; kind++) {
+			if (kind == 0)
+				t_fill_random(p, sizes[i]);
+			else if (kind == 1)
+				t_fill_text(p, sizes[i]);
+			else
+				memset(p, kind, sizes[i]);
+			size_t piece = 1 + t_rand() % (sizes[i] > 70000 ? 70000 : sizes[i] + 1);
+			roundtrip(sa, sb, p, sizes[i], piece);
+		}
+		free(p);
+	}
+	char err[256];
+	assert_int_equal(dre_store_check(sa, err, sizeof err), 0);
+	assert_int_equal(dre_store_check(sb, err, sizeof err), 0);
+	dre_store_close(sa);
+	dre_store_close(sb);
+	t_rmstore(da);
+	t_rmstore(db);
+}
+
+/* Data seen before costs little; edited data costs about its edits. */
+static void test_repeat_and_edits(void **state)
+{
+	char da[64], db[64];
+	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
+	size_t n = 4 << 20;
+	uint8_t *v1 = malloc(n), *v2 = malloc(n + 50 * 20);
+	t_fill_random(v1, n);
+	size_t first = roundtrip(sa, sb, v1, n, 1 << 20);
+	assert_true(first > n); /* random: no reduction possible, small overhead */
+	assert_true(first < n + n / 200);
+	size_t again = roundtrip(sa, sb, v1, n, 1 << 20);
+	assert_true(again < 2000); /* 4 MB repeat: a handful of bytes per frame */
+	/* 20 insertions of 50 random bytes */
+	size_t pos = 0, out = 0;
+	for (int i = 0; i < 20; i++) {
+		size_t next = (size_t)(i + 1) * (n / 21);
+		memcpy(v2 + out, v1 + pos, next - pos);
+		out += next - pos;
+		pos = next;
+		t_fill_random(v2 + out, 50);
+		out += 50;
+	}
+	memcpy(v2 + out, v1 + pos, n - pos);
+	out += n - pos;
+	size_t edited = roundtrip(sa, sb, v2, out, 1 << 16);
+	assert_true(edited < 20 * 50 + 20 * 100 + 2000);
+	free(v1);
+	free(v2);
+	dre_store_close(sa);
+	dre_store_close(sb);
+	t_rmstore(da);
+	t_rmstore(db);
+}
+
+/* What a store learned survives closing and reopening it. */
+static void test_restart_keeps_cache(void **state)
+{
+	char da[64], db[64];
+	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
+	size_t n = 3 << 20;
+	uint8_t *p = malloc(n);
+	t_fill_text(p, n);
+	roundtrip(sa, sb, p, n, 100000);
+	dre_store_stats s1, s2;
+	dre_store_get_stats(sa, &s1);
+	uint64_t id = dre_store_id(sa);
+	dre_store_close(sa);
+	dre_store_close(sb);
+	sa = t_reopen(da, 0);
+	sb = t_reopen(db, 0);
+	assert_non_null(sa);
+	assert_non_null(sb);
+	dre_store_get_stats(sa, &s2);
+	assert_true(s1.chunks == s2.chunks);
+	assert_true(s1.data_bytes == s2.data_bytes);
+	assert_true(id == dre_store_id(sa));
+	assert_true(roundtrip(sa, sb, p, n, 100000) < 1000);
+	free(p);
+	dre_store_close(sa);
+	dre_store_close(sb);
+	t_rmstore(da);
+	t_rmstore(db);
+}
+
+/* A torn write (data file cut mid-record) is dropped at open, never served. */
+static void test_crash_torn_record(void **state)
+{
+	char da[64], db[64];
+	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
+	size_t n = 1 << 20;
+	uint8_t *p = malloc(n);
+	t_fill_random(p, n);
+	roundtrip(sa, sb, p, n, 50000);
+	dre_store_close(sb);
+	/* cut the decoder's data file 100 bytes short: the last record is torn */
+	char path[128];
+	snprintf(path, sizeof path, "%s/00000001.dat", db);
+	FILE *f = fopen(path, "r+");
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	long size = ftell(f);
+	fclose(f);
+	assert_int_equal(truncate(path, size - 100), 0);
+	sb = t_reopen(db, 0);
+	assert_non_null(sb);
+	dre_store_stats s;
+	dre_store_get_stats(sb, &s);
+	assert_int_equal(s.dropped_records, 1);
+	char err[256];
+	assert_int_equal(dre_store_check(sb, err, sizeof err), 0);
+	/* the encoder still references the lost chunk: the decoder must report a
+	 * miss, never hand out bytes */
+	struct tbuf enc = { 0 }, dec = { 0 };
+	dre_enc *e = dre_enc_new(sa, NULL);
+	dre_dec *d = dre_dec_new(sb);
+	assert_int_equal(t_encode(e, p, n, n, &enc), 0);
+	int rc = t_decode(d, enc.p, enc.len, enc.len, &dec);
+	assert_int_equal(rc, DRE_EMISS);
+	assert_true(dec.len < n);
+	assert_true(dec.len == 0 || memcmp(dec.p, p, dec.len) == 0);
+	dre_enc_free(e);
+	dre_dec_free(d);
+	free(enc.p);
+	free(dec.p);
+	free(p);
+	dre_store_close(sa);
+	dre_store_close(sb);
+	t_rmstore(da);
+	t_rmstore(db);
+}
+
+/* A tiny store evicts, stays within its bound, stays consistent, and encoder
+ * and decoder stores of the same size stay in step. */
+static void test_eviction_tiny_store(void **state)
+{
+	char da[64], db[64];
+	uint64_t limit = 2 << 20;
+	dre_store *sa = t_store(da, limit), *sb = t_store(db, limit);
+	size_t n = 1 << 20;
+	uint8_t *p = malloc(n);
+	for (int round = 0; round < 12; round++) {
+		t_fill_text(p, n);
+		roundtrip(sa, sb, p, n, 200000);
+		if (round % 3 == 2) /* repeat something recent: it must still be there */
+			assert_true(roundtrip(sa, sb, p, n, 200000) < 2000);
+	}
+	dre_store_stats s;
+	dre_store_get_stats(sa, &s);
+	assert_true(s.disk_bytes <= limit);
+	assert_true(s.evicted_chunks > 0);
+	char err[256];
+	assert_int_equal(dre_store_check(sa, err, sizeof err), 0);
+	assert_int_equal(dre_store_check(sb, err, sizeof err), 0);
+	/* shrinking at run time evicts at once */
+	assert_int_equal(dre_store_set_limit(sa, 1 << 20), 0);
+	dre_store_get_stats(sa, &s);
+	assert_true(s.disk_bytes <= 1 << 20);
+	free(p);
+	dre_store_close(sa);
+	dre_store_close(sb);
+	t_rmstore(da);
+	t_rmstore(db);
+}
+
+/* Damaged encoded input: an error or the exact bytes, never other bytes. */
+static void test_corrupt_input(void **state)
+{
+	char da[64], db[64];
+	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
+	size_t n = 600000;
+	uint8_t *p = malloc(n);
+	t_fill_text(p, n);
+	struct tbuf enc = { 0 };
+	dre_enc_opts o = { .frame_max = 32 << 10 };
+	dre_enc *e = dre_enc_new(sa, &o);
+	assert_int_equal(t_encode(e, p, n, n, &enc), 0);
+	dre_enc_free(e);
+	int errors = 0;
+	for (int trial = 0; trial < 300; trial++) {
+		uint8_t *c = malloc(enc.len);
+		memcpy(c, enc.p, enc.len);
+		size_t len = enc.len;
+		if (trial % 3 == 0)
+			len = t_rand() % enc.len; /* truncated */
+		for (int k = 0; k < 1 + trial % 4; k++)
+			c[t_rand() % len] ^= (uint8_t)(1 + t_rand() % 255);
+		struct tbuf dec = { 0 };
+		/* a fresh decoder store each time, so earlier trials teach nothing */
+		char dc[64];
+		dre_store *sc = t_store(dc, 0);
+		dre_dec *d = dre_dec_new(sc);
+		int rc = t_decode(d, c, len, 4096, &dec);
+		if (!rc)
+			rc = dre_dec_finish(d);
+		if (rc)
+			errors++;
+		assert_true(dec.len <= n);
+		assert_true(dec.len == 0 || memcmp(dec.p, p, dec.len) == 0);
+		if (!rc)
+			assert_int_equal(dec.len, n);
+		dre_dec_free(d);
+		dre_store_close(sc);
+		t_rmstore(dc);
+		free(dec.p);
+		free(c);
+	}
+	assert_true(errors > 250);
+	free(p);
+	free(enc.p);
+	dre_store_close(sa);
+	dre_store_close(sb);
+	t_rmstore(da);
+	t_rmstore(db);
+}
+
+struct asker {
+	dre_enc *e;
+	struct tbuf *wire;
+	int asks;
+};
+
+static void on_ask(void *arg, uint64_t seq)
+{
+	struct asker *a = arg;
+	a->asks++;
+	assert_int_equal(dre_enc_learn(a->e, seq, tbuf_out, a->wire), 0);
+}
+
+/* A decoder whose store was wiped asks; learns let the stream go on intact. */
+static void test_ask_learn_after_wipe(void **state)
+{
+	char da[64], db[64], dc[64];
+	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0), *sc = t_store(dc, 0);
+	size_t n = 2 << 20;
+	uint8_t *p = malloc(n);
+	t_fill_text(p, n);
+	roundtrip(sa, sb, p, n, 100000); /* A and B now share history; C is empty */
+	dre_enc_opts o = { .frame_max = 128 << 10, .retain = 1 };
+	dre_enc *e = dre_enc_new(sa, &o);
+	dre_dec *d = dre_dec_new(sc);
+	struct tbuf wire = { 0 }, dec = { 0 };
+	struct asker a = { e, &wire, 0 };
+	dre_dec_set_ask(d, on_ask, &a);
+	/* feed the stream frame by frame as it is produced; learns are appended to the
+	 * same wire as the tunnel would carry them */
+	size_t fed = 0;
+	for (size_t pos = 0; pos < n; pos += 65536) {
+		assert_int_equal(dre_enc_write(e, p + pos, 65536, tbuf_out, &wire), 0);
+		size_t end = wire.len; /* the ask callback appends learns meanwhile */
+		assert_int_equal(dre_dec_write(d, wire.p + fed, end - fed, tbuf_out, &dec), 0);
+		fed = end;
+	}
+	assert_int_equal(dre_enc_flush(e, tbuf_out, &wire), 0);
+	while (fed < wire.len) {
+		size_t end = wire.len;
+		assert_int_equal(dre_dec_write(d, wire.p + fed, end - fed, tbuf_out, &dec), 0);
+		fed = end;
+	}
+	assert_int_equal(dre_dec_finish(d), 0);
+	assert_true(a.asks > 0);
+	assert_int_equal(dec.len, n);
+	assert_memory_equal(dec.p, p, n);
+	dre_enc_ack(e, dre_dec_applied(d));
+	dre_enc_free(e);
+	dre_dec_free(d);
+	free(wire.p);
+	free(dec.p);
+	free(p);
+	dre_store_close(sa);
+	dre_store_close(sb);
+	dre_store_close(sc);
+	t_rmstore(da);
+	t_rmstore(db);
+	t_rmstore(dc);
+}
+
+/* Two processes must not write one store; bad directories are refused clearly. */
+static void test_store_errors(void **state)
+{
+	char da[64], err[256];
+	dre_store *sa = t_store(da, 0);
+	dre_store_opts o = { .create = 1 };
+	assert_null(dre_store_open(da, &o, err, sizeof err));
+	assert_non_null(strstr(err, "in use"));
+	dre_store_close(sa);
+	o.create = 0;
+	assert_null(dre_store_open("/nonexistent/wanopt", &o, err, sizeof err));
+	assert_non_null(strstr(err, "/nonexistent/wanopt"));
+	char path[128];
+	snprintf(path, sizeof path, "%s/STORE", da);
+	FILE *f = fopen(path, "w");
+	fputs("something else\n", f);
+	fclose(f);
+	assert_null(dre_store_open(da, &o, err, sizeof err));
+	assert_non_null(strstr(err, "STORE:1"));
+	t_rmstore(da);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sum64_vectors),
+		cmocka_unit_test(test_cdc_resync),
+		cmocka_unit_test(test_roundtrip_sizes),
+		cmocka_unit_test(test_repeat_and_edits),
+		cmocka_unit_test(test_restart_keeps_cache),
+		cmocka_unit_test(test_crash_torn_record),
+		cmocka_unit_test(test_eviction_tiny_store),
+		cmocka_unit_test(test_corrupt_input),
+		cmocka_unit_test(test_ask_learn_after_wipe),
+		cmocka_unit_test(test_store_errors),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
