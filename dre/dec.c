@@ -32,10 +32,50 @@ static void frame_free(struct dre_qframe *f)
 	free(f);
 }
 
+/* Keep one finished frame's buffers for the next frame (saves page faults). */
+static void frame_recycle(dre_dec *d, struct dre_qframe *f)
+{
+	if (d->spare && (d->spare->ops_cap + d->spare->lits_cap) >= (f->ops_cap + f->lits_cap)) {
+		frame_free(f);
+		return;
+	}
+	frame_free(d->spare);
+	d->spare = f;
+}
+
+/* A frame with room for the given section sizes, recycled if possible. */
+static struct dre_qframe *frame_get(dre_dec *d, size_t ops_len, size_t lit_len)
+{
+	struct dre_qframe *f = d->spare;
+	d->spare = NULL;
+	if (!f && !(f = calloc(1, sizeof *f)))
+		return NULL;
+	if (f->ops_cap < ops_len + 1) {
+		free(f->ops);
+		f->ops_cap = ops_len + 1;
+		f->ops = malloc(f->ops_cap);
+	}
+	if (f->lits_cap < lit_len + 1) {
+		free(f->lits);
+		f->lits_cap = lit_len + 1;
+		f->lits = malloc(f->lits_cap);
+	}
+	if (!f->ops || !f->lits) {
+		frame_free(f);
+		return NULL;
+	}
+	f->next = NULL;
+	f->seq = f->learn_seq = 0;
+	return f;
+}
+
 void dre_dec_free(dre_dec *d)
 {
 	if (!d)
 		return;
+	dre_dec_work_stop(d);
+	dre_buf_free(&d->sops);
+	frame_free(d->spare);
 	while (d->qhead) {
 		struct dre_qframe *f = d->qhead;
 		d->qhead = f->next;
@@ -48,6 +88,16 @@ void dre_dec_free(dre_dec *d)
 	dre_buf_free(&d->out);
 	free(d->win);
 	free(d);
+}
+
+int dre_dec_set_threaded(dre_dec *d, int on)
+{
+	if (!on) {
+		int rc = dre_dec_sync(d);
+		dre_dec_work_stop(d);
+		return rc;
+	}
+	return dre_dec_work_start(d);
 }
 
 void dre_dec_set_ask(dre_dec *d, dre_ask_fn ask, void *arg)
@@ -96,16 +146,10 @@ static int parse_header(const uint8_t *p, size_t n, struct dre_fhdr *h)
 /* Decompress a frame's literal section into a new queued frame. */
 static int frame_load(dre_dec *d, const struct dre_fhdr *h, const uint8_t *p, struct dre_qframe **out)
 {
-	struct dre_qframe *f = calloc(1, sizeof *f);
+	struct dre_qframe *f = frame_get(d, h->ops_len, h->lit_len);
 	if (!f)
 		return DRE_ENOMEM;
 	f->h = *h;
-	f->ops = malloc(h->ops_len ? h->ops_len : 1);
-	f->lits = malloc(h->lit_len ? h->lit_len : 1);
-	if (!f->ops || !f->lits) {
-		frame_free(f);
-		return DRE_ENOMEM;
-	}
 	memcpy(f->ops, p + h->hdr_len, h->ops_len);
 	const uint8_t *lz = p + h->hdr_len + h->ops_len;
 	int rc = 0;
@@ -116,7 +160,7 @@ static int frame_load(dre_dec *d, const struct dre_fhdr *h, const uint8_t *p, st
 			rc = dre_lz_decompress(d->lz[h->lz], lz, h->lz_len, f->lits, h->lit_len);
 	}
 	if (rc) {
-		frame_free(f);
+		frame_recycle(d, f);
 		return rc;
 	}
 	*out = f;
@@ -130,17 +174,19 @@ static int frame_apply(dre_dec *d, struct dre_qframe *f, dre_out_fn out, void *a
 	if (dre_buf_reserve(&d->out, f->h.raw_len))
 		return DRE_ENOMEM;
 	int rc = f->h.type == DRE_FT_DATA ? dre_dec_ops(d, f) : dre_dec_learn_ops(d, f);
-	if (rc)
-		return rc;
 	uint64_t key = f->h.type == DRE_FT_DATA ? f->seq : (f->learn_seq | 1ULL << 63);
-	if (dre_sum64(d->out.p, d->out.len, d->seed ^ key) != f->h.sum)
-		return DRE_ECHECKSUM;
-	d->applied = f->h.type == DRE_FT_DATA ? f->seq : f->learn_seq;
-	d->stats.out_bytes += d->out.len;
-	d->stats.frames++;
-	if (d->out.len && out(arg, d->out.p, d->out.len))
-		return DRE_EOUT;
-	return 0;
+	if (!rc && dre_sum64(d->out.p, d->out.len, d->seed ^ key) != f->h.sum)
+		rc = DRE_ECHECKSUM;
+	if (!rc) {
+		d->applied = f->h.type == DRE_FT_DATA ? f->seq : f->learn_seq;
+		d->stats.out_bytes += d->out.len;
+		d->stats.frames++;
+		if (d->out.len && out(arg, d->out.p, d->out.len))
+			rc = DRE_EOUT;
+	}
+	/* the frame's new chunks are stored even if it failed: they are sound */
+	int crc = dre_dec_commit(d);
+	return rc ? rc : crc;
 }
 
 /* Unlink f (whose predecessor in the queue is prev, or NULL) and free it. */
@@ -153,7 +199,7 @@ static void queue_drop(dre_dec *d, struct dre_qframe *prev, struct dre_qframe *f
 	if (d->qtail == f)
 		d->qtail = prev;
 	d->qbytes -= f->h.ops_len + f->h.lit_len;
-	frame_free(f);
+	frame_recycle(d, f);
 }
 
 /* While waiting for a learn: apply it if it has arrived (it may sit behind
@@ -290,6 +336,8 @@ int dre_dec_write(dre_dec *d, const void *buf, size_t n, dre_out_fn out, void *a
 int dre_dec_finish(dre_dec *d)
 {
 	if (d->err)
+		return d->err;
+	if ((d->err = dre_dec_sync(d)))
 		return d->err;
 	if (d->in.len || d->qhead || d->waiting)
 		return d->waiting || d->qhead ? DRE_EMISS : DRE_ECORRUPT;

@@ -2,6 +2,8 @@
 #ifndef WANOPT_DRE_DEC_INT_H
 #define WANOPT_DRE_DEC_INT_H
 
+#include <pthread.h>
+
 #include "dre_int.h"
 
 struct dre_fhdr {
@@ -16,7 +18,27 @@ struct dre_qframe {
 	uint64_t seq;        /* DATA: its number in the stream */
 	uint64_t learn_seq;  /* LEARN: the frame it stands for */
 	uint8_t *ops, *lits;
+	size_t ops_cap, lits_cap;
 	struct dre_qframe *next;
+};
+
+/* A store operation recorded while a frame is rebuilt, run after it (in order)
+ * by the decoder's helper thread or, without one, by the decoder itself. */
+struct dre_sop {
+	uint32_t kind;  /* SOP_PUT, SOP_HIT, SOP_BREAK */
+	uint32_t len;   /* PUT: chunk length */
+	uint64_t arg;   /* PUT: offset in the frame buffer; HIT: chunk tag */
+};
+enum { SOP_PUT = 1, SOP_HIT = 2, SOP_BREAK = 3 };
+
+/* The helper thread: stores the chunks of frame N while frame N+1 is rebuilt. */
+struct dre_dwork {
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int running, busy, stop, err;
+	dre_buf ops, data;        /* the job: struct dre_sop list and its frame bytes */
+	dre_fp *fp;
 };
 
 struct dre_dec {
@@ -27,10 +49,13 @@ struct dre_dec {
 	uint64_t seed, seq, applied, wait_seq;
 	dre_buf in;
 	size_t in_off;
-	struct dre_qframe *qhead, *qtail;
+	struct dre_qframe *qhead, *qtail, *spare;
 	uint64_t qbytes;
 	dre_ent cur;              /* cursor, as in the encoder */
-	uint64_t prev;
+	uint64_t prev;            /* last chunk output: used only by whoever runs sops */
+	dre_buf sops;             /* store operations of the frame being rebuilt */
+	size_t sops_done;         /* how many of them already ran (forced early) */
+	struct dre_dwork w;
 	dre_buf out;              /* the frame being rebuilt */
 	uint8_t *win;             /* delta base window */
 	uint64_t win_tag[16];
@@ -41,6 +66,20 @@ struct dre_dec {
 	void *ask_arg;
 	dre_codec_stats stats;
 };
+
+/* Record a store operation for the frame being rebuilt. */
+int dre_dec_sop(dre_dec *d, uint32_t kind, uint32_t len, uint64_t arg);
+/* Make every recorded store operation take effect now (lookups that missed
+ * call this and try again).  0 or a store error. */
+int dre_dec_sync(dre_dec *d);
+/* End of a frame: hand its store operations to the helper thread (swapping
+ * frame buffers) or run them.  0 or a store error. */
+int dre_dec_commit(dre_dec *d);
+/* Start or stop the helper thread; stopping waits for its work. */
+int dre_dec_work_start(dre_dec *d);
+void dre_dec_work_stop(dre_dec *d);
+/* Look a tag up, making pending store operations take effect on a miss. */
+int dre_dec_find(dre_dec *d, uint64_t tag, dre_ent *e);
 
 /* Rebuild a DATA frame into d->out: 0, DRE_EMISS, DRE_ECORRUPT, ... */
 int dre_dec_ops(dre_dec *d, struct dre_qframe *f);

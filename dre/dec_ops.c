@@ -27,22 +27,10 @@ static int take_lits(struct opctx *c, uint64_t n)
 	return 0;
 }
 
-/* The last len output bytes form a new chunk: fingerprint and store it. */
+/* The last len output bytes form a new chunk: have it fingerprinted and stored. */
 static int new_chunk(dre_dec *d, uint32_t len)
 {
-	uint8_t h[32];
-	dre_ent e;
-	const uint8_t *p = d->out.p + d->out.len - len;
-	if (dre_fp_sha256(d->fp, p, len, h))
-		return DRE_EINVAL;
-	uint64_t tag = dre_fp_tag(h);
-	int rc = dre_store_put_after(d->st, h, p, len, d->prev, &e);
-	if (rc < 0)
-		return rc;
-	if (rc == 0 && d->prev)
-		dre_store_link(d->st, d->prev, tag);
-	d->prev = tag;
-	return 0;
+	return dre_dec_sop(d, SOP_PUT, len, d->out.len - len);
 }
 
 /* Append stored chunk `tag` to the output; it becomes the cursor. */
@@ -50,7 +38,7 @@ static int out_stored(struct opctx *c, uint64_t tag)
 {
 	dre_dec *d = c->d;
 	dre_ent e;
-	if (!dre_store_find(d->st, tag, &e))
+	if (!dre_dec_find(d, tag, &e))
 		return DRE_EMISS;
 	if (e.len > c->f->h.raw_len - d->out.len)
 		return DRE_ECORRUPT;
@@ -60,11 +48,7 @@ static int out_stored(struct opctx *c, uint64_t tag)
 	d->out.len += e.len;
 	d->stats.ref_bytes += e.len;
 	d->cur = e;
-	dre_store_touch(d->st, &e);
-	if (d->prev)
-		dre_store_link(d->st, d->prev, tag);
-	d->prev = tag;
-	return 0;
+	return dre_dec_sop(d, SOP_HIT, 0, tag);
 }
 
 /* The chunk after the cursor, or 0. */
@@ -72,8 +56,13 @@ static uint64_t cursor_next(dre_dec *d)
 {
 	if (!d->cur.tag)
 		return 0;
-	if (!d->cur.next)
-		dre_store_find(d->st, d->cur.tag, &d->cur);
+	if (!d->cur.next) {
+		dre_ent e;
+		if (dre_store_find(d->st, d->cur.tag, &e) && e.next)
+			d->cur = e;
+		else if (!dre_dec_sync(d) && dre_store_find(d->st, d->cur.tag, &e))
+			d->cur = e;
+	}
 	return d->cur.next;
 }
 
@@ -84,7 +73,7 @@ static int op_run(struct opctx *c, uint64_t skip, uint64_t count)
 		return DRE_ECORRUPT;
 	for (uint64_t i = 0; i < skip; i++) {
 		uint64_t t = cursor_next(d);
-		if (!t || !dre_store_find(d->st, t, &d->cur))
+		if (!t || !dre_dec_find(d, t, &d->cur))
 			return DRE_EMISS;
 	}
 	for (uint64_t i = 0; i < count; i++) {
@@ -112,10 +101,11 @@ static int win_cover(dre_dec *d, uint64_t need)
 		uint64_t t;
 		if (d->win_cnt == 0) {
 			t = d->win_tag[0];
-		} else if (!dre_store_find(d->st, d->win_tag[d->win_cnt - 1], &e) || !(t = e.next)) {
+		} else if (!dre_dec_find(d, d->win_tag[d->win_cnt - 1], &e) || (!e.next && dre_dec_sync(d)) ||
+			   (!e.next && !dre_store_find(d->st, d->win_tag[d->win_cnt - 1], &e)) || !(t = e.next)) {
 			return DRE_EMISS;
 		}
-		if (!t || !dre_store_find(d->st, t, &e))
+		if (!t || !dre_dec_find(d, t, &e))
 			return DRE_EMISS;
 		if (d->win_len + e.len > DRE_DELTA_WIN)
 			return DRE_ECORRUPT;
@@ -170,7 +160,7 @@ static int op_delta(struct opctx *c, uint64_t start)
 		return DRE_ECORRUPT;
 	for (int i = 0; i < d->win_cnt && last_end; i++) {
 		if ((uint64_t)last_end <= d->win_end[i]) {
-			dre_store_find(d->st, d->win_tag[i], &d->cur);
+			dre_dec_find(d, d->win_tag[i], &d->cur);
 			break;
 		}
 	}
@@ -195,10 +185,8 @@ static int op_one(struct opctx *c)
 		if ((rc = take_lits(c, a)))
 			return rc;
 		d->stats.lit_bytes += a;
-		if (!stored) {
-			d->prev = 0;
-			return 0;
-		}
+		if (!stored)
+			return dre_dec_sop(d, SOP_BREAK, 0, 0);
 		return new_chunk(d, (uint32_t)a);
 	}
 	case DRE_OP_REF:
@@ -245,15 +233,13 @@ int dre_dec_learn_ops(dre_dec *d, struct dre_qframe *f)
 			return DRE_ECORRUPT;
 		if (!len || len > DRE_CHUNK_MAX || (rc = take_lits(&c, len)))
 			return DRE_ECORRUPT;
-		if (op == DRE_OP_RAW)
-			d->prev = 0;
-		else if ((rc = new_chunk(d, (uint32_t)len)))
+		if ((rc = op == DRE_OP_RAW ? dre_dec_sop(d, SOP_BREAK, 0, 0) : new_chunk(d, (uint32_t)len)))
 			return rc;
 	}
 	if (d->out.len != f->h.raw_len || c.lit != f->h.lit_len)
 		return DRE_ECORRUPT;
 	memset(&d->cur, 0, sizeof d->cur);
 	if (cursor)
-		dre_store_find(d->st, cursor, &d->cur);
+		dre_dec_find(d, cursor, &d->cur);
 	return 0;
 }

@@ -56,7 +56,7 @@ dre_enc *dre_enc_new(dre_store *st, const dre_enc_opts *o)
 		e->seed = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ULL ^ (uint64_t)getpid();
 	if (dre_cdc_init(&e->cdc, CHUNK_MIN, CHUNK_AVG, CHUNK_MAX) || !(e->fp = dre_fp_new()) ||
 	    !(e->lz = dre_lz_new(e->lzkind, o->level, 0)) || !(e->win = malloc(DRE_DELTA_WIN)) ||
-	    !(e->ins = malloc(DRE_DELTA_INS_MAX * sizeof *e->ins))) {
+	    !(e->ins = malloc(DRE_DELTA_INS_MAX * sizeof *e->ins)) || (o->threaded && dre_enc_work_start(e))) {
 		dre_enc_free(e);
 		return NULL;
 	}
@@ -74,6 +74,7 @@ void dre_enc_free(dre_enc *e)
 {
 	if (!e)
 		return;
+	dre_enc_work_stop(e);
 	for (size_t i = 0; i < e->nret; i++)
 		ret_frame_free(&e->ret[(e->ret_head + i) % RETAIN_MAX]);
 	free(e->ret);
@@ -287,62 +288,6 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len)
 	return retain_chunk(e, tag, p, len);
 }
 
-/* Write the stream header once. */
-static int put_stream_header(dre_enc *e, dre_out_fn out, void *arg)
-{
-	if (e->hdr_sent)
-		return 0;
-	uint8_t h[DRE_STREAM_HDR_LEN];
-	memcpy(h, DRE_STREAM_MAGIC, 4);
-	h[4] = DRE_STREAM_VERSION;
-	h[5] = 0;
-	dre_put_u64(h + 6, e->seed);
-	e->hdr_sent = 1;
-	e->stats.out_bytes += sizeof h;
-	return out(arg, h, sizeof h) ? DRE_EOUT : 0;
-}
-
-int dre_enc_emit(dre_enc *e, int type, const uint8_t *raw, size_t raw_n, uint64_t sum_seq,
-		 dre_out_fn out, void *arg)
-{
-	int rc = put_stream_header(e, out, arg);
-	if (rc)
-		return rc;
-	int lz = e->lzkind;
-	if (lz != DRE_PLZ_NONE && dre_lz_incompressible(e->lits.p, e->lits.len))
-		lz = DRE_PLZ_NONE;
-	e->out.len = 0;
-	if (dre_buf_reserve(&e->out, DRE_FRAME_HDR_MAX + e->ops.len + e->lits.len + 64))
-		return DRE_ENOMEM;
-	uint8_t *h = e->out.p;
-	size_t n = 0;
-	h[n++] = DRE_FRAME_MAGIC;
-	h[n++] = (uint8_t)type;
-	n += dre_put_varint(h + n, raw_n);
-	n += dre_put_varint(h + n, e->ops.len);
-	n += dre_put_varint(h + n, e->lits.len);
-	h[n++] = (uint8_t)lz;
-	size_t lzlen_at = n;
-	e->out.len = n + 10 + 8 + e->ops.len; /* room for a 10-byte varint, then sum and ops */
-	if (e->lits.len && (rc = (lz == DRE_PLZ_NONE ? dre_buf_add(&e->out, e->lits.p, e->lits.len)
-						     : dre_lz_compress(e->lz, e->lits.p, e->lits.len, &e->out))))
-		return rc;
-	size_t lz_n = e->out.len - (n + 10 + 8 + e->ops.len);
-	uint8_t v[10];
-	size_t vn = dre_put_varint(v, lz_n);
-	h = e->out.p;
-	/* close the gap left for the varint so the frame is contiguous */
-	memmove(h + lzlen_at + vn, h + lzlen_at + 10, 8 + e->ops.len + lz_n);
-	memcpy(h + lzlen_at, v, vn);
-	e->out.len -= 10 - vn;
-	dre_put_u64(h + lzlen_at + vn, dre_sum64(raw, raw_n, e->seed ^ sum_seq));
-	memcpy(h + lzlen_at + vn + 8, e->ops.p, e->ops.len);
-	e->stats.lz_in += e->lits.len;
-	e->stats.lz_out += lz_n;
-	e->stats.out_bytes += e->out.len;
-	return out(arg, e->out.p, e->out.len) ? DRE_EOUT : 0;
-}
-
 /* Keep the current frame's chunk list for learns (when retaining). */
 static int retain_frame(dre_enc *e)
 {
@@ -393,7 +338,7 @@ static int enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *
 	*used = pos;
 	if ((rc = retain_frame(e)))
 		return rc;
-	return dre_enc_emit(e, DRE_FT_DATA, p, pos, e->seq, out, arg);
+	return dre_enc_submit(e, DRE_FT_DATA, pos, dre_sum64(p, pos, e->seed ^ e->seq), out, arg);
 }
 
 /* Encode whole frames from the buffered input while enough is buffered (or all
@@ -439,7 +384,11 @@ int dre_enc_flush(dre_enc *e, dre_out_fn out, void *arg)
 {
 	int rc = enc_drain(e, 1, out, arg);
 	if (!rc)
-		rc = put_stream_header(e, out, arg);
+		rc = dre_enc_wait(e);
+	if (!rc && !e->hdr_sent) /* an empty stream still has a header */
+		rc = dre_enc_submit(e, 0, 0, 0, out, arg);
+	if (!rc)
+		rc = dre_enc_wait(e);
 	return rc;
 }
 
@@ -454,6 +403,7 @@ void dre_enc_ack(dre_enc *e, uint64_t seq)
 
 void dre_enc_get_stats(const dre_enc *e, dre_codec_stats *s)
 {
+	dre_enc_wait((dre_enc *)e);
 	*s = e->stats;
 	s->ref_bytes = e->st_ref;
 	s->delta_bytes = e->st_delta;

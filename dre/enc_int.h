@@ -2,6 +2,8 @@
 #ifndef WANOPT_DRE_ENC_INT_H
 #define WANOPT_DRE_ENC_INT_H
 
+#include <pthread.h>
+
 #include "dre_int.h"
 
 /* A chunk of a retained frame: tag 0 means raw bytes kept in the frame's raw buffer. */
@@ -18,6 +20,21 @@ struct dre_ret {
 	size_t nch;
 	uint8_t *raw;
 	size_t rawlen;
+};
+
+/* The helper thread: residual-codes and emits frame N while frame N+1 is cut
+ * and fingerprinted. */
+struct dre_ework {
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int running, busy, stop, err;
+	dre_buf ops, lits;      /* the job */
+	int type;
+	size_t raw_n;
+	uint64_t sum;
+	dre_out_fn out;
+	void *arg;
 };
 
 struct dre_enc {
@@ -46,11 +63,16 @@ struct dre_enc {
 	size_t ret_head, nret;
 	dre_codec_stats stats;
 	uint64_t st_ref, st_delta, st_lit;
+	struct dre_ework w;
 };
 
-/* Emit a frame of `type` from e->ops and e->lits; raw is what it decodes to
- * (for the checksum, keyed with sum_seq). */
-int dre_enc_emit(dre_enc *e, int type, const uint8_t *raw, size_t raw_n, uint64_t sum_seq,
-		 dre_out_fn out, void *arg);
+/* Emit a frame of `type` (0: just the stream header) built from e->ops and
+ * e->lits, decoding to raw_n bytes whose checksum is sum: on the helper thread
+ * if there is one (e->ops/e->lits are then swapped for empty buffers), else now. */
+int dre_enc_submit(dre_enc *e, int type, size_t raw_n, uint64_t sum, dre_out_fn out, void *arg);
+/* Wait until the helper thread has emitted everything; its sticky error or 0. */
+int dre_enc_wait(dre_enc *e);
+int dre_enc_work_start(dre_enc *e);
+void dre_enc_work_stop(dre_enc *e);
 
 #endif

@@ -20,6 +20,9 @@ int dre_enc_learn(dre_enc *e, uint64_t seq, dre_out_fn out, void *arg)
 	struct dre_ret *r = e->o.retain ? ret_find(e, seq) : NULL;
 	if (!r)
 		return DRE_ESTATE;
+	int rc = dre_enc_wait(e);
+	if (rc)
+		return rc;
 	e->ops.len = e->lits.len = 0;
 	if (dre_buf_reserve(&e->ops, 16 + r->nch * 11))
 		return DRE_ENOMEM;
@@ -48,5 +51,7 @@ int dre_enc_learn(dre_enc *e, uint64_t seq, dre_out_fn out, void *arg)
 		e->lits.len += c->len;
 	}
 	e->stats.asks++;
-	return dre_enc_emit(e, DRE_FT_LEARN, e->lits.p, e->lits.len, seq | 1ULL << 63, out, arg);
+	rc = dre_enc_submit(e, DRE_FT_LEARN, e->lits.len, dre_sum64(e->lits.p, e->lits.len, e->seed ^ seq ^ 1ULL << 63),
+			    out, arg);
+	return rc ? rc : dre_enc_wait(e); /* complete when we return */
 }

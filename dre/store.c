@@ -499,8 +499,6 @@ void dre_store_close(dre_store *st)
 {
 	if (!st)
 		return;
-	if (!st->readonly && st->nfiles)
-		fdatasync(st->files[st->nfiles - 1].fd);
 	for (size_t i = 0; i < st->nfiles; i++)
 		close(st->files[i].fd);
 	if (st->lockfd >= 0)

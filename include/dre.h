@@ -60,7 +60,10 @@ typedef struct dre_store_stats {
 /* Open (or create) the store in DIR.  On failure returns NULL and writes a
  * message naming the file at fault into err (errlen bytes). */
 dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, size_t errlen);
-/* Flush and close; accepts NULL. */
+/* Close; accepts NULL.  What was written is in the page cache and reaches the
+ * disk as the kernel writes it back; call dre_store_sync first to force it.
+ * Records that never made it to disk fail their checksums after a crash and
+ * are dropped, never served. */
 void dre_store_close(dre_store *st);
 /* Change the size bound at run time; evicts at once if now over it. */
 int dre_store_set_limit(dre_store *st, uint64_t size_limit);
@@ -92,6 +95,8 @@ typedef struct dre_enc_opts {
 	int no_dedup;         /* 1: LZ only (optimize = lz): no chunk references, nothing stored */
 	size_t frame_max;     /* input bytes per frame; 0 = default (1 MiB) */
 	int retain;           /* 1: keep what is needed to answer dre_enc_learn until acked */
+	int threaded;         /* 1: residual coding and output on a helper thread, overlapping
+				 the next frame; `out` is then called from that thread */
 } dre_enc_opts;
 
 typedef struct dre_codec_stats {
@@ -128,6 +133,9 @@ typedef void (*dre_ask_fn)(void *arg, uint64_t seq);
 
 dre_dec *dre_dec_new(dre_store *st);
 void dre_dec_free(dre_dec *d);
+/* 1: store new chunks on a helper thread while the next frame is rebuilt
+ * (faster on a multi-core host; the callbacks stay on the caller's thread). */
+int dre_dec_set_threaded(dre_dec *d, int on);
 /* Without an ask callback a miss fails the stream with DRE_EMISS. */
 void dre_dec_set_ask(dre_dec *d, dre_ask_fn ask, void *arg);
 /* Feed any number of encoded bytes; decoded bytes go to out, in order, and

@@ -18,7 +18,7 @@
 struct cli {
 	const char *store;
 	uint64_t size;
-	int json, verbose;
+	int json, verbose, sync;
 	dre_enc_opts eo;
 };
 
@@ -40,6 +40,7 @@ static void dre_usage(FILE *f)
 		"  --link-rate BPS    link speed hint for --lz auto, bits/s (k/M/G suffixes)\n"
 		"  --frame SIZE       input bytes per frame (default 1M)\n"
 		"  --no-dedup         LZ only: no references, nothing stored\n"
+		"  --sync             make the store durable (fdatasync) before exiting\n"
 		"  -v, --verbose      print what was sent how on stderr\n"
 		"  --json             stats as JSON\n");
 }
@@ -76,6 +77,7 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		{ "link-rate", required_argument, 0, 'r' }, { "frame", required_argument, 0, 'f' },
 		{ "no-dedup", no_argument, 0, 'n' },    { "json", no_argument, 0, 'j' },
 		{ "verbose", no_argument, 0, 'v' },     { "help", no_argument, 0, 'h' },
+		{ "sync", no_argument, 0, 'y' },
 		{ 0, 0, 0, 0 } };
 	int ch;
 	uint64_t v;
@@ -120,6 +122,7 @@ static int parse_args(int argc, char **argv, struct cli *c)
 			c->eo.frame_max = v;
 			break;
 		case 'n': c->eo.no_dedup = 1; break;
+		case 'y': c->sync = 1; break;
 		case 'j': c->json = 1; break;
 		case 'v': c->verbose = 1; break;
 		case 'h': dre_usage(stdout); exit(0);
@@ -172,10 +175,13 @@ static int run_codec(struct cli *c, int decode)
 		fprintf(stderr, "wanopt dre: %s\n", err);
 		return 1;
 	}
+	c->eo.threaded = 1; /* the CLI owns its thread: overlap LZ with chunking */
 	dre_enc *e = decode ? NULL : dre_enc_new(st, &c->eo);
 	dre_dec *d = decode ? dre_dec_new(st) : NULL;
 	char *buf = malloc(IO_BLOCK);
 	int rc = (!e && !d) || !buf ? DRE_ENOMEM : 0;
+	if (!rc && d)
+		rc = dre_dec_set_threaded(d, 1);
 	uint64_t at = 0;
 	while (!rc) {
 		ssize_t n = read(STDIN_FILENO, buf, IO_BLOCK);
@@ -209,7 +215,7 @@ static int run_codec(struct cli *c, int decode)
 			dre_enc_get_stats(e, &s);
 		print_codec(decode ? "decode" : "encode", &s);
 	}
-	if (dre_store_sync(st) && !rc) {
+	if (c->sync && !rc && dre_store_sync(st)) {
 		fprintf(stderr, "wanopt dre: %s: cannot sync the store\n", c->store);
 		rc = DRE_EIO;
 	}

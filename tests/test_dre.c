@@ -71,11 +71,12 @@ static void test_cdc_resync(void **state)
 static size_t roundtrip(dre_store *sa, dre_store *sb, const uint8_t *p, size_t n, size_t piece)
 {
 	struct tbuf enc = { 0 }, dec = { 0 };
-	dre_enc_opts o = { .frame_max = 64 << 10 };
+	dre_enc_opts o = { .frame_max = 64 << 10, .threaded = (int)(t_rand() % 2) };
 	dre_enc *e = dre_enc_new(sa, &o);
 	dre_dec *d = dre_dec_new(sb);
 	assert_non_null(e);
 	assert_non_null(d);
+	assert_int_equal(dre_dec_set_threaded(d, (int)(t_rand() % 2)), 0);
 	assert_int_equal(t_encode(e, p, n, piece, &enc), 0);
 	assert_int_equal(t_decode(d, enc.p, enc.len, piece, &dec), 0);
 	assert_int_equal(dre_dec_finish(d), 0);
@@ -292,6 +293,7 @@ static void test_corrupt_input(void **state)
 		char dc[64];
 		dre_store *sc = t_store(dc, 0);
 		dre_dec *d = dre_dec_new(sc);
+		assert_int_equal(dre_dec_set_threaded(d, trial % 2), 0);
 		int rc = t_decode(d, c, len, 4096, &dec);
 		if (!rc)
 			rc = dre_dec_finish(d);
@@ -338,9 +340,11 @@ static void test_ask_learn_after_wipe(void **state)
 	uint8_t *p = malloc(n);
 	t_fill_text(p, n);
 	roundtrip(sa, sb, p, n, 100000); /* A and B now share history; C is empty */
+	/* unthreaded: the test reads the wire between writes */
 	dre_enc_opts o = { .frame_max = 128 << 10, .retain = 1 };
 	dre_enc *e = dre_enc_new(sa, &o);
 	dre_dec *d = dre_dec_new(sc);
+	assert_int_equal(dre_dec_set_threaded(d, 1), 0);
 	struct tbuf wire = { 0 }, dec = { 0 };
 	struct asker a = { e, &wire, 0 };
 	dre_dec_set_ask(d, on_ask, &a);

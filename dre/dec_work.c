@@ -1,0 +1,171 @@
+/* dec_work.c: the decoder's store operations (fingerprint and store new
+ * chunks, link and refresh referenced ones), recorded while a frame is rebuilt
+ * and run afterwards, in order: by a helper thread when the decoder has one
+ * (so hashing and store writes overlap the next frame), else inline.  A lookup
+ * that misses first makes everything pending take effect, so deferring never
+ * changes what a frame decodes to. */
+#include <stdlib.h>
+
+#include "dec_int.h"
+
+int dre_dec_sop(dre_dec *d, uint32_t kind, uint32_t len, uint64_t arg)
+{
+	struct dre_sop op = { kind, len, arg };
+	return dre_buf_add(&d->sops, &op, sizeof op);
+}
+
+/* Run ops[0..n) against data; *prev carries the chain between calls. */
+static int sops_run(dre_store *st, dre_fp *fp, uint64_t *prev, const struct dre_sop *ops, size_t n,
+		    const uint8_t *data)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct dre_sop *o = &ops[i];
+		if (o->kind == SOP_BREAK) {
+			*prev = 0;
+			continue;
+		}
+		uint64_t tag = o->arg;
+		dre_ent e;
+		if (o->kind == SOP_PUT) {
+			uint8_t h[32];
+			if (dre_fp_sha256(fp, data + o->arg, o->len, h))
+				return DRE_EINVAL;
+			tag = dre_fp_tag(h);
+			int rc = dre_store_put_after(st, h, data + o->arg, o->len, *prev, &e);
+			if (rc < 0)
+				return rc;
+			if (rc == 0 && *prev)
+				dre_store_link(st, *prev, tag);
+		} else {
+			if (*prev)
+				dre_store_link(st, *prev, tag);
+			if (dre_store_find(st, tag, &e))
+				dre_store_touch(st, &e);
+		}
+		*prev = tag;
+	}
+	return 0;
+}
+
+/* Wait until the helper thread is idle; returns its sticky error. */
+static int work_wait(dre_dec *d)
+{
+	struct dre_dwork *w = &d->w;
+	if (!w->running)
+		return 0;
+	pthread_mutex_lock(&w->mu);
+	while (w->busy)
+		pthread_cond_wait(&w->cv, &w->mu);
+	int err = w->err;
+	pthread_mutex_unlock(&w->mu);
+	return err;
+}
+
+static void *work_main(void *arg)
+{
+	dre_dec *d = arg;
+	struct dre_dwork *w = &d->w;
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		while (!w->busy && !w->stop)
+			pthread_cond_wait(&w->cv, &w->mu);
+		if (!w->busy && w->stop)
+			break;
+		pthread_mutex_unlock(&w->mu);
+		int rc = sops_run(d->st, w->fp, &d->prev, (struct dre_sop *)w->ops.p,
+				  w->ops.len / sizeof(struct dre_sop), w->data.p);
+		pthread_mutex_lock(&w->mu);
+		if (rc && !w->err)
+			w->err = rc;
+		w->busy = 0;
+		pthread_cond_broadcast(&w->cv);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+int dre_dec_work_start(dre_dec *d)
+{
+	struct dre_dwork *w = &d->w;
+	if (w->running)
+		return 0;
+	if (!(w->fp = dre_fp_new()))
+		return DRE_ENOMEM;
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	if (pthread_create(&w->th, NULL, work_main, d)) {
+		pthread_mutex_destroy(&w->mu);
+		pthread_cond_destroy(&w->cv);
+		dre_fp_free(w->fp);
+		w->fp = NULL;
+		return DRE_ENOMEM;
+	}
+	w->running = 1;
+	return 0;
+}
+
+void dre_dec_work_stop(dre_dec *d)
+{
+	struct dre_dwork *w = &d->w;
+	if (w->running) {
+		pthread_mutex_lock(&w->mu);
+		w->stop = 1;
+		pthread_cond_broadcast(&w->cv);
+		pthread_mutex_unlock(&w->mu);
+		pthread_join(w->th, NULL);
+		pthread_mutex_destroy(&w->mu);
+		pthread_cond_destroy(&w->cv);
+		w->running = 0;
+	}
+	dre_fp_free(w->fp);
+	w->fp = NULL;
+	dre_buf_free(&w->ops);
+	dre_buf_free(&w->data);
+}
+
+int dre_dec_sync(dre_dec *d)
+{
+	int rc = work_wait(d);
+	if (rc)
+		return rc;
+	size_t n = d->sops.len / sizeof(struct dre_sop);
+	rc = sops_run(d->st, d->fp, &d->prev, (struct dre_sop *)d->sops.p + d->sops_done,
+		      n - d->sops_done, d->out.p);
+	d->sops_done = n;
+	return rc;
+}
+
+int dre_dec_commit(dre_dec *d)
+{
+	struct dre_dwork *w = &d->w;
+	int rc = work_wait(d);
+	if (rc)
+		return rc;
+	if (!w->running || d->sops_done) {
+		rc = dre_dec_sync(d);
+		d->sops.len = d->sops_done = 0;
+		return rc;
+	}
+	/* hand the frame over: its ops and its bytes; take the worker's old buffers */
+	dre_buf t = w->ops;
+	w->ops = d->sops;
+	d->sops = t;
+	t = w->data;
+	w->data = d->out;
+	d->out = t;
+	d->sops.len = d->out.len = 0;
+	pthread_mutex_lock(&w->mu);
+	w->busy = 1;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	return 0;
+}
+
+int dre_dec_find(dre_dec *d, uint64_t tag, dre_ent *e)
+{
+	if (dre_store_find(d->st, tag, e))
+		return 1;
+	if (dre_dec_sync(d))
+		return 0;
+	return dre_store_find(d->st, tag, e);
+}

@@ -1,0 +1,157 @@
+/* enc_work.c: turning an encoder's ops and literals into a frame on the wire:
+ * residual coding (skipped for incompressible literals), header, checksum.
+ * Runs on the encoder's helper thread when it has one, so that coding frame N
+ * overlaps cutting and fingerprinting frame N+1. */
+#include <stdlib.h>
+
+#include "enc_int.h"
+
+/* Write the stream header once, before the first frame. */
+static int put_stream_header(dre_enc *e, dre_out_fn out, void *arg)
+{
+	if (e->hdr_sent)
+		return 0;
+	uint8_t h[DRE_STREAM_HDR_LEN];
+	memcpy(h, DRE_STREAM_MAGIC, 4);
+	h[4] = DRE_STREAM_VERSION;
+	h[5] = 0;
+	dre_put_u64(h + 6, e->seed);
+	e->hdr_sent = 1;
+	e->stats.out_bytes += sizeof h;
+	return out(arg, h, sizeof h) ? DRE_EOUT : 0;
+}
+
+/* Assemble and emit one frame from ops and lits (see dre_proto.h). */
+static int emit(dre_enc *e, int type, size_t raw_n, uint64_t sum, const dre_buf *ops, const dre_buf *lits,
+		dre_out_fn out, void *arg)
+{
+	int rc = put_stream_header(e, out, arg);
+	if (rc || !type)
+		return rc;
+	int lz = e->lzkind;
+	if (lz != DRE_PLZ_NONE && dre_lz_incompressible(lits->p, lits->len))
+		lz = DRE_PLZ_NONE;
+	e->out.len = 0;
+	if (dre_buf_reserve(&e->out, DRE_FRAME_HDR_MAX + ops->len + lits->len + 64))
+		return DRE_ENOMEM;
+	uint8_t *h = e->out.p;
+	size_t n = 0;
+	h[n++] = DRE_FRAME_MAGIC;
+	h[n++] = (uint8_t)type;
+	n += dre_put_varint(h + n, raw_n);
+	n += dre_put_varint(h + n, ops->len);
+	n += dre_put_varint(h + n, lits->len);
+	h[n++] = (uint8_t)lz;
+	size_t gap = n, body = n + 10 + 8 + ops->len; /* room for a 10-byte varint, sum, ops */
+	e->out.len = body;
+	if (lits->len && (rc = (lz == DRE_PLZ_NONE ? dre_buf_add(&e->out, lits->p, lits->len)
+						  : dre_lz_compress(e->lz, lits->p, lits->len, &e->out))))
+		return rc;
+	size_t lz_n = e->out.len - body;
+	uint8_t v[10];
+	size_t vn = dre_put_varint(v, lz_n);
+	h = e->out.p;
+	/* close the gap left for the varint so the frame is contiguous */
+	memmove(h + gap + vn + 8 + ops->len, h + body, lz_n);
+	memcpy(h + gap, v, vn);
+	dre_put_u64(h + gap + vn, sum);
+	memcpy(h + gap + vn + 8, ops->p, ops->len);
+	e->out.len -= 10 - vn;
+	e->stats.lz_in += lits->len;
+	e->stats.lz_out += lz_n;
+	e->stats.out_bytes += e->out.len;
+	return out(arg, e->out.p, e->out.len) ? DRE_EOUT : 0;
+}
+
+int dre_enc_wait(dre_enc *e)
+{
+	struct dre_ework *w = &e->w;
+	if (!w->running)
+		return 0;
+	pthread_mutex_lock(&w->mu);
+	while (w->busy)
+		pthread_cond_wait(&w->cv, &w->mu);
+	int err = w->err;
+	pthread_mutex_unlock(&w->mu);
+	return err;
+}
+
+int dre_enc_submit(dre_enc *e, int type, size_t raw_n, uint64_t sum, dre_out_fn out, void *arg)
+{
+	struct dre_ework *w = &e->w;
+	if (!w->running)
+		return emit(e, type, raw_n, sum, &e->ops, &e->lits, out, arg);
+	int rc = dre_enc_wait(e);
+	if (rc)
+		return rc;
+	dre_buf t = w->ops;
+	w->ops = e->ops;
+	e->ops = t;
+	t = w->lits;
+	w->lits = e->lits;
+	e->lits = t;
+	e->ops.len = e->lits.len = 0;
+	w->type = type;
+	w->raw_n = raw_n;
+	w->sum = sum;
+	w->out = out;
+	w->arg = arg;
+	pthread_mutex_lock(&w->mu);
+	w->busy = 1;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	return 0;
+}
+
+static void *work_main(void *arg)
+{
+	dre_enc *e = arg;
+	struct dre_ework *w = &e->w;
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		while (!w->busy && !w->stop)
+			pthread_cond_wait(&w->cv, &w->mu);
+		if (!w->busy && w->stop)
+			break;
+		pthread_mutex_unlock(&w->mu);
+		int rc = emit(e, w->type, w->raw_n, w->sum, &w->ops, &w->lits, w->out, w->arg);
+		pthread_mutex_lock(&w->mu);
+		if (rc && !w->err)
+			w->err = rc;
+		w->busy = 0;
+		pthread_cond_broadcast(&w->cv);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+int dre_enc_work_start(dre_enc *e)
+{
+	struct dre_ework *w = &e->w;
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	if (pthread_create(&w->th, NULL, work_main, e)) {
+		pthread_mutex_destroy(&w->mu);
+		pthread_cond_destroy(&w->cv);
+		return DRE_ENOMEM;
+	}
+	w->running = 1;
+	return 0;
+}
+
+void dre_enc_work_stop(dre_enc *e)
+{
+	struct dre_ework *w = &e->w;
+	if (w->running) {
+		pthread_mutex_lock(&w->mu);
+		w->stop = 1;
+		pthread_cond_broadcast(&w->cv);
+		pthread_mutex_unlock(&w->mu);
+		pthread_join(w->th, NULL);
+		pthread_mutex_destroy(&w->mu);
+		pthread_cond_destroy(&w->cv);
+		w->running = 0;
+	}
+	dre_buf_free(&w->ops);
+	dre_buf_free(&w->lits);
+}
