@@ -181,8 +181,11 @@ static int frame_apply(dre_dec *d, struct dre_qframe *f, dre_out_fn out, void *a
 		d->applied = f->h.type == DRE_FT_DATA ? f->seq : f->learn_seq;
 		d->stats.out_bytes += d->out.len;
 		d->stats.frames++;
-		if (d->out.len && out(arg, d->out.p, d->out.len))
+		int orc = d->out.len ? out(arg, d->out.p, d->out.len) : 0;
+		if (orc < 0)
 			rc = DRE_EOUT;
+		else if (orc > 0)
+			d->paused = 1;
 	}
 	/* the frame's new chunks are stored even if it failed: they are sound */
 	int crc = dre_dec_commit(d);
@@ -227,13 +230,15 @@ static int queue_run(dre_dec *d, dre_out_fn out, void *arg)
 {
 	for (;;) {
 		if (d->waiting) {
+			if (d->paused)
+				return 0;
 			int rc = queue_learn(d, out, arg);
 			if (rc <= 0)
 				return rc;
 			continue;
 		}
 		struct dre_qframe *f = d->qhead;
-		if (!f)
+		if (!f || d->paused)
 			return 0;
 		if (f->h.type == DRE_FT_LEARN) {
 			queue_drop(d, NULL, f); /* answers an ask already satisfied */
@@ -299,7 +304,7 @@ static int parse_frames(dre_dec *d)
 		d->qtail = f;
 		if (d->qbytes > DRE_LEARN_BACKLOG && d->waiting)
 			return DRE_ESTATE;
-		if (!d->waiting)
+		if (!d->waiting || d->paused)
 			return 0; /* apply it before parsing on, keeping memory flat */
 	}
 }
@@ -308,9 +313,10 @@ int dre_dec_write(dre_dec *d, const void *buf, size_t n, dre_out_fn out, void *a
 {
 	if (d->err)
 		return d->err;
-	if (dre_buf_add(&d->in, buf, n))
+	if (n && dre_buf_add(&d->in, buf, n))
 		return d->err = DRE_ENOMEM;
 	d->stats.in_bytes += n;
+	d->paused = 0;
 	int rc;
 	for (;;) {
 		size_t before = d->in_off;
@@ -320,7 +326,7 @@ int dre_dec_write(dre_dec *d, const void *buf, size_t n, dre_out_fn out, void *a
 			break;
 		if ((rc = queue_run(d, out, arg)))
 			break;
-		if (d->in_off == before)
+		if (d->in_off == before || d->paused)
 			break;
 	}
 	if (d->in_off) {
@@ -342,6 +348,16 @@ int dre_dec_finish(dre_dec *d)
 	if (d->in.len || d->qhead || d->waiting)
 		return d->waiting || d->qhead ? DRE_EMISS : DRE_ECORRUPT;
 	return DRE_OK;
+}
+
+int dre_dec_paused(const dre_dec *d)
+{
+	return d->paused;
+}
+
+size_t dre_dec_buffered(const dre_dec *d)
+{
+	return d->in.len - d->in_off + (size_t)d->qbytes;
 }
 
 uint64_t dre_dec_applied(const dre_dec *d)

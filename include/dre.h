@@ -77,8 +77,9 @@ int dre_store_check(dre_store *st, char *err, size_t errlen);
 
 /* ---- codec -------------------------------------------------------------- */
 
-/* Receives encoded (encoder) or decoded (decoder) bytes; return 0, or non-zero
- * to abort the call with DRE_EOUT. */
+/* Receives encoded (encoder) or decoded (decoder) bytes; return 0, a negative
+ * value to abort the call with DRE_EOUT, or (decoder only) a positive value to
+ * pause after this frame. */
 typedef int (*dre_out_fn)(void *arg, const void *buf, size_t len);
 
 enum dre_lz {
@@ -139,8 +140,14 @@ int dre_dec_set_threaded(dre_dec *d, int on);
 /* Without an ask callback a miss fails the stream with DRE_EMISS. */
 void dre_dec_set_ask(dre_dec *d, dre_ask_fn ask, void *arg);
 /* Feed any number of encoded bytes; decoded bytes go to out, in order, and
- * only after their frame's checksum matched. */
+ * only after their frame's checksum matched.  If out returns a positive value
+ * the decoder pauses after that frame, keeping the rest of its input; call
+ * dre_dec_write again (n may be 0) to go on. */
 int dre_dec_write(dre_dec *d, const void *buf, size_t n, dre_out_fn out, void *arg);
+/* 1 if the last call stopped because out asked for a pause. */
+int dre_dec_paused(const dre_dec *d);
+/* Encoded bytes taken but not yet decoded (partial or waiting frames). */
+size_t dre_dec_buffered(const dre_dec *d);
 /* DRE_OK if the stream ended on a frame boundary with nothing pending. */
 int dre_dec_finish(dre_dec *d);
 /* Sequence number of the last frame applied (0 before the first). */

@@ -403,6 +403,49 @@ static void test_store_errors(void **state)
 	t_rmstore(da);
 }
 
+static int pause_out(void *arg, const void *p, size_t n)
+{
+	tbuf_out(arg, p, n);
+	return 1; /* pause after every frame */
+}
+
+/* A decoder paused by its output callback keeps the rest and resumes on demand. */
+static void test_decoder_pause(void **state)
+{
+	char da[64], db[64];
+	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
+	size_t n = 1 << 20;
+	uint8_t *p = malloc(n);
+	t_fill_text(p, n);
+	struct tbuf enc = { 0 }, dec = { 0 };
+	dre_enc_opts o = { .frame_max = 64 << 10 };
+	dre_enc *e = dre_enc_new(sa, &o);
+	assert_int_equal(t_encode(e, p, n, n, &enc), 0);
+	dre_dec *d = dre_dec_new(sb);
+	assert_int_equal(dre_dec_write(d, enc.p, enc.len, pause_out, &dec), 0);
+	int rounds = 1;
+	while (dre_dec_paused(d)) {
+		/* paused after a frame: the rest is held, unless that was the last */
+		assert_true(dec.len == n || dre_dec_buffered(d) > 0);
+		assert_int_equal(dre_dec_write(d, NULL, 0, pause_out, &dec), 0);
+		rounds++;
+	}
+	assert_true(rounds >= 16);
+	assert_int_equal(dre_dec_finish(d), 0);
+	assert_int_equal(dre_dec_buffered(d), 0);
+	assert_int_equal(dec.len, n);
+	assert_memory_equal(dec.p, p, n);
+	dre_enc_free(e);
+	dre_dec_free(d);
+	free(enc.p);
+	free(dec.p);
+	free(p);
+	dre_store_close(sa);
+	dre_store_close(sb);
+	t_rmstore(da);
+	t_rmstore(db);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -416,6 +459,7 @@ int main(void)
 		cmocka_unit_test(test_corrupt_input),
 		cmocka_unit_test(test_ask_learn_after_wipe),
 		cmocka_unit_test(test_store_errors),
+		cmocka_unit_test(test_decoder_pause),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
