@@ -13,6 +13,7 @@ struct px_cmd {
 static const struct px_cmd px_cmds[] = {
 	{ "dre", px_cmd_dre, "encode/decode a stream against a segment store; store stats" },
 	{ "conf", px_cmd_conf, "check an edge or core configuration, print the effective one" },
+	{ "pki", px_cmd_pki, "create a CA and edge/core certificates for the tunnel" },
 	{ "stats", px_cmd_stats, "show a running edge's or core's figures (table or JSON)" },
 	{ "intercept", px_cmd_intercept, "check transparent interception rules (pass-through)" },
 };
