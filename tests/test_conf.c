@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <cmocka.h>
 
+#include "../proxy/cmd.h"
 #include "conf.h"
 
 #define EDGE_MIN "peer = core.example:4433\nstore = /var/lib/wanopt\ntls_cert = /p/e.crt\n" \
@@ -287,6 +288,33 @@ static void test_args_reload(void **state)
 	free(path);
 }
 
+/* The shipped example configs parse; `wanopt conf` exits 2 on a bad one. */
+static void test_examples_cli(void **state)
+{
+	char err[512];
+	char *e[] = { "edge", "-c", "conf/edge.conf" }, *c[] = { "core", "-c", "conf/core.conf" };
+	struct conf *cf = conf_from_args(CONF_EDGE, 3, e, err, sizeof err);
+	if (!cf)
+		fail_msg("conf/edge.conf: %s", err);
+	assert_string_equal(conf_tls_ca(cf), "conf/pki/ca.crt");
+	conf_free(cf);
+	cf = conf_from_args(CONF_CORE, 3, c, err, sizeof err);
+	if (!cf)
+		fail_msg("conf/core.conf: %s", err);
+	struct sockaddr_storage ss;
+	struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+	memset(&ss, 0, sizeof ss);
+	s4->sin_family = AF_INET;
+	inet_pton(AF_INET, "10.20.0.15", &s4->sin_addr);
+	assert_true(conf_allow_match(cf, (struct sockaddr *)&ss, 445));
+	assert_false(conf_allow_match(cf, (struct sockaddr *)&ss, 22));
+	conf_free(cf);
+	char *bad[] = { "conf", "core", "-c", "conf/edge.conf" };
+	assert_int_equal(px_cmd_conf(4, bad), 2);
+	char *good[] = { "conf", "edge", "-c", "conf/edge.conf", "--log_level=warn" };
+	assert_int_equal(px_cmd_conf(5, good), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -296,6 +324,7 @@ int main(void)
 		cmocka_unit_test(test_optimize),
 		cmocka_unit_test(test_units),
 		cmocka_unit_test(test_args_reload),
+		cmocka_unit_test(test_examples_cli),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
