@@ -40,6 +40,7 @@ static int conf_set_addr(struct conf_addr *a, const char *v, char *msg, size_t l
 	return e ? conf_fail(msg, len, e) : 0;
 }
 
+/* Address keys: peer, listen, stats. */
 static int set_peer(struct conf *c, const char *v, char *m, size_t l) { return conf_set_addr(&c->peer, v, m, l); }
 static int set_listen(struct conf *c, const char *v, char *m, size_t l) { return conf_set_addr(&c->listen, v, m, l); }
 static int set_stats(struct conf *c, const char *v, char *m, size_t l) { return conf_set_addr(&c->stats, v, m, l); }
@@ -64,6 +65,7 @@ static int conf_set_path(struct conf *c, char **dst, const char *v, char *msg, s
 	return 0;
 }
 
+/* Path keys: store, tls_cert, tls_key, tls_ca. */
 static int set_store(struct conf *c, const char *v, char *m, size_t l) { return conf_set_path(c, &c->store, v, m, l); }
 static int set_cert(struct conf *c, const char *v, char *m, size_t l) { return conf_set_path(c, &c->tls_cert, v, m, l); }
 static int set_key(struct conf *c, const char *v, char *m, size_t l) { return conf_set_path(c, &c->tls_key, v, m, l); }
@@ -255,18 +257,21 @@ static int set_congestion(struct conf *c, const char *v, char *msg, size_t len)
 	return 0;
 }
 
+/* link_rate = RATE (bit/s). */
 static int set_link_rate(struct conf *c, const char *v, char *msg, size_t len)
 {
 	const char *e = conf_rate_parse(v, &c->link_rate);
 	return e ? conf_fail(msg, len, e) : 0;
 }
 
+/* link_rtt = DURATION. */
 static int set_link_rtt(struct conf *c, const char *v, char *msg, size_t len)
 {
 	const char *e = conf_rtt_parse(v, &c->link_rtt);
 	return e ? conf_fail(msg, len, e) : 0;
 }
 
+/* tunnels = 1..16. */
 static int set_tunnels(struct conf *c, const char *v, char *msg, size_t len)
 {
 	unsigned long n;
@@ -277,6 +282,7 @@ static int set_tunnels(struct conf *c, const char *v, char *msg, size_t len)
 	return 0;
 }
 
+/* workers = 0..256 (0: one per CPU). */
 static int set_workers(struct conf *c, const char *v, char *msg, size_t len)
 {
 	unsigned long n;
@@ -542,6 +548,7 @@ static char *conf_dirname(const char *path)
 	return strndup(path, (size_t)(slash - path));
 }
 
+/* File text first, then overrides, then validation; NULL with err on any error. */
 struct conf *conf_parse(enum conf_role role, const char *name, const char *text,
 			int nargs, char *const *args, char *err, size_t errlen)
 {
@@ -617,6 +624,7 @@ static struct conf *conf_load(enum conf_role role, const char *path, int nargs,
 	return c;
 }
 
+/* Splits argv into the -c file and the --key=value overrides, then loads. */
 struct conf *conf_from_args(enum conf_role role, int argc, char *const *argv,
 			    char *err, size_t errlen)
 {
@@ -654,11 +662,13 @@ out:
 	return c;
 }
 
+/* Re-reads c's file with c's overrides into a new configuration. */
 struct conf *conf_reload(const struct conf *c, char *err, size_t errlen)
 {
 	return conf_load(c->role, c->path, c->nargs, c->args, err, errlen);
 }
 
+/* Frees everything the configuration owns; NULL is fine. */
 void conf_free(struct conf *c)
 {
 	if (!c)

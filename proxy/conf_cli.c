@@ -7,6 +7,7 @@
 #include "cmd.h"
 #include "conf.h"
 
+/* The --help text. */
 static void conf_usage(FILE *f)
 {
 	fprintf(f,
@@ -18,6 +19,7 @@ static void conf_usage(FILE *f)
 		"conf/core.conf for every key.\n");
 }
 
+/* `wanopt conf edge|core`: 0 valid (effective config printed), 2 invalid. */
 int px_cmd_conf(int argc, char **argv)
 {
 	char err[1024];

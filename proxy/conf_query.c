@@ -23,6 +23,7 @@ static int conf_addr_differs(const struct conf_addr *a, const struct conf_addr *
 	return a->port != b->port || strcmp(a->host, b->host);
 }
 
+/* Compares the keys a reload cannot apply; names the first that differs. */
 int conf_restart_needed(const struct conf *old, const struct conf *c, char *key, size_t keylen)
 {
 	int k = -1;
@@ -46,7 +47,8 @@ int conf_restart_needed(const struct conf *old, const struct conf *c, char *key,
 	return 1;
 }
 
-/* Queries: plain reads of the parsed fields. */
+/* Queries: plain reads of the parsed fields (contracts in conf.h).  Unset
+ * addresses read as NULL. */
 enum conf_role conf_role(const struct conf *c) { return c->role; }
 const char *conf_path(const struct conf *c) { return c->path; }
 const struct conf_addr *conf_peer(const struct conf *c) { return c->src[K_PEER] ? &c->peer : NULL; }
@@ -68,11 +70,13 @@ enum conf_cc conf_congestion(const struct conf *c) { return c->cc; }
 unsigned conf_tunnels(const struct conf *c) { return c->tunnels; }
 unsigned conf_workers(const struct conf *c) { return c->workers; }
 
+/* The allow list against one destination; NULL addr never matches. */
 int conf_allow_match(const struct conf *c, const struct sockaddr *addr, uint16_t port)
 {
 	return addr && conf_tlist_match(&c->allow, addr, port);
 }
 
+/* First matching targeted rule, else the last untargeted one, else full. */
 enum conf_optimize conf_optimize_for(const struct conf *c, const struct sockaddr *addr,
 				     uint16_t port)
 {
@@ -169,6 +173,7 @@ static void conf_dump_to(const struct conf *c, FILE *f)
 	fprintf(f, "workers = %u\n", c->workers);
 }
 
+/* The effective configuration as config-file text (malloc'd). */
 char *conf_dump(const struct conf *c)
 {
 	char *buf = NULL;

@@ -178,6 +178,7 @@ static void icpt_signal_cb(evutil_socket_t sig, short what, void *arg)
 	event_base_loopexit(arg, NULL);
 }
 
+/* The --help text. */
 static void icpt_usage(FILE *f)
 {
 	fprintf(f,
@@ -249,6 +250,7 @@ static int icpt_opts(int argc, char **argv, struct icpt *ic, struct sockaddr_sto
 	return 0;
 }
 
+/* `wanopt intercept`: serves until signalled or --count; 1 when it cannot listen. */
 int px_cmd_intercept(int argc, char **argv)
 {
 	struct icpt ic = { 0 };

@@ -308,6 +308,7 @@ static int pki_issue(const struct pki_opts *o, const char *name)
 	return rc;
 }
 
+/* The --help text. */
 static void pki_usage(FILE *f)
 {
 	fprintf(f,
@@ -364,6 +365,7 @@ static int pki_opts(int argc, char **argv, struct pki_opts *o)
 	return 0;
 }
 
+/* `wanopt pki init|issue`: 0 written, 1 refused or failed, 2 usage error. */
 int px_cmd_pki(int argc, char **argv)
 {
 	struct pki_opts o;

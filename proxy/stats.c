@@ -35,6 +35,7 @@ static const char *const stats_ctr_key[STATS_NCTR] = {
 	"lan_in", "lan_out", "wan_in", "wan_out", "dre_hit_bytes", "lz_in", "lz_out", "asks",
 };
 
+/* An empty registry; NULL when out of memory. */
 struct stats *stats_create(const char *role)
 {
 	struct stats *s = calloc(1, sizeof *s);
@@ -51,6 +52,7 @@ struct stats *stats_create(const char *role)
 	return s;
 }
 
+/* Closes any streams left open, then frees; NULL is fine. */
 void stats_free(struct stats *s)
 {
 	if (!s)
@@ -70,6 +72,7 @@ static void stats_stream_destroy(struct stats_stream *st)
 	free(st);
 }
 
+/* Copies the labels, assigns the next id, links the stream first in the list. */
 struct stats_stream *stats_stream_open(struct stats *s, const char *src, const char *dst,
 				       const char *mode)
 {
@@ -98,6 +101,7 @@ struct stats_stream *stats_stream_open(struct stats *s, const char *src, const c
 	return st;
 }
 
+/* Relaxed atomic adds to the stream and the total; NULL stream is a no-op. */
 void stats_stream_add(struct stats_stream *st, enum stats_ctr c, uint64_t n)
 {
 	if (!st || (unsigned)c >= STATS_NCTR)
@@ -106,6 +110,7 @@ void stats_stream_add(struct stats_stream *st, enum stats_ctr c, uint64_t n)
 	atomic_fetch_add_explicit(&st->reg->ctr[c], n, memory_order_relaxed);
 }
 
+/* One stream counter; 0 for a NULL stream. */
 uint64_t stats_stream_get(const struct stats_stream *st, enum stats_ctr c)
 {
 	if (!st || (unsigned)c >= STATS_NCTR)
@@ -113,11 +118,13 @@ uint64_t stats_stream_get(const struct stats_stream *st, enum stats_ctr c)
 	return atomic_load_explicit(&st->ctr[c], memory_order_relaxed);
 }
 
+/* The stream's id; 0 for NULL. */
 uint64_t stats_stream_id(const struct stats_stream *st)
 {
 	return st ? st->id : 0;
 }
 
+/* Unlinks under the lock and frees; totals keep the bytes.  NULL is fine. */
 void stats_stream_close(struct stats_stream *st)
 {
 	if (!st)
@@ -135,12 +142,14 @@ void stats_stream_close(struct stats_stream *st)
 	stats_stream_destroy(st);
 }
 
+/* Stores a gauge value (relaxed). */
 void stats_set(struct stats *s, enum stats_gauge g, uint64_t v)
 {
 	if ((unsigned)g < STATS_NGAUGE)
 		atomic_store_explicit(&s->gauge[g], v, memory_order_relaxed);
 }
 
+/* One total counter. */
 uint64_t stats_total(const struct stats *s, enum stats_ctr c)
 {
 	if ((unsigned)c >= STATS_NCTR)
@@ -148,11 +157,13 @@ uint64_t stats_total(const struct stats *s, enum stats_ctr c)
 	return atomic_load_explicit(&s->ctr[c], memory_order_relaxed);
 }
 
+/* Streams open now. */
 uint64_t stats_active(const struct stats *s)
 {
 	return atomic_load_explicit(&s->active, memory_order_relaxed);
 }
 
+/* Percentage of LAN bytes that did not cross the WAN; 0 for no LAN bytes. */
 double stats_reduction(uint64_t lan, uint64_t wan)
 {
 	if (!lan)
@@ -178,6 +189,7 @@ static void stats_snap_load(struct stats_snap *sn, _Atomic uint64_t *ctr)
 		sn->v[i] = atomic_load_explicit(&ctr[i], memory_order_relaxed);
 }
 
+/* LAN and WAN bytes of a snapshot, both directions. */
 static uint64_t snap_lan(const struct stats_snap *sn) { return sn->v[STATS_LAN_IN] + sn->v[STATS_LAN_OUT]; }
 static uint64_t snap_wan(const struct stats_snap *sn) { return sn->v[STATS_WAN_IN] + sn->v[STATS_WAN_OUT]; }
 
@@ -196,6 +208,7 @@ static const char *stats_human(uint64_t v, char *buf, size_t len)
 	return buf;
 }
 
+/* Formats a stream's figures for its close log line; returns buf. */
 char *stats_stream_summary(const struct stats_stream *st, char *buf, size_t len)
 {
 	struct stats_snap sn;
@@ -409,6 +422,7 @@ static void prom_fill(FILE *f, struct stats *s)
 	free(rows);
 }
 
+/* Prometheus text of the registry (malloc'd). */
 char *stats_render_prom(struct stats *s)
 {
 	return stats_to_string(s, prom_fill);
@@ -468,6 +482,7 @@ static void json_fill(FILE *f, struct stats *s)
 #undef G
 }
 
+/* JSON document of the registry (malloc'd). */
 char *stats_render_json(struct stats *s)
 {
 	return stats_to_string(s, json_fill);

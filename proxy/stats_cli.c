@@ -215,6 +215,7 @@ static void scli_print(const struct scli_page *pg, const char *addr)
 	}
 }
 
+/* The --help text. */
 static void scli_usage(FILE *f)
 {
 	fprintf(f,
@@ -282,6 +283,7 @@ static int scli_opts(int argc, char **argv, struct conf_addr *a, int *json)
 	return 0;
 }
 
+/* `wanopt stats`: 0 printed, 1 node unreachable, 2 usage error. */
 int px_cmd_stats(int argc, char **argv)
 {
 	struct conf_addr a;

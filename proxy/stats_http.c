@@ -61,6 +61,7 @@ static void stats_http_other(struct evhttp_request *req, void *arg)
 	evhttp_send_error(req, HTTP_NOTFOUND, "try /metrics or /stats.json");
 }
 
+/* evhttp on base bound to host:port with the two handlers; NULL + err on failure. */
 struct stats_http *stats_http_start(struct event_base *base, struct stats *s, const char *host,
 				    uint16_t port, char *err, size_t errlen)
 {
@@ -95,11 +96,13 @@ fail:
 	return NULL;
 }
 
+/* The bound port (useful after binding port 0). */
 uint16_t stats_http_port(const struct stats_http *h)
 {
 	return h->port;
 }
 
+/* Stops the server (open requests are dropped); NULL is fine. */
 void stats_http_free(struct stats_http *h)
 {
 	if (!h)
@@ -180,6 +183,7 @@ static char *stats_read_all(int fd, int timeout_ms, char *err, size_t errlen)
 	return NULL;
 }
 
+/* HTTP/1.0 GET with Connection: close; the body of a 200 answer into *body. */
 int stats_fetch(const char *host, uint16_t port, const char *path, int timeout_ms,
 		char **body, char *err, size_t errlen)
 {

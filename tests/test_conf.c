@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <cmocka.h>
@@ -315,6 +317,53 @@ static void test_examples_cli(void **state)
 	assert_int_equal(px_cmd_conf(5, good), 0);
 }
 
+/* Reads what the logger wrote into the pipe. */
+static char *drain(int fd)
+{
+	static char buf[4096];
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	buf[n > 0 ? n : 0] = 0;
+	return buf;
+}
+
+/* Log lines: threshold, one line per event, escapes, ident, journal prefix. */
+static void test_log(void **state)
+{
+	int p[2];
+	enum log_level l;
+	assert_int_equal(pipe(p), 0);
+	fcntl(p[0], F_SETFL, O_NONBLOCK);
+	log_set_fd(p[1]);
+	log_set_ident("edge");
+	log_set_level(LOGL_WARN);
+	log_info("hidden %d", 1);
+	log_debug("hidden too");
+	assert_string_equal(drain(p[0]), "");
+	log_warn("tunnel down: %s", "refused\nfake line");
+	char *out = drain(p[0]);
+	assert_non_null(strstr(out, "Z edge warn: tunnel down: refused\\x0afake line\n"));
+	assert_int_equal(strchr(out, '\n') - out, (long)strlen(out) - 1); /* one line */
+	assert_int_equal(log_level_parse("debug", &l), 0);
+	assert_int_equal(l, LOGL_DEBUG);
+	assert_int_equal(log_level_parse("loud", &l), -1);
+	assert_string_equal(log_level_name(LOGL_ERROR), "error");
+	/* Under systemd (JOURNAL_STREAM names the fd): priority prefix, no time. */
+	struct stat st;
+	char js[64];
+	fstat(p[1], &st);
+	snprintf(js, sizeof js, "%llu:%llu", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+	setenv("JOURNAL_STREAM", js, 1);
+	log_set_fd(p[1]);
+	log_error("store %s", "full");
+	assert_string_equal(drain(p[0]), "<3>edge error: store full\n");
+	unsetenv("JOURNAL_STREAM");
+	log_set_fd(-1);
+	log_set_ident(NULL);
+	log_set_level(LOGL_INFO);
+	close(p[0]);
+	close(p[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -325,6 +374,7 @@ int main(void)
 		cmocka_unit_test(test_units),
 		cmocka_unit_test(test_args_reload),
 		cmocka_unit_test(test_examples_cli),
+		cmocka_unit_test(test_log),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

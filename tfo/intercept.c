@@ -30,6 +30,7 @@ static int icpt_on(int fd, int level, int opt)
 	return setsockopt(fd, level, opt, &one, sizeof one);
 }
 
+/* Non-blocking, dual-stack for IPv6, transparent for TPROXY; the fd or -1. */
 int tfo_icpt_listen(const struct sockaddr *addr, socklen_t len, enum tfo_icpt_mode mode,
 		    int backlog, char *err, size_t errlen)
 {
@@ -84,6 +85,7 @@ static void icpt_unmap(struct sockaddr_storage *ss, socklen_t *len)
 	*len = sizeof s4;
 }
 
+/* getsockname (TPROXY) or the conntrack lookup (REDIRECT), unmapped to IPv4. */
 int tfo_icpt_orig_dst(int fd, enum tfo_icpt_mode mode, struct sockaddr_storage *dst,
 		      socklen_t *dstlen, char *err, size_t errlen)
 {
@@ -136,6 +138,7 @@ static int icpt_addr_local(const struct sockaddr *sa)
 	return found;
 }
 
+/* Port equal to the listener's and a local (or loopback) address. */
 int tfo_icpt_is_self(const struct sockaddr *dst, uint16_t listen_port)
 {
 	uint16_t port;
@@ -149,6 +152,7 @@ int tfo_icpt_is_self(const struct sockaddr *dst, uint16_t listen_port)
 	return port == listen_port && icpt_addr_local(dst);
 }
 
+/* Non-blocking socket (+ SO_MARK) and connect; EINPROGRESS is success. */
 int tfo_dial(const struct sockaddr *dst, socklen_t len, uint32_t mark, char *err, size_t errlen)
 {
 	int fd = socket(dst->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -171,6 +175,7 @@ fail:
 	return -1;
 }
 
+/* SO_ERROR of a finished non-blocking connect. */
 int tfo_connect_result(int fd, char *err, size_t errlen)
 {
 	int e = 0;
@@ -185,6 +190,7 @@ int tfo_connect_result(int fd, char *err, size_t errlen)
 	return 0;
 }
 
+/* inet_ntop plus port, IPv6 in brackets. */
 char *tfo_addr_str(const struct sockaddr *sa, char *buf, size_t len)
 {
 	char ip[INET6_ADDRSTRLEN] = "?";

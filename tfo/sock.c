@@ -126,6 +126,8 @@ int tfo_set_keepalive(int fd, int idle, int intvl, int cnt, char *err, size_t er
 /* o's value, or the default when o is NULL or the field is 0. */
 #define TFO_OPT(o, f, d) ((o) && (o)->f ? (o)->f : (d))
 
+/* Congestion control, BDP buffers (with hints), NOTSENT_LOWAT, NODELAY,
+ * keepalive and user timeout, stopping at the first failure. */
 int tfo_tune_wan(int fd, const struct tfo_opts *o, struct tfo_tuned *out, char *err, size_t errlen)
 {
 	struct tfo_tuned t = { .bufsize = 0 };
@@ -152,6 +154,7 @@ int tfo_tune_wan(int fd, const struct tfo_opts *o, struct tfo_tuned *out, char *
 	return 0;
 }
 
+/* NODELAY and a slower keepalive for LAN sockets. */
 int tfo_tune_lan(int fd, char *err, size_t errlen)
 {
 	if (tfo_setint(fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY", err, errlen) < 0)
@@ -159,6 +162,7 @@ int tfo_tune_lan(int fd, char *err, size_t errlen)
 	return tfo_set_keepalive(fd, 60, 15, 4, err, errlen);
 }
 
+/* Copies the fields wanopt uses out of struct tcp_info. */
 int tfo_info(int fd, struct tfo_info *out, char *err, size_t errlen)
 {
 	struct tcp_info ti;
@@ -195,6 +199,7 @@ static int tfo_cur_buf(int fd, uint64_t *bytes, char *err, size_t errlen)
 	return 0;
 }
 
+/* Grows the buffers to 2 x rate x min RTT when that exceeds them. */
 int tfo_retune(int fd, const struct tfo_opts *o, uint64_t *bufsize, char *err, size_t errlen)
 {
 	struct tfo_info ti;
