@@ -400,13 +400,14 @@ static char *conf_trim(char *s)
 	return s;
 }
 
-/* Parses one file line (NUL-terminated, modifiable). */
+/* Parses one file line (NUL-terminated, modifiable).  A comment starts at a
+ * '#' that begins the line or follows whitespace or the '='. */
 static int conf_line(struct conf *c, const char *where, char *line, char *err, size_t errlen)
 {
 	char *p = line;
 
 	for (char *h = p; (h = strchr(h, '#')); h++) {
-		if (h == p || isspace((unsigned char)h[-1])) {
+		if (h == p || isspace((unsigned char)h[-1]) || h[-1] == '=') {
 			*h = 0;
 			break;
 		}

@@ -214,7 +214,7 @@ const char *conf_rtt_parse(const char *s, uint32_t *out)
 /* Decimal digits only, within [lo, hi]. */
 const char *conf_uint_parse(const char *s, unsigned long lo, unsigned long hi, unsigned long *out)
 {
-	static char msg[64];
+	static __thread char msg[64]; /* returned: valid until the next call */
 	unsigned long v = 0;
 
 	if (!*s)
@@ -302,6 +302,8 @@ static int conf_cidr_parse(struct conf_target *t, const char *s, size_t len,
 	unsigned bits = t->family == AF_INET ? 32 : 128;
 	t->prefix = bits;
 	if (slash) {
+		if (len - alen - 1 >= sizeof buf)
+			goto bad;
 		memcpy(buf, slash + 1, len - alen - 1);
 		buf[len - alen - 1] = 0;
 		if (conf_uint_parse(buf, 0, bits, &pfx))

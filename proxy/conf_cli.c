@@ -25,9 +25,11 @@ int px_cmd_conf(int argc, char **argv)
 	char err[1024];
 	enum conf_role role;
 
-	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-		conf_usage(stdout);
-		return 0;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			conf_usage(stdout);
+			return 0;
+		}
 	}
 	if (argc < 2 || (strcmp(argv[1], "edge") && strcmp(argv[1], "core"))) {
 		conf_usage(stderr);
