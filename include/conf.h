@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 #include "log.h"
@@ -73,6 +74,9 @@ struct conf *conf_reload(const struct conf *c, char *err, size_t errlen);
 int conf_restart_needed(const struct conf *old, const struct conf *c, char *key, size_t keylen);
 /* Frees; NULL is fine. */
 void conf_free(struct conf *c);
+
+/* Writes every key of the role with its syntax and meaning (for --help). */
+void conf_help(FILE *f, enum conf_role role);
 
 /* Queries.  Unset addresses return NULL; unset strings return NULL. */
 enum conf_role conf_role(const struct conf *c);

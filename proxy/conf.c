@@ -24,6 +24,7 @@ struct conf_key {
 	int reloadable;
 	conf_setter set;
 	void (*reset)(struct conf *c); /* repeatable keys: drop entries */
+	const char *help;              /* "VALUE  what it does" for --help */
 };
 
 /* Copies an error message to msg, returning -1 (setters' convention). */
@@ -295,29 +296,41 @@ static int set_workers(struct conf *c, const char *v, char *msg, size_t len)
 
 /* Every key; index order is the dump order.  Fewer than 32 (src/where). */
 static const struct conf_key conf_keys[] = {
-	{ "peer",        ROLE_EDGE, 0, 0, set_peer, NULL },
-	{ "listen",      ROLE_CORE, 0, 0, set_listen, NULL },
-	{ "forward",     ROLE_EDGE, 1, 1, set_forward, reset_forward },
-	{ "transparent", ROLE_EDGE, 0, 0, set_transparent, NULL },
-	{ "allow",       ROLE_CORE, 1, 1, set_allow, reset_allow },
-	{ "store",       ROLE_BOTH, 0, 0, set_store, NULL },
-	{ "store_size",  ROLE_BOTH, 0, 1, set_store_size, NULL },
-	{ "tls_cert",    ROLE_BOTH, 0, 0, set_cert, NULL },
-	{ "tls_key",     ROLE_BOTH, 0, 0, set_key, NULL },
-	{ "tls_ca",      ROLE_BOTH, 0, 0, set_ca, NULL },
-	{ "stats",       ROLE_BOTH, 0, 0, set_stats, NULL },
-	{ "log_level",   ROLE_BOTH, 0, 1, set_log_level, NULL },
-	{ "optimize",    ROLE_BOTH, 1, 1, set_optimize, reset_optimize },
-	{ "fail_open",   ROLE_EDGE, 0, 1, set_fail_open, NULL },
-	{ "link_rate",   ROLE_BOTH, 0, 0, set_link_rate, NULL },
-	{ "link_rtt",    ROLE_BOTH, 0, 0, set_link_rtt, NULL },
-	{ "congestion",  ROLE_BOTH, 0, 0, set_congestion, NULL },
-	{ "tunnels",     ROLE_EDGE, 0, 0, set_tunnels, NULL },
-	{ "workers",     ROLE_BOTH, 0, 0, set_workers, NULL },
+	{ "peer",        ROLE_EDGE, 0, 0, set_peer, NULL, "HOST:PORT  the core's tunnel address (required)" },
+	{ "listen",      ROLE_CORE, 0, 0, set_listen, NULL, "HOST:PORT  tunnel listener for edges (required)" },
+	{ "forward",     ROLE_EDGE, 1, 1, set_forward, reset_forward, "LISTEN_HOST:PORT -> TARGET_HOST:PORT  explicit forward (repeatable)" },
+	{ "transparent", ROLE_EDGE, 0, 0, set_transparent, NULL, "PORT  TPROXY/REDIRECT listener (see intercept-nft.sh)" },
+	{ "allow",       ROLE_CORE, 1, 1, set_allow, reset_allow, "CIDR[:PORTS], ...  targets edges may reach; none given: nothing (repeatable)" },
+	{ "store",       ROLE_BOTH, 0, 0, set_store, NULL, "DIR  chunk store directory (required)" },
+	{ "store_size",  ROLE_BOTH, 0, 1, set_store_size, NULL, "SIZE  store capacity, K/M/G/T (default 10G)" },
+	{ "tls_cert",    ROLE_BOTH, 0, 0, set_cert, NULL, "FILE  this node's certificate (required)" },
+	{ "tls_key",     ROLE_BOTH, 0, 0, set_key, NULL, "FILE  its private key (required)" },
+	{ "tls_ca",      ROLE_BOTH, 0, 0, set_ca, NULL, "FILE  the CA that signs the peer's certificate (required)" },
+	{ "stats",       ROLE_BOTH, 0, 0, set_stats, NULL, "HOST:PORT  HTTP server for /metrics and /stats.json" },
+	{ "log_level",   ROLE_BOTH, 0, 1, set_log_level, NULL, "error|warn|info|debug  (default info)" },
+	{ "optimize",    ROLE_BOTH, 1, 1, set_optimize, reset_optimize, "MODE [CIDR[:PORTS], ...]  full|lz|tfo|passthrough per destination (repeatable)" },
+	{ "fail_open",   ROLE_EDGE, 0, 1, set_fail_open, NULL, "refuse|direct  forwards while the tunnel is down (default refuse)" },
+	{ "link_rate",   ROLE_BOTH, 0, 0, set_link_rate, NULL, "RATE  WAN rate hint in bit/s, e.g. 1.544M" },
+	{ "link_rtt",    ROLE_BOTH, 0, 0, set_link_rtt, NULL, "TIME  WAN round-trip hint, e.g. 40ms" },
+	{ "congestion",  ROLE_BOTH, 0, 0, set_congestion, NULL, "bbr|cubic  tunnel congestion control (default bbr)" },
+	{ "tunnels",     ROLE_EDGE, 0, 0, set_tunnels, NULL, "N  parallel tunnel connections, 1-16 (default 1)" },
+	{ "workers",     ROLE_BOTH, 0, 0, set_workers, NULL, "N  worker threads, 0 = one per CPU (default 0)" },
 };
 #define CONF_NKEYS (sizeof conf_keys / sizeof conf_keys[0])
 
 static const char *const conf_role_names[] = { "edge", "core" };
+
+/* Lists the role's keys with their syntax, one per line. */
+void conf_help(FILE *f, enum conf_role role)
+{
+	for (size_t i = 0; i < CONF_NKEYS; i++) {
+		const char *h = conf_keys[i].help, *sp = strstr(h, "  ");
+		if (!(conf_keys[i].roles & (1u << role)))
+			continue;
+		fprintf(f, "  --%s=%.*s\n      %s%s\n", conf_keys[i].name, (int)(sp - h), h, sp + 2,
+			conf_keys[i].reloadable ? "; reloaded on SIGHUP" : "");
+	}
+}
 
 /* Names a key index for messages elsewhere in the module. */
 const char *conf_key_name(int k)

@@ -16,7 +16,10 @@ static void conf_usage(FILE *f)
 		"given with -c, then every --key=value (the command line wins).  Prints the\n"
 		"effective configuration and exits 0, or prints 'FILE:LINE: what is wrong'\n"
 		"(or '--key=value: what is wrong') and exits 2.  See conf/edge.conf and\n"
-		"conf/core.conf for every key.\n");
+		"conf/core.conf for commented examples.\n\nEdge keys:\n");
+	conf_help(f, CONF_EDGE);
+	fprintf(f, "\nCore keys:\n");
+	conf_help(f, CONF_CORE);
 }
 
 /* `wanopt conf edge|core`: 0 valid (effective config printed), 2 invalid. */

@@ -9,12 +9,21 @@
 #include <string.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <cmocka.h>
 
 #include "../proxy/cmd.h"
+#include "../proxy/daemon.h"
+#include "stats.h"
 #include "conf.h"
 
 #define EDGE_MIN "peer = core.example:4433\nstore = /var/lib/wanopt\ntls_cert = /p/e.crt\n" \
@@ -367,6 +376,111 @@ static void test_log(void **state)
 	close(p[1]);
 }
 
+/* Hooks of the test daemon: each reports to a pipe. */
+static int hook_fd = -1;
+
+static void report(const char *what)
+{
+	ssize_t n = write(hook_fd, what, strlen(what) + 1);
+	(void)n;
+}
+
+static int hook_start(struct px_daemon *d, void *arg)
+{
+	report("start");
+	return 0;
+}
+
+static int hook_reload(struct px_daemon *d, const struct conf *old, const struct conf *c, void *arg)
+{
+	report(conf_log_level(c) == LOGL_DEBUG ? "reload debug" : "reload other");
+	return 0;
+}
+
+static void hook_drain(struct px_daemon *d, void *arg)
+{
+	report("drain");
+	px_daemon_exit(d, 0);
+}
+
+/* Waits for the next report from the child (NUL-terminated). */
+static void expect(int fd, const char *want)
+{
+	char buf[64];
+	size_t n = 0;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	while (n < sizeof buf - 1) {
+		assert_int_equal(poll(&p, 1, 5000), 1);
+		assert_int_equal(read(fd, buf + n, 1), 1);
+		if (buf[n++] == 0)
+			break;
+	}
+	assert_string_equal(buf, want);
+}
+
+/* The daemon shell: --help, exit 2 on a bad config, stats server up, SIGHUP
+ * re-reads the file (a broken file keeps the old config), SIGTERM drains. */
+static void test_daemon(void **state)
+{
+	static const struct px_daemon_hooks hooks = { hook_start, hook_reload, hook_drain, NULL };
+	char *bad[] = { "core", "--listen=x" };
+	assert_int_equal(px_daemon_main(CONF_CORE, 2, bad, &hooks, NULL), 2);
+	char *path = write_tmp(CORE_MIN "stats = 127.0.0.1:19471\nstore_size = 3G\n");
+	char *argv[] = { "core", "-c", path, "--log_level=warn" };
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(p[0]);
+		hook_fd = p[1];
+		_exit(px_daemon_main(CONF_CORE, 4, argv, &hooks, NULL));
+	}
+	close(p[1]);
+	expect(p[0], "start");
+	char err[256], *body = NULL;
+	assert_int_equal(stats_fetch("127.0.0.1", 19471, "/metrics", 5000, &body, err, sizeof err), 0);
+	assert_non_null(strstr(body, "wanopt_info{role=\"core\"} 1\n"));
+	assert_non_null(strstr(body, "wanopt_store_size_bytes 3221225472\n"));
+	free(body);
+	FILE *f = fopen(path, "w");
+	fputs(CORE_MIN "stats = 127.0.0.1:19471\nbroken\n", f);
+	fclose(f);
+	kill(pid, SIGHUP); /* rejected: no reload hook call */
+	usleep(200000);
+	f = fopen(path, "w");
+	fputs(CORE_MIN "stats = 127.0.0.1:19471\n", f);
+	fclose(f);
+	usleep(200000);
+	kill(pid, SIGHUP);
+	expect(p[0], "reload other"); /* --log_level=warn still wins over the file */
+	kill(pid, SIGTERM);
+	expect(p[0], "drain");
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	close(p[0]);
+	unlink(path);
+	free(path);
+}
+
+/* As root, runs in a fresh network namespace with only lo (up). */
+static void private_netns(void)
+{
+	struct ifreq ifr = { 0 };
+	int fd;
+
+	if (geteuid() != 0 || unshare(CLONE_NEWNET) < 0)
+		return;
+	fd = socket(AF_INET, SOCK_DGRAM, 0);
+	snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+	if (ioctl(fd, SIOCGIFFLAGS, &ifr) == 0) {
+		ifr.ifr_flags |= IFF_UP;
+		ioctl(fd, SIOCSIFFLAGS, &ifr);
+	}
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -378,6 +492,8 @@ int main(void)
 		cmocka_unit_test(test_args_reload),
 		cmocka_unit_test(test_examples_cli),
 		cmocka_unit_test(test_log),
+		cmocka_unit_test(test_daemon),
 	};
+	private_netns();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
