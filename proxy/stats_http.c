@@ -82,6 +82,8 @@ struct stats_http *stats_http_start(struct event_base *base, struct stats *s, co
 	evhttp_set_cb(h->http, "/metrics", stats_http_metrics, h);
 	evhttp_set_cb(h->http, "/stats.json", stats_http_json, h);
 	evhttp_set_gencb(h->http, stats_http_other, h);
+	if (!strcmp(host, "*"))
+		host = "::"; /* every address, IPv4 and IPv6 */
 	if (!(bs = evhttp_bind_socket_with_handle(h->http, host, port))) {
 		snprintf(err, errlen, "stats: cannot listen on %s%s%s:%u: %s", strchr(host, ':') ? "[" : "",
 			 host, strchr(host, ':') ? "]" : "", port, strerror(errno));
@@ -192,8 +194,9 @@ int stats_fetch(const char *host, uint16_t port, const char *path, int timeout_m
 
 	if (fd < 0)
 		return -1;
-	int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: %s\r\nConnection: close\r\n\r\n",
-			 path, host);
+	int v6 = strchr(host, ':') != NULL;
+	int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: %s%s%s\r\nConnection: close\r\n\r\n",
+			 path, v6 ? "[" : "", host, v6 ? "]" : "");
 	if (n < 0 || (size_t)n >= sizeof req || write(fd, req, (size_t)n) != n) {
 		snprintf(err, errlen, "sending the request failed");
 		close(fd);

@@ -238,9 +238,17 @@ static void test_http(void **state)
 	assert_int_equal(strncmp(out, "{\"role\":\"edge\"", 14), 0);
 	free(out);
 
+	/* IPv6 too. */
+	struct stats_http *h6 = stats_http_start(sv.base, s, "::1", 0, err, sizeof err);
+	assert_non_null(h6);
+	assert_int_equal(stats_fetch("::1", stats_http_port(h6), "/stats.json", 5000, &body, err,
+				     sizeof err), 0);
+	free(body);
+
 	event_base_loopbreak(sv.base);
 	pthread_join(sv.t, NULL);
 	stats_http_free(sv.h);
+	stats_http_free(h6);
 	event_base_free(sv.base);
 	/* Nothing listening any more: the client fails cleanly. */
 	optind = 0;
