@@ -107,6 +107,29 @@ bench: bench-dre
 bench-dre: all
 	@bash bench/dre.sh
 
+# Installs the binary, the example configs (into $(SHAREDIR); into
+# $(SYSCONFDIR) only where absent, never overwriting a site's config), the
+# interception script and the systemd units.  DESTDIR for staging.
+PREFIX     ?= /usr/local
+SYSCONFDIR ?= /etc/wanopt
+SHAREDIR   ?= $(PREFIX)/share/wanopt
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(SHAREDIR) $(DESTDIR)$(UNITDIR)
+	install -d -m 0755 $(DESTDIR)$(SYSCONFDIR)
+	install -m 0755 $(BINDIR)/wanopt $(DESTDIR)$(PREFIX)/bin/wanopt
+	install -m 0644 conf/edge.conf conf/core.conf $(DESTDIR)$(SHAREDIR)/
+	install -m 0755 conf/intercept-nft.sh $(DESTDIR)$(SHAREDIR)/intercept-nft.sh
+	@for r in edge core; do \
+	  if [ -e $(DESTDIR)$(SYSCONFDIR)/$$r.conf ]; then \
+	    echo "  keeping $(DESTDIR)$(SYSCONFDIR)/$$r.conf (example in $(SHAREDIR))"; \
+	  else install -m 0640 conf/$$r.conf $(DESTDIR)$(SYSCONFDIR)/$$r.conf; fi; \
+	  sed -e 's|@BINDIR@|$(PREFIX)/bin|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' \
+	      -e 's|@SHAREDIR@|$(SHAREDIR)|g' conf/wanopt-$$r.service \
+	    > $(DESTDIR)$(UNITDIR)/wanopt-$$r.service && \
+	  chmod 0644 $(DESTDIR)$(UNITDIR)/wanopt-$$r.service || exit 1; \
+	done
+
 clean:
 	rm -rf build bin
 

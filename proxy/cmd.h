@@ -5,5 +5,9 @@
 #define WANOPT_CMD_H
 
 int px_cmd_dre(int argc, char **argv);
+int px_cmd_conf(int argc, char **argv);
+int px_cmd_pki(int argc, char **argv);
+int px_cmd_stats(int argc, char **argv);
+int px_cmd_intercept(int argc, char **argv);
 
 #endif

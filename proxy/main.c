@@ -12,6 +12,10 @@ struct px_cmd {
 
 static const struct px_cmd px_cmds[] = {
 	{ "dre", px_cmd_dre, "encode/decode a stream against a segment store; store stats" },
+	{ "conf", px_cmd_conf, "check an edge or core configuration, print the effective one" },
+	{ "pki", px_cmd_pki, "create a CA and edge/core certificates for the tunnel" },
+	{ "stats", px_cmd_stats, "show a running edge's or core's figures (table or JSON)" },
+	{ "intercept", px_cmd_intercept, "check transparent interception rules (pass-through)" },
 };
 
 static void usage(FILE *f)
@@ -20,7 +24,7 @@ static void usage(FILE *f)
 		   "wanopt is a WAN optimization proxy pair (edge at the branch, core at the\n"
 		   "datacenter).  Commands:\n");
 	for (size_t i = 0; i < sizeof px_cmds / sizeof px_cmds[0]; i++)
-		fprintf(f, "  %-8s %s\n", px_cmds[i].name, px_cmds[i].summary);
+		fprintf(f, "  %-10s %s\n", px_cmds[i].name, px_cmds[i].summary);
 	fprintf(f, "\n'wanopt COMMAND --help' describes each.\n");
 }
 

@@ -1,0 +1,130 @@
+/* conf.h: the edge and core configuration: a `key = value` file plus
+ * `--key=value` command-line overrides (the command line wins), validated as a
+ * whole.  Errors read "FILE:LINE: what is wrong" or "--key=value: what is
+ * wrong"; the daemon prints them and exits with status 2.
+ *
+ * File syntax: one `key = value` per line; blank lines and lines starting
+ * with '#' are ignored, as is anything after " #".  Addresses are HOST:PORT
+ * with IPv6 in brackets ([::1]:80).  Repeatable keys (forward, allow,
+ * optimize) accumulate; any of them given on the command line replaces the
+ * file's entries for that key.  Unknown keys and keys of the other role are
+ * errors. */
+#ifndef WANOPT_CONF_H
+#define WANOPT_CONF_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/socket.h>
+
+#include "log.h"
+
+enum conf_role { CONF_EDGE, CONF_CORE };
+
+/* Per-stream treatment, chosen by `optimize` rules. */
+enum conf_optimize {
+	CONF_OPT_FULL = 0,    /* DRE + LZ (default) */
+	CONF_OPT_LZ,          /* LZ only */
+	CONF_OPT_TFO,         /* through the tuned tunnel, no DRE or LZ */
+	CONF_OPT_PASSTHROUGH, /* not through the tunnel: direct, untouched */
+};
+
+/* What an edge does with a forward when the tunnel is down (intercepted
+ * connections always go direct). */
+enum conf_fail_open {
+	CONF_FAIL_REFUSE = 0, /* close the client connection, log a line (default) */
+	CONF_FAIL_DIRECT,     /* dial the target from the edge */
+};
+
+enum conf_cc { CONF_CC_BBR = 0, CONF_CC_CUBIC };
+
+#define CONF_HOST_MAX 256
+
+/* An unresolved address: host is a name or a numeric address (IPv6 without
+ * brackets); port is in host byte order, 1..65535. */
+struct conf_addr {
+	char host[CONF_HOST_MAX];
+	uint16_t port;
+};
+
+/* One `forward = LISTEN -> TARGET` rule. */
+struct conf_forward {
+	struct conf_addr listen; /* where the edge accepts clients */
+	struct conf_addr target; /* what the core dials */
+};
+
+struct conf;
+
+/* Parses a whole configuration: text (the file's content, may be NULL) named
+ * name in messages, then the override args ("--key=value" each).  Returns the
+ * configuration or NULL with err set. */
+struct conf *conf_parse(enum conf_role role, const char *name, const char *text,
+			int nargs, char *const *args, char *err, size_t errlen);
+/* Parses a daemon command line (argv[0] is the subcommand): "-c FILE",
+ * "-cFILE", "--config=FILE" and any number of "--key=value".  Returns NULL
+ * with err set on any error. */
+struct conf *conf_from_args(enum conf_role role, int argc, char *const *argv,
+			    char *err, size_t errlen);
+/* Re-reads the same file and arguments (for SIGHUP); the old configuration is
+ * untouched.  The caller applies forwards, store_size and log_level from the
+ * result and can use conf_restart_needed() to warn about the rest. */
+struct conf *conf_reload(const struct conf *c, char *err, size_t errlen);
+/* 1 (with the first key's name in key) when old and new differ in a key that
+ * only takes effect on restart, else 0. */
+int conf_restart_needed(const struct conf *old, const struct conf *c, char *key, size_t keylen);
+/* Frees; NULL is fine. */
+void conf_free(struct conf *c);
+
+/* Writes every key of the role with its syntax and meaning (for --help). */
+void conf_help(FILE *f, enum conf_role role);
+
+/* Queries.  Unset addresses return NULL; unset strings return NULL. */
+enum conf_role conf_role(const struct conf *c);
+const char *conf_path(const struct conf *c);            /* the -c file, or NULL */
+const struct conf_addr *conf_peer(const struct conf *c);   /* edge: the core's tunnel */
+const struct conf_addr *conf_listen(const struct conf *c); /* core: tunnel listener */
+const struct conf_addr *conf_stats(const struct conf *c);  /* stats HTTP server */
+size_t conf_forward_count(const struct conf *c);
+const struct conf_forward *conf_forward(const struct conf *c, size_t i);
+uint16_t conf_transparent_port(const struct conf *c);      /* 0 when unset */
+const char *conf_store(const struct conf *c);
+uint64_t conf_store_size(const struct conf *c);            /* bytes */
+const char *conf_tls_cert(const struct conf *c);
+const char *conf_tls_key(const struct conf *c);
+const char *conf_tls_ca(const struct conf *c);
+enum log_level conf_log_level(const struct conf *c);
+enum conf_fail_open conf_fail_open(const struct conf *c);
+uint64_t conf_link_rate(const struct conf *c);             /* bit/s, 0 = unknown */
+uint32_t conf_link_rtt(const struct conf *c);              /* microseconds, 0 = unknown */
+enum conf_cc conf_congestion(const struct conf *c);
+unsigned conf_tunnels(const struct conf *c);               /* 1..16 */
+unsigned conf_workers(const struct conf *c);               /* 0 = one per CPU */
+
+/* 1 when the allow list admits addr (AF_INET or AF_INET6; the sockaddr's own
+ * port is ignored) on port (host order); IPv4-mapped IPv6 addresses match as
+ * IPv4.  An empty list admits nothing. */
+int conf_allow_match(const struct conf *c, const struct sockaddr *addr, uint16_t port);
+/* The optimize mode for a destination: the first `optimize` rule with targets
+ * that matches, else the last rule without targets, else CONF_OPT_FULL.
+ * addr may be NULL (only port-only rules can then match). */
+enum conf_optimize conf_optimize_for(const struct conf *c, const struct sockaddr *addr,
+				     uint16_t port);
+const char *conf_optimize_name(enum conf_optimize o);
+const char *conf_cc_name(enum conf_cc cc);
+
+/* Writes "host:port" ("[v6]:port" for IPv6) into buf; returns buf. */
+char *conf_addr_format(const struct conf_addr *a, char *buf, size_t len);
+/* Resolves a (getaddrinfo, blocking; passive for listeners: an empty or "*"
+ * host means any address) into ss.  0, or -1 with err set. */
+int conf_addr_resolve(const struct conf_addr *a, int passive, struct sockaddr_storage *ss,
+		      socklen_t *sslen, char *err, size_t errlen);
+/* Parses "HOST:PORT" into a; NULL on success, else a static message. */
+const char *conf_addr_parse(const char *s, struct conf_addr *a);
+/* Parses a size with optional K/M/G/T suffix (powers of 1024, optional "B" or
+ * "iB"); NULL on success, else a static message. */
+const char *conf_size_parse(const char *s, uint64_t *out);
+/* The effective configuration in config-file syntax (relative paths shown
+ * resolved); a malloc'd string, NULL if out of memory. */
+char *conf_dump(const struct conf *c);
+
+#endif

@@ -1,0 +1,87 @@
+/* stats.h: counters of a running edge or core, per stream and in total, and
+ * the HTTP server that shows them (Prometheus text at /metrics, JSON at
+ * /stats.json).  Counters may be updated from any thread (atomics); the
+ * registry's stream list is locked only on open, close and render. */
+#ifndef WANOPT_STATS_H
+#define WANOPT_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Per-stream counters (bytes unless noted), also summed into the totals. */
+enum stats_ctr {
+	STATS_LAN_IN = 0, /* read from the LAN socket (client at the edge, server at the core) */
+	STATS_LAN_OUT,    /* written to the LAN socket */
+	STATS_WAN_IN,     /* tunnel payload received for the stream (after DRE and LZ) */
+	STATS_WAN_OUT,    /* tunnel payload sent for the stream */
+	STATS_DRE_HIT,    /* bytes sent as references to chunks the peer holds */
+	STATS_LZ_IN,      /* bytes given to LZ */
+	STATS_LZ_OUT,     /* bytes LZ produced */
+	STATS_ASKS,       /* chunks asked for (count): the decoder lacked them */
+	STATS_NCTR
+};
+
+/* Node-wide values set by their owner (store, tunnel). */
+enum stats_gauge {
+	STATS_STORE_FILL = 0,  /* bytes held in the store */
+	STATS_STORE_SIZE,      /* configured store_size */
+	STATS_STORE_EVICTIONS, /* chunks evicted since start (monotonic) */
+	STATS_TUNNEL_RTT_US,   /* smoothed tunnel RTT (TCP_INFO), us */
+	STATS_TUNNELS_UP,      /* tunnels currently established */
+	STATS_NGAUGE
+};
+
+struct stats;
+struct stats_stream;
+struct stats_http;
+struct event_base;
+
+/* A registry for role ("edge" or "core", shown in the output). */
+struct stats *stats_create(const char *role);
+/* Frees the registry; streams still open must be closed first.  NULL is fine. */
+void stats_free(struct stats *s);
+/* Registers a stream; src, dst and mode are labels ("10.0.0.5:41000",
+ * "[2001:db8::1]:443", "full").  NULL when out of memory (the caller may
+ * pass NULL to the other stream functions, which then do nothing). */
+struct stats_stream *stats_stream_open(struct stats *s, const char *src, const char *dst,
+				       const char *mode);
+/* Adds n to a stream counter and to the total. */
+void stats_stream_add(struct stats_stream *st, enum stats_ctr c, uint64_t n);
+/* A stream counter's value. */
+uint64_t stats_stream_get(const struct stats_stream *st, enum stats_ctr c);
+/* The stream's id (unique in the registry, from 1). */
+uint64_t stats_stream_id(const struct stats_stream *st);
+/* One-line summary for the close log line: "lan 1.2 MB wan 30 KB (97.5 %) ...". */
+char *stats_stream_summary(const struct stats_stream *st, char *buf, size_t len);
+/* Unregisters and frees the stream; its bytes stay in the totals.  NULL is fine. */
+void stats_stream_close(struct stats_stream *st);
+/* Sets a gauge. */
+void stats_set(struct stats *s, enum stats_gauge g, uint64_t v);
+/* A total counter's value. */
+uint64_t stats_total(const struct stats *s, enum stats_ctr c);
+/* Streams currently open. */
+uint64_t stats_active(const struct stats *s);
+/* 100 x (1 - wan/lan) for the given byte counts; 0 when lan is 0. */
+double stats_reduction(uint64_t lan, uint64_t wan);
+
+/* The whole registry as Prometheus text exposition (version 0.0.4) or JSON;
+ * malloc'd strings, NULL when out of memory.  At most STATS_MAX_LISTED
+ * streams are listed individually (the largest by LAN bytes). */
+enum { STATS_MAX_LISTED = 500 };
+char *stats_render_prom(struct stats *s);
+char *stats_render_json(struct stats *s);
+
+/* Serves the registry over HTTP on host:port (port 0: an ephemeral port) from
+ * base's thread: GET /metrics, /stats.json.  NULL with err set on failure. */
+struct stats_http *stats_http_start(struct event_base *base, struct stats *s, const char *host,
+				    uint16_t port, char *err, size_t errlen);
+/* The port actually bound. */
+uint16_t stats_http_port(const struct stats_http *h);
+/* Stops serving; NULL is fine. */
+void stats_http_free(struct stats_http *h);
+/* Blocking HTTP/1.0 GET of path from host:port (timeout ms); *body gets the
+ * malloc'd, NUL-terminated body of a 200 answer.  0, or -1 with err set. */
+int stats_fetch(const char *host, uint16_t port, const char *path, int timeout_ms,
+		char **body, char *err, size_t errlen);
+
+#endif

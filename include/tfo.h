@@ -1,0 +1,110 @@
+/* tfo.h: TCP socket tuning for the WAN tunnel and transparent interception.
+ * tfo/ knows sockets, never data: no libevent, no dre.  Functions never log:
+ * on failure they return -1 and write a message into the caller's err buffer
+ * (errno is preserved from the failing call). */
+#ifndef WANOPT_TFO_H
+#define WANOPT_TFO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+/* Defaults used when a tfo_opts field is 0. */
+enum {
+	TFO_NOTSENT_LOWAT_DEFAULT = 128 * 1024, /* unsent bytes the kernel may hold */
+	TFO_BUF_MIN = 256 * 1024,               /* floor for explicit buffer sizes */
+	TFO_BUF_MAX = 256 * 1024 * 1024,        /* ceiling for explicit buffer sizes */
+	TFO_KEEPIDLE_DEFAULT = 30,              /* s of silence before probing */
+	TFO_KEEPINTVL_DEFAULT = 10,             /* s between probes */
+	TFO_KEEPCNT_DEFAULT = 3,                /* unanswered probes before reset */
+	TFO_USER_TIMEOUT_DEFAULT = 20000,       /* ms unacked data before reset */
+};
+
+/* Tuning hints for a WAN socket; zero fields take defaults. */
+struct tfo_opts {
+	const char *cc;          /* "bbr" (default; falls back to "cubic"), "cubic", ... */
+	uint64_t rate_bps;       /* link rate hint, bit/s (0: unknown) */
+	uint32_t rtt_us;         /* round-trip hint, us (0: unknown) */
+	uint32_t notsent_lowat;  /* TCP_NOTSENT_LOWAT bytes */
+	int keepidle, keepintvl, keepcnt;
+	unsigned user_timeout_ms; /* TCP_USER_TIMEOUT */
+};
+
+/* What tfo_tune_wan did. */
+struct tfo_tuned {
+	char cc[16];          /* congestion control in effect */
+	int cc_fallback;      /* 1 when the requested one was unavailable */
+	uint64_t bufsize;     /* bytes requested for SO_SNDBUF/SO_RCVBUF, 0 = autotuning */
+};
+
+/* Measured state of a connection (from TCP_INFO). */
+struct tfo_info {
+	uint32_t rtt_us, rttvar_us, min_rtt_us;
+	uint64_t delivery_rate;  /* bytes/s */
+	uint64_t pacing_rate;    /* bytes/s */
+	uint32_t total_retrans;  /* segments retransmitted over the life */
+	uint32_t snd_cwnd;       /* segments */
+	uint32_t snd_mss;
+	uint64_t bytes_acked, bytes_received;
+	uint32_t notsent_bytes;  /* queued but not yet sent */
+	uint8_t state;           /* TCP_ESTABLISHED, ... */
+};
+
+/* Bytes needed to keep a link of rate_bps busy over rtt_us, times two for
+ * headroom, clamped to [TFO_BUF_MIN, TFO_BUF_MAX]; 0 when either is 0. */
+uint64_t tfo_bdp_bytes(uint64_t rate_bps, uint32_t rtt_us);
+
+/* Tunes a WAN TCP socket: congestion control, buffers (when rate and RTT are
+ * known), TCP_NOTSENT_LOWAT, TCP_NODELAY, keepalive, TCP_USER_TIMEOUT.  Call
+ * before connect() or on the listening socket (accepted sockets inherit), so
+ * the window scale is offered in the SYN.  out may be NULL. */
+int tfo_tune_wan(int fd, const struct tfo_opts *o, struct tfo_tuned *out, char *err, size_t errlen);
+/* LAN side: TCP_NODELAY and keepalive only; buffers stay autotuned. */
+int tfo_tune_lan(int fd, char *err, size_t errlen);
+/* Sets congestion control cc, falling back to "cubic" if the kernel lacks it
+ * (*fallback set to 1).  used (may be NULL) receives the name in effect. */
+int tfo_set_cc(int fd, const char *cc, char *used, size_t usedlen, int *fallback,
+	       char *err, size_t errlen);
+/* Sets SO_SNDBUF and SO_RCVBUF to bytes, with SO_*BUFFORCE when privileged
+ * so net.core.[rw]mem_max does not cap it. */
+int tfo_set_bufs(int fd, uint64_t bytes, char *err, size_t errlen);
+/* Enables keepalive with the given idle, interval (s) and count. */
+int tfo_set_keepalive(int fd, int idle, int intvl, int cnt, char *err, size_t errlen);
+/* Reads TCP_INFO into out. */
+int tfo_info(int fd, struct tfo_info *out, char *err, size_t errlen);
+/* Re-sizes buffers from the measured RTT (TCP_INFO) and the rate hint (or the
+ * measured delivery rate): grows them when bandwidth x delay exceeds the
+ * current size; never shrinks.  *bufsize (may be NULL) gets the result. */
+int tfo_retune(int fd, const struct tfo_opts *o, uint64_t *bufsize, char *err, size_t errlen);
+/* True when the kernel offers congestion control cc. */
+int tfo_cc_available(const char *cc);
+
+/* Transparent interception. */
+enum tfo_icpt_mode {
+	TFO_ICPT_REDIRECT, /* nat REDIRECT: destination rewritten, read back by SO_ORIGINAL_DST */
+	TFO_ICPT_TPROXY,   /* TPROXY: IP_TRANSPARENT listener, destination is the local address */
+};
+
+/* Opens a non-blocking listening socket on addr for mode (IP_TRANSPARENT and
+ * IPV6_TRANSPARENT for TPROXY; IPv6 sockets accept IPv4 too).  Returns the fd. */
+int tfo_icpt_listen(const struct sockaddr *addr, socklen_t len, enum tfo_icpt_mode mode,
+		    int backlog, char *err, size_t errlen);
+/* The original destination of an accepted intercepted connection:
+ * SO_ORIGINAL_DST / IP6T_SO_ORIGINAL_DST for REDIRECT, getsockname for TPROXY.
+ * IPv4-mapped IPv6 addresses are returned as AF_INET. */
+int tfo_icpt_orig_dst(int fd, enum tfo_icpt_mode mode, struct sockaddr_storage *dst,
+		      socklen_t *dstlen, char *err, size_t errlen);
+/* 1 when dst is the listener itself (port listen_port on a local address): a
+ * connection made straight to the listener, which must not be dialed back. */
+int tfo_icpt_is_self(const struct sockaddr *dst, uint16_t listen_port);
+/* Fail-open dialer: starts a non-blocking connect to dst and returns the fd
+ * (connection in progress: wait for writable, then tfo_connect_result).
+ * mark, when not 0, sets SO_MARK so interception rules can skip the socket. */
+int tfo_dial(const struct sockaddr *dst, socklen_t len, uint32_t mark, char *err, size_t errlen);
+/* After a non-blocking connect became writable: 0 when connected, else -1
+ * with the connect error in err (and errno). */
+int tfo_connect_result(int fd, char *err, size_t errlen);
+/* Formats "a.b.c.d:port" or "[v6]:port" into buf; returns buf. */
+char *tfo_addr_str(const struct sockaddr *sa, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,99 @@
+/* conf_int.h: internals shared by conf.c (keys, files, arguments) and
+ * conf_acl.c (address/port lists, value parsers).  Not a public header. */
+#ifndef WANOPT_CONF_INT_H
+#define WANOPT_CONF_INT_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "conf.h"
+
+/* An inclusive port range, host order. */
+struct conf_ports {
+	uint16_t lo, hi;
+};
+
+/* One CIDR[:PORTS] or :PORTS item. */
+struct conf_target {
+	int family;          /* AF_INET, AF_INET6, or 0 for any address */
+	uint8_t addr[16];    /* network address (4 bytes used for AF_INET) */
+	unsigned prefix;     /* prefix length in bits */
+	struct conf_ports *ports; /* NULL with nports 0: every port */
+	size_t nports;
+};
+
+/* A parsed list of targets. */
+struct conf_tlist {
+	struct conf_target *v;
+	size_t n;
+};
+
+/* Parses "CIDR[:PORTS], ..." appending to l; 0, or -1 with msg set. */
+int conf_tlist_parse(struct conf_tlist *l, const char *s, char *msg, size_t msglen);
+/* Frees the items of l and empties it. */
+void conf_tlist_clear(struct conf_tlist *l);
+/* 1 when some item of l admits (addr, port); addr may be NULL. */
+int conf_tlist_match(const struct conf_tlist *l, const struct sockaddr *addr, uint16_t port);
+/* Parses a rate ("1.544M", "100Mbit", "10G") in bit/s; NULL or a message. */
+const char *conf_rate_parse(const char *s, uint64_t *out);
+/* Parses a duration ("40ms", "0.3s", "500us"; bare numbers are ms) in us. */
+const char *conf_rtt_parse(const char *s, uint32_t *out);
+/* Parses an unsigned decimal in [lo, hi]; NULL or a message. */
+const char *conf_uint_parse(const char *s, unsigned long lo, unsigned long hi, unsigned long *out);
+
+
+/* Where a key's value came from. */
+enum conf_src { SRC_UNSET = 0, SRC_FILE, SRC_ARGS };
+
+struct conf_fwd_ent {
+	struct conf_forward f;
+	char *where;
+};
+
+struct conf_opt_rule {
+	enum conf_optimize mode;
+	struct conf_tlist targets; /* empty: the default rule */
+	char *text;
+};
+
+struct conf {
+	enum conf_role role;
+	char *path;           /* -c file (NULL if none) */
+	char *name;           /* how the file is named in messages */
+	int nargs;
+	char **args;          /* the overrides, kept for reload */
+	struct conf_addr peer, listen, stats;
+	struct conf_fwd_ent *fwd;
+	size_t nfwd;
+	uint16_t transparent;
+	char *store, *tls_cert, *tls_key, *tls_ca;
+	uint64_t store_size;
+	enum log_level log_level;
+	enum conf_fail_open fail_open;
+	uint64_t link_rate;
+	uint32_t link_rtt;
+	enum conf_cc cc;
+	unsigned tunnels, workers;
+	struct conf_tlist allow;
+	char **allow_text;
+	size_t nallow_text;
+	struct conf_opt_rule *opt;
+	size_t nopt;
+	/* parse state */
+	const char *dir;      /* directory of the file, for relative paths */
+	enum conf_src cur;    /* source of the entry being parsed */
+	unsigned char src[32];
+	char *where[32];
+};
+
+/* Key indices, in the order of conf_keys[]. */
+enum {
+	K_PEER, K_LISTEN, K_FORWARD, K_TRANSPARENT, K_ALLOW, K_STORE, K_STORE_SIZE,
+	K_TLS_CERT, K_TLS_KEY, K_TLS_CA, K_STATS, K_LOG_LEVEL, K_OPTIMIZE, K_FAIL_OPEN,
+	K_LINK_RATE, K_LINK_RTT, K_CONGESTION, K_TUNNELS, K_WORKERS,
+};
+
+/* The name of key index k (K_*). */
+const char *conf_key_name(int k);
+
+#endif

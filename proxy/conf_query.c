@@ -1,0 +1,191 @@
+/* conf_query.c: reading a parsed configuration: queries, the allow and
+ * optimize matchers, what a reload cannot change, and the config dump. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf_int.h"
+
+static const char *const conf_opt_names[] = { "full", "lz", "tfo", "passthrough" };
+static const char *const conf_role_names[] = { "edge", "core" };
+
+/* strcmp with NULLs equal to each other only. */
+static int conf_str_differs(const char *a, const char *b)
+{
+	if (!a || !b)
+		return a != b;
+	return strcmp(a, b) != 0;
+}
+
+/* Address differs (including set/unset). */
+static int conf_addr_differs(const struct conf_addr *a, const struct conf_addr *b)
+{
+	return a->port != b->port || strcmp(a->host, b->host);
+}
+
+/* Compares the keys a reload cannot apply; names the first that differs. */
+int conf_restart_needed(const struct conf *old, const struct conf *c, char *key, size_t keylen)
+{
+	int k = -1;
+
+	if (conf_addr_differs(&old->peer, &c->peer)) k = K_PEER;
+	else if (conf_addr_differs(&old->listen, &c->listen)) k = K_LISTEN;
+	else if (conf_addr_differs(&old->stats, &c->stats)) k = K_STATS;
+	else if (old->transparent != c->transparent) k = K_TRANSPARENT;
+	else if (conf_str_differs(old->store, c->store)) k = K_STORE;
+	else if (conf_str_differs(old->tls_cert, c->tls_cert)) k = K_TLS_CERT;
+	else if (conf_str_differs(old->tls_key, c->tls_key)) k = K_TLS_KEY;
+	else if (conf_str_differs(old->tls_ca, c->tls_ca)) k = K_TLS_CA;
+	else if (old->link_rate != c->link_rate) k = K_LINK_RATE;
+	else if (old->link_rtt != c->link_rtt) k = K_LINK_RTT;
+	else if (old->cc != c->cc) k = K_CONGESTION;
+	else if (old->tunnels != c->tunnels) k = K_TUNNELS;
+	else if (old->workers != c->workers) k = K_WORKERS;
+	if (k < 0)
+		return 0;
+	snprintf(key, keylen, "%s", conf_key_name(k));
+	return 1;
+}
+
+/* Queries: plain reads of the parsed fields (contracts in conf.h).  Unset
+ * addresses read as NULL. */
+enum conf_role conf_role(const struct conf *c) { return c->role; }
+const char *conf_path(const struct conf *c) { return c->path; }
+const struct conf_addr *conf_peer(const struct conf *c) { return c->src[K_PEER] ? &c->peer : NULL; }
+const struct conf_addr *conf_listen(const struct conf *c) { return c->src[K_LISTEN] ? &c->listen : NULL; }
+const struct conf_addr *conf_stats(const struct conf *c) { return c->src[K_STATS] ? &c->stats : NULL; }
+size_t conf_forward_count(const struct conf *c) { return c->nfwd; }
+const struct conf_forward *conf_forward(const struct conf *c, size_t i) { return i < c->nfwd ? &c->fwd[i].f : NULL; }
+uint16_t conf_transparent_port(const struct conf *c) { return c->transparent; }
+const char *conf_store(const struct conf *c) { return c->store; }
+uint64_t conf_store_size(const struct conf *c) { return c->store_size; }
+const char *conf_tls_cert(const struct conf *c) { return c->tls_cert; }
+const char *conf_tls_key(const struct conf *c) { return c->tls_key; }
+const char *conf_tls_ca(const struct conf *c) { return c->tls_ca; }
+enum log_level conf_log_level(const struct conf *c) { return c->log_level; }
+enum conf_fail_open conf_fail_open(const struct conf *c) { return c->fail_open; }
+uint64_t conf_link_rate(const struct conf *c) { return c->link_rate; }
+uint32_t conf_link_rtt(const struct conf *c) { return c->link_rtt; }
+enum conf_cc conf_congestion(const struct conf *c) { return c->cc; }
+unsigned conf_tunnels(const struct conf *c) { return c->tunnels; }
+unsigned conf_workers(const struct conf *c) { return c->workers; }
+
+/* The allow list against one destination; NULL addr never matches. */
+int conf_allow_match(const struct conf *c, const struct sockaddr *addr, uint16_t port)
+{
+	return addr && conf_tlist_match(&c->allow, addr, port);
+}
+
+/* First matching targeted rule, else the last untargeted one, else full. */
+enum conf_optimize conf_optimize_for(const struct conf *c, const struct sockaddr *addr,
+				     uint16_t port)
+{
+	enum conf_optimize dflt = CONF_OPT_FULL;
+
+	for (size_t i = 0; i < c->nopt; i++) {
+		if (c->opt[i].targets.n == 0)
+			dflt = c->opt[i].mode;
+		else if (conf_tlist_match(&c->opt[i].targets, addr, port))
+			return c->opt[i].mode;
+	}
+	return dflt;
+}
+
+/* Returns the mode's config name. */
+const char *conf_optimize_name(enum conf_optimize o)
+{
+	return (unsigned)o < 4 ? conf_opt_names[o] : "?";
+}
+
+/* Returns the congestion control's config (and kernel) name. */
+const char *conf_cc_name(enum conf_cc cc)
+{
+	return cc == CONF_CC_CUBIC ? "cubic" : "bbr";
+}
+
+/* Writes a size with the largest exact binary suffix. */
+static void conf_dump_size(FILE *f, uint64_t v)
+{
+	static const char sfx[] = "KMGT";
+	int i = -1;
+
+	while (i < 3 && v && !(v & 1023)) {
+		v >>= 10;
+		i++;
+	}
+	if (i < 0)
+		fprintf(f, "%llu", (unsigned long long)v);
+	else
+		fprintf(f, "%llu%c", (unsigned long long)v, sfx[i]);
+}
+
+/* Writes "key = host:port" when set. */
+static void conf_dump_addr(FILE *f, const char *key, const struct conf_addr *a)
+{
+	char b[CONF_HOST_MAX + 16];
+
+	if (a)
+		fprintf(f, "%s = %s\n", key, conf_addr_format(a, b, sizeof b));
+}
+
+/* Writes "key = value" when value is set. */
+static void conf_dump_str(FILE *f, const char *key, const char *v)
+{
+	if (v)
+		fprintf(f, "%s = %s\n", key, v);
+}
+
+/* Writes the role's keys in config-file syntax. */
+static void conf_dump_to(const struct conf *c, FILE *f)
+{
+	char b1[CONF_HOST_MAX + 16], b2[CONF_HOST_MAX + 16];
+
+	fprintf(f, "# effective %s configuration\n", conf_role_names[c->role]);
+	conf_dump_addr(f, "peer", conf_peer(c));
+	conf_dump_addr(f, "listen", conf_listen(c));
+	for (size_t i = 0; i < c->nfwd; i++)
+		fprintf(f, "forward = %s -> %s\n", conf_addr_format(&c->fwd[i].f.listen, b1, sizeof b1),
+			conf_addr_format(&c->fwd[i].f.target, b2, sizeof b2));
+	if (c->transparent)
+		fprintf(f, "transparent = %u\n", c->transparent);
+	for (size_t i = 0; i < c->nallow_text; i++)
+		fprintf(f, "allow = %s\n", c->allow_text[i]);
+	conf_dump_str(f, "store", c->store);
+	fprintf(f, "store_size = ");
+	conf_dump_size(f, c->store_size);
+	fputc('\n', f);
+	conf_dump_str(f, "tls_cert", c->tls_cert);
+	conf_dump_str(f, "tls_key", c->tls_key);
+	conf_dump_str(f, "tls_ca", c->tls_ca);
+	conf_dump_addr(f, "stats", conf_stats(c));
+	fprintf(f, "log_level = %s\n", log_level_name(c->log_level));
+	for (size_t i = 0; i < c->nopt; i++)
+		fprintf(f, "optimize = %s\n", c->opt[i].text);
+	if (c->role == CONF_EDGE)
+		fprintf(f, "fail_open = %s\n", c->fail_open == CONF_FAIL_DIRECT ? "direct" : "refuse");
+	if (c->link_rate)
+		fprintf(f, "link_rate = %llu\n", (unsigned long long)c->link_rate);
+	if (c->link_rtt)
+		fprintf(f, "link_rtt = %uus\n", c->link_rtt);
+	fprintf(f, "congestion = %s\n", conf_cc_name(c->cc));
+	if (c->role == CONF_EDGE)
+		fprintf(f, "tunnels = %u\n", c->tunnels);
+	fprintf(f, "workers = %u\n", c->workers);
+}
+
+/* The effective configuration as config-file text (malloc'd). */
+char *conf_dump(const struct conf *c)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return NULL;
+	conf_dump_to(c, f);
+	if (fclose(f) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}

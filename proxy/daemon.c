@@ -1,0 +1,189 @@
+/* daemon.c: the edge/core daemon shell: configuration, logging, stats server,
+ * event loop and signals; the role's work happens in its hooks. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <event2/event.h>
+#include <event2/thread.h>
+
+#include "daemon.h"
+#include "log.h"
+
+struct px_daemon {
+	enum conf_role role;
+	struct conf *conf;
+	struct event_base *base;
+	struct stats *stats;
+	struct stats_http *http;
+	struct event *ev_hup, *ev_term, *ev_int, *ev_drain;
+	const struct px_daemon_hooks *hooks;
+	void *arg;
+	int draining;
+	int status;
+};
+
+static const char *const px_role_names[] = { "edge", "core" };
+
+/* Prints `wanopt edge|core --help`. */
+static void px_daemon_usage(FILE *f, enum conf_role role)
+{
+	const char *r = px_role_names[role];
+
+	fprintf(f, "usage: wanopt %s [-c FILE] [--key=value...]\n\n", r);
+	if (role == CONF_EDGE)
+		fprintf(f, "Runs the edge: accepts LAN connections (forwards, transparent interception)\n"
+			   "and carries them through the TLS tunnel to the core, with DRE and LZ.\n");
+	else
+		fprintf(f, "Runs the core: accepts tunnels from edges and dials the targets they ask\n"
+			   "for, when the allow list permits.\n");
+	fprintf(f, "Reads FILE (see %s.conf), then every --key=value, which wins over the file.\n"
+		   "-c may be left out when the command line gives every required key.  A bad\n"
+		   "configuration prints FILE:LINE: what is wrong and exits with status 2.\n"
+		   "Logs go to stderr.  SIGHUP reloads, SIGTERM drains streams and exits.\n\n"
+		   "Keys:\n", r);
+	conf_help(f, role);
+}
+
+/* Ends the loop with a status. */
+void px_daemon_exit(struct px_daemon *d, int status)
+{
+	d->status = status;
+	event_base_loopexit(d->base, NULL);
+}
+
+struct event_base *px_daemon_base(struct px_daemon *d) { return d->base; }
+const struct conf *px_daemon_conf(struct px_daemon *d) { return d->conf; }
+struct stats *px_daemon_stats(struct px_daemon *d) { return d->stats; }
+
+/* SIGHUP: re-read the configuration; the role applies what it can. */
+static void px_daemon_on_hup(evutil_socket_t sig, short what, void *arg)
+{
+	struct px_daemon *d = arg;
+	char err[1024], key[32];
+	struct conf *c = conf_reload(d->conf, err, sizeof err);
+
+	if (!c) {
+		log_error("reload: %s; keeping the running configuration", err);
+		return;
+	}
+	log_set_level(conf_log_level(c));
+	if (conf_restart_needed(d->conf, c, key, sizeof key))
+		log_warn("reload: '%s' changed; it takes effect after a restart", key);
+	if (d->hooks->reload && d->hooks->reload(d, d->conf, c, d->arg) < 0) {
+		log_error("reload: not applied; keeping the running configuration");
+		log_set_level(conf_log_level(d->conf));
+		conf_free(c);
+		return;
+	}
+	conf_free(d->conf);
+	d->conf = c;
+	stats_set(d->stats, STATS_STORE_SIZE, conf_store_size(c));
+	log_info("reloaded %s", conf_path(c) ? conf_path(c) : "the command line");
+}
+
+/* The drain took too long: exit anyway. */
+static void px_daemon_on_drain_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_daemon *d = arg;
+
+	log_warn("drain: still busy after %d s; exiting", PX_DAEMON_DRAIN_SECS);
+	px_daemon_exit(d, 0);
+}
+
+/* SIGTERM/SIGINT: drain once; a second signal exits at once. */
+static void px_daemon_on_term(evutil_socket_t sig, short what, void *arg)
+{
+	struct px_daemon *d = arg;
+	struct timeval tv = { PX_DAEMON_DRAIN_SECS, 0 };
+
+	if (d->draining || !d->hooks->drain) {
+		log_info("%s: exiting", strsignal((int)sig));
+		px_daemon_exit(d, 0);
+		return;
+	}
+	d->draining = 1;
+	log_info("%s: draining (again to exit now)", strsignal((int)sig));
+	d->ev_drain = evtimer_new(d->base, px_daemon_on_drain_timeout, d);
+	if (d->ev_drain)
+		evtimer_add(d->ev_drain, &tv);
+	d->hooks->drain(d, d->arg);
+}
+
+/* Event base, signal events, stats registry and server. */
+static int px_daemon_setup(struct px_daemon *d)
+{
+	char err[512];
+	const struct conf_addr *sa = conf_stats(d->conf);
+
+	if (!(d->base = event_base_new()) || !(d->stats = stats_create(px_role_names[d->role])))
+		return log_error("out of memory"), -1;
+	d->ev_hup = evsignal_new(d->base, SIGHUP, px_daemon_on_hup, d);
+	d->ev_term = evsignal_new(d->base, SIGTERM, px_daemon_on_term, d);
+	d->ev_int = evsignal_new(d->base, SIGINT, px_daemon_on_term, d);
+	if (!d->ev_hup || !d->ev_term || !d->ev_int || evsignal_add(d->ev_hup, NULL) ||
+	    evsignal_add(d->ev_term, NULL) || evsignal_add(d->ev_int, NULL))
+		return log_error("cannot install signal handlers"), -1;
+	stats_set(d->stats, STATS_STORE_SIZE, conf_store_size(d->conf));
+	if (sa && !(d->http = stats_http_start(d->base, d->stats, sa->host, sa->port, err, sizeof err)))
+		return log_error("%s", err), -1;
+	return 0;
+}
+
+/* Frees everything setup made (each part may be missing). */
+static void px_daemon_teardown(struct px_daemon *d)
+{
+	struct event *evs[] = { d->ev_hup, d->ev_term, d->ev_int, d->ev_drain };
+
+	for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
+		if (evs[i])
+			event_free(evs[i]);
+	stats_http_free(d->http);
+	stats_free(d->stats);
+	if (d->base)
+		event_base_free(d->base);
+	conf_free(d->conf);
+}
+
+/* True when argv asks for help. */
+static int px_daemon_wants_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+			return 1;
+	return 0;
+}
+
+int px_daemon_main(enum conf_role role, int argc, char **argv,
+		   const struct px_daemon_hooks *hooks, void *arg)
+{
+	struct px_daemon d = { .role = role, .hooks = hooks, .arg = arg, .status = 1 };
+	char err[1024];
+
+	if (px_daemon_wants_help(argc, argv)) {
+		px_daemon_usage(stdout, role);
+		return 0;
+	}
+	if (!(d.conf = conf_from_args(role, argc, argv, err, sizeof err))) {
+		fprintf(stderr, "%s\n", err);
+		return 2;
+	}
+	log_set_ident(px_role_names[role]);
+	log_set_level(conf_log_level(d.conf));
+	signal(SIGPIPE, SIG_IGN);
+	evthread_use_pthreads();
+	if (px_daemon_setup(&d) < 0)
+		goto out;
+	if (hooks->start && hooks->start(&d, arg) < 0)
+		goto out_stop;
+	log_info("started (%s)", conf_path(d.conf) ? conf_path(d.conf) : "command line");
+	d.status = 0;
+	if (event_base_dispatch(d.base) < 0)
+		d.status = 1;
+out_stop:
+	if (hooks->stop)
+		hooks->stop(&d, arg);
+out:
+	px_daemon_teardown(&d);
+	return d.status;
+}

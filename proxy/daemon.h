@@ -1,0 +1,48 @@
+/* daemon.h: the shell shared by `wanopt edge` and `wanopt core`: command line
+ * and config (exit 2 on a bad one), logging, the stats registry and its HTTP
+ * server, the event loop, and the signals (SIGHUP reload, SIGTERM/SIGINT
+ * drain then exit, a second one exits at once).  The role plugs in through
+ * hooks, all called on the main event loop's thread. */
+#ifndef WANOPT_DAEMON_H
+#define WANOPT_DAEMON_H
+
+#include "conf.h"
+#include "stats.h"
+
+struct event_base;
+struct px_daemon;
+
+enum { PX_DAEMON_DRAIN_SECS = 30 }; /* SIGTERM: forced exit after this long */
+
+struct px_daemon_hooks {
+	/* Everything is set up (config, log level, stats server); open
+	 * listeners and the tunnel.  0, or -1 to exit with status 1 (log why). */
+	int (*start)(struct px_daemon *d, void *arg);
+	/* SIGHUP with a valid new configuration (the shell has applied
+	 * log_level and warned about keys that need a restart): apply forwards,
+	 * allow, store_size, optimize, fail_open.  Return 0 to adopt c (old is
+	 * freed right after: keep no pointers into it), -1 to keep old.  NULL:
+	 * adopt without further action. */
+	int (*reload)(struct px_daemon *d, const struct conf *old, const struct conf *c, void *arg);
+	/* SIGTERM/SIGINT: stop accepting, let streams finish, then call
+	 * px_daemon_exit().  NULL: exit at once. */
+	void (*drain)(struct px_daemon *d, void *arg);
+	/* After the loop ended, before the base is freed: release everything. */
+	void (*stop)(struct px_daemon *d, void *arg);
+};
+
+/* Runs a daemon of the role with argv (argv[0] is the subcommand; -c FILE,
+ * --key=value, --help).  Returns the exit status: 0 after a drain, 1 on a
+ * runtime failure, 2 on a usage or configuration error. */
+int px_daemon_main(enum conf_role role, int argc, char **argv,
+		   const struct px_daemon_hooks *hooks, void *arg);
+/* The main event loop. */
+struct event_base *px_daemon_base(struct px_daemon *d);
+/* The configuration in force (replaced on reload). */
+const struct conf *px_daemon_conf(struct px_daemon *d);
+/* The stats registry (its HTTP server runs when `stats` is set). */
+struct stats *px_daemon_stats(struct px_daemon *d);
+/* Ends the loop; px_daemon_main returns status. */
+void px_daemon_exit(struct px_daemon *d, int status);
+
+#endif

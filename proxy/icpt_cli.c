@@ -1,0 +1,296 @@
+/* icpt_cli.c: `wanopt intercept`: checks transparent interception rules.  It
+ * accepts intercepted connections on a TPROXY or REDIRECT listener, logs each
+ * one's original destination and carries it there directly, unoptimized: the
+ * same path the edge's fail-open takes when the tunnel is down. */
+#include <arpa/inet.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "cmd.h"
+#include "conf.h"
+#include "log.h"
+#include "tfo.h"
+
+#define ICPT_HIGH_WATER (256 * 1024) /* stop reading one side above this */
+
+struct icpt {
+	struct event_base *base;
+	enum tfo_icpt_mode mode;
+	uint16_t port;
+	uint32_t mark;
+	long remaining; /* connections to serve before exiting; <0: forever */
+};
+
+/* A client connection and its direct connection to the original destination;
+ * side 0 is the client.  Half-closes are passed on; freed when both
+ * directions have ended, or at the first error. */
+struct icpt_pair {
+	struct icpt *ic;
+	struct bufferevent *side[2];
+	int eof[2];   /* side i sent EOF */
+	int shut[2];  /* we shut down writing on side i */
+	char label[160];
+};
+
+/* Index of bev within the pair. */
+static int icpt_side(const struct icpt_pair *p, const struct bufferevent *bev)
+{
+	return p->side[1] == bev;
+}
+
+/* Frees a pair and, when a count was given, exits after the last one. */
+static void icpt_pair_free(struct icpt_pair *p)
+{
+	log_info("closed %s", p->label);
+	for (int i = 0; i < 2; i++)
+		if (p->side[i])
+			bufferevent_free(p->side[i]);
+	if (p->ic->remaining > 0 && --p->ic->remaining == 0)
+		event_base_loopexit(p->ic->base, NULL);
+	free(p);
+}
+
+/* Passes an EOF on to side j once its output is flushed; frees the pair when
+ * both directions are done.  Returns 1 when the pair was freed. */
+static int icpt_maybe_shut(struct icpt_pair *p, int j)
+{
+	if (p->eof[!j] && !p->shut[j] &&
+	    evbuffer_get_length(bufferevent_get_output(p->side[j])) == 0) {
+		shutdown(bufferevent_getfd(p->side[j]), SHUT_WR);
+		p->shut[j] = 1;
+	}
+	if (p->shut[0] && p->shut[1]) {
+		icpt_pair_free(p);
+		return 1;
+	}
+	return 0;
+}
+
+/* Output drained below the mark: resume reading the other side, or pass on
+ * a pending EOF. */
+static void icpt_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct icpt_pair *p = arg;
+	int j = icpt_side(p, bev);
+
+	if (icpt_maybe_shut(p, j))
+		return;
+	if (!p->eof[!j])
+		bufferevent_enable(p->side[!j], EV_READ);
+}
+
+/* Moves everything read to the other side; backpressure by watermark. */
+static void icpt_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct icpt_pair *p = arg;
+	struct bufferevent *other = p->side[!icpt_side(p, bev)];
+
+	evbuffer_add_buffer(bufferevent_get_output(other), bufferevent_get_input(bev));
+	if (evbuffer_get_length(bufferevent_get_output(other)) >= ICPT_HIGH_WATER)
+		bufferevent_disable(bev, EV_READ);
+}
+
+/* EOF: pass it on after flushing; error: drop both sides. */
+static void icpt_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct icpt_pair *p = arg;
+	int i = icpt_side(p, bev);
+
+	if (what & BEV_EVENT_CONNECTED)
+		return;
+	if (what & BEV_EVENT_ERROR) {
+		log_warn("%s: %s side: %s", p->label, i ? "destination" : "client",
+			 evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		icpt_pair_free(p);
+		return;
+	}
+	icpt_read_cb(bev, p);
+	bufferevent_disable(bev, EV_READ);
+	p->eof[i] = 1;
+	/* Fire the other side's write callback once its output is empty. */
+	bufferevent_setwatermark(p->side[!i], EV_WRITE, 0, 0);
+	icpt_maybe_shut(p, !i);
+}
+
+/* Accepted: read the original destination, dial it directly, relay. */
+static void icpt_accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *peer,
+			   int plen, void *arg)
+{
+	struct icpt *ic = arg;
+	struct sockaddr_storage dst;
+	socklen_t dlen;
+	char err[256], s1[64], s2[64];
+	struct icpt_pair *p = NULL;
+	int out = -1;
+
+	if (tfo_icpt_orig_dst(fd, ic->mode, &dst, &dlen, err, sizeof err) < 0) {
+		log_warn("from %s: %s", tfo_addr_str(peer, s1, sizeof s1), err);
+		goto fail;
+	}
+	if (tfo_icpt_is_self((struct sockaddr *)&dst, ic->port)) {
+		log_warn("from %s: connected to the listener itself, not intercepted; closing",
+			 tfo_addr_str(peer, s1, sizeof s1));
+		goto fail;
+	}
+	out = tfo_dial((struct sockaddr *)&dst, dlen, ic->mark, err, sizeof err);
+	if (out < 0 || tfo_tune_lan(fd, err, sizeof err) < 0 || !(p = calloc(1, sizeof *p))) {
+		log_warn("from %s: %s", tfo_addr_str(peer, s1, sizeof s1), p ? err : "out of memory");
+		goto fail;
+	}
+	p->ic = ic;
+	snprintf(p->label, sizeof p->label, "%s -> %s", tfo_addr_str(peer, s1, sizeof s1),
+		 tfo_addr_str((struct sockaddr *)&dst, s2, sizeof s2));
+	p->side[0] = bufferevent_socket_new(ic->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	p->side[1] = bufferevent_socket_new(ic->base, out, BEV_OPT_CLOSE_ON_FREE);
+	if (!p->side[0] || !p->side[1]) {
+		log_warn("%s: out of memory", p->label);
+		icpt_pair_free(p);
+		return;
+	}
+	for (int i = 0; i < 2; i++) {
+		bufferevent_setcb(p->side[i], icpt_read_cb, icpt_write_cb, icpt_event_cb, p);
+		bufferevent_setwatermark(p->side[i], EV_WRITE, ICPT_HIGH_WATER / 2, 0);
+		bufferevent_enable(p->side[i], EV_READ | EV_WRITE);
+	}
+	log_info("intercepted %s (original destination), passing through directly", p->label);
+	return;
+fail:
+	if (out >= 0)
+		close(out);
+	close(fd);
+}
+
+/* SIGINT/SIGTERM: stop. */
+static void icpt_signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+	event_base_loopexit(arg, NULL);
+}
+
+/* The --help text. */
+static void icpt_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: wanopt intercept --port=PORT [--mode=tproxy|redirect] [--listen=ADDR]\n"
+		"                        [--mark=N] [--count=N] [--log_level=LEVEL]\n\n"
+		"Checks transparent interception rules (see conf/intercept-nft.sh): listens on\n"
+		"PORT like the edge's `transparent` listener, logs the original destination of\n"
+		"every intercepted connection and passes it through directly, unoptimized (what\n"
+		"the edge does in fail-open).  Needs CAP_NET_ADMIN for tproxy and --mark.\n\n"
+		"  --port=PORT     listener port (the rules' target port)\n"
+		"  --mode=MODE     tproxy (default; IP_TRANSPARENT) or redirect (SO_ORIGINAL_DST)\n"
+		"  --listen=ADDR   bind address (default [::], IPv4 and IPv6)\n"
+		"  --mark=N        SO_MARK for the direct connections (rules skip marked packets)\n"
+		"  --count=N       exit after N connections have closed\n");
+}
+
+/* Parses the options into ic and the bind address; 0, or 2 on a usage error. */
+static int icpt_opts(int argc, char **argv, struct icpt *ic, struct sockaddr_storage *ss,
+		     socklen_t *sslen)
+{
+	static const struct option lo[] = {
+		{ "port", required_argument, NULL, 'p' }, { "mode", required_argument, NULL, 'm' },
+		{ "listen", required_argument, NULL, 'l' }, { "mark", required_argument, NULL, 'k' },
+		{ "count", required_argument, NULL, 'n' }, { "log_level", required_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
+	};
+	struct sockaddr_in6 *any = (struct sockaddr_in6 *)ss;
+	enum log_level lvl;
+	int o;
+
+	memset(ss, 0, sizeof *ss);
+	any->sin6_family = AF_INET6;
+	*sslen = sizeof *any;
+	ic->mode = TFO_ICPT_TPROXY;
+	ic->remaining = -1;
+	while ((o = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (o) {
+		case 'p': ic->port = (uint16_t)atoi(optarg); break;
+		case 'm':
+			if (strcmp(optarg, "tproxy") && strcmp(optarg, "redirect"))
+				return fprintf(stderr, "wanopt intercept: --mode: tproxy or redirect\n"), 2;
+			ic->mode = strcmp(optarg, "tproxy") ? TFO_ICPT_REDIRECT : TFO_ICPT_TPROXY;
+			break;
+		case 'l': {
+			struct addrinfo hints = { .ai_flags = AI_NUMERICHOST, .ai_socktype = SOCK_STREAM }, *r;
+			if (getaddrinfo(optarg, NULL, &hints, &r))
+				return fprintf(stderr, "wanopt intercept: --listen: bad address\n"), 2;
+			memcpy(ss, r->ai_addr, r->ai_addrlen);
+			*sslen = r->ai_addrlen;
+			freeaddrinfo(r);
+			break;
+		}
+		case 'k': ic->mark = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'n': ic->remaining = atol(optarg); break;
+		case 'v':
+			if (log_level_parse(optarg, &lvl) < 0)
+				return fprintf(stderr, "wanopt intercept: --log_level: bad level\n"), 2;
+			log_set_level(lvl);
+			break;
+		case 'h': icpt_usage(stdout); exit(0);
+		default: icpt_usage(stderr); return 2;
+		}
+	}
+	if (optind < argc || ic->port == 0) {
+		icpt_usage(stderr);
+		return 2;
+	}
+	((struct sockaddr_in *)ss)->sin_port = htons(ic->port); /* same offset for v6 */
+	return 0;
+}
+
+/* `wanopt intercept`: serves until signalled or --count; 1 when it cannot listen. */
+int px_cmd_intercept(int argc, char **argv)
+{
+	struct icpt ic = { 0 };
+	struct sockaddr_storage ss;
+	socklen_t sslen;
+	struct evconnlistener *l = NULL;
+	struct event *sig[2] = { NULL, NULL };
+	char err[256];
+	int rc = 1, fd;
+
+	if ((rc = icpt_opts(argc, argv, &ic, &ss, &sslen)) != 0)
+		return rc;
+	rc = 1;
+	log_set_ident("intercept");
+	signal(SIGPIPE, SIG_IGN);
+	if ((fd = tfo_icpt_listen((struct sockaddr *)&ss, sslen, ic.mode, 0, err, sizeof err)) < 0) {
+		log_error("listen on port %u: %s", ic.port, err);
+		return 1;
+	}
+	if (!(ic.base = event_base_new()))
+		goto err_fd;
+	l = evconnlistener_new(ic.base, icpt_accept_cb, &ic, LEV_OPT_CLOSE_ON_FREE, -1, fd);
+	if (!l)
+		goto err_base;
+	sig[0] = evsignal_new(ic.base, SIGINT, icpt_signal_cb, ic.base);
+	sig[1] = evsignal_new(ic.base, SIGTERM, icpt_signal_cb, ic.base);
+	if (!sig[0] || !sig[1] || evsignal_add(sig[0], NULL) || evsignal_add(sig[1], NULL))
+		goto err_sig;
+	log_info("listening on port %u (%s)", ic.port, ic.mode == TFO_ICPT_TPROXY ? "tproxy" : "redirect");
+	rc = event_base_dispatch(ic.base) < 0;
+err_sig:
+	for (int i = 0; i < 2; i++)
+		if (sig[i])
+			event_free(sig[i]);
+	evconnlistener_free(l);
+	fd = -1;
+err_base:
+	event_base_free(ic.base);
+err_fd:
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}

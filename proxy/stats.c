@@ -1,0 +1,489 @@
+/* stats.c: the counter registry (per stream and total) and its rendering as
+ * Prometheus text and JSON.  Counters are relaxed atomics so workers update
+ * them without locks; the list of open streams is under a mutex. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "stats.h"
+
+struct stats_stream {
+	struct stats *reg;
+	struct stats_stream *prev, *next;
+	uint64_t id;
+	time_t opened;
+	char *src, *dst, *mode;
+	_Atomic uint64_t ctr[STATS_NCTR];
+};
+
+struct stats {
+	char role[16];
+	time_t started;
+	pthread_mutex_t lock;
+	struct stats_stream *head; /* open streams, newest first */
+	uint64_t next_id;
+	_Atomic uint64_t opened, active;
+	_Atomic uint64_t ctr[STATS_NCTR];
+	_Atomic uint64_t gauge[STATS_NGAUGE];
+};
+
+/* Counter names used by both renderings, indexed by enum stats_ctr. */
+static const char *const stats_ctr_key[STATS_NCTR] = {
+	"lan_in", "lan_out", "wan_in", "wan_out", "dre_hit_bytes", "lz_in", "lz_out", "asks",
+};
+
+/* An empty registry; NULL when out of memory. */
+struct stats *stats_create(const char *role)
+{
+	struct stats *s = calloc(1, sizeof *s);
+
+	if (!s)
+		return NULL;
+	if (pthread_mutex_init(&s->lock, NULL)) {
+		free(s);
+		return NULL;
+	}
+	snprintf(s->role, sizeof s->role, "%s", role ? role : "");
+	s->started = time(NULL);
+	s->next_id = 1;
+	return s;
+}
+
+/* Closes any streams left open, then frees; NULL is fine. */
+void stats_free(struct stats *s)
+{
+	if (!s)
+		return;
+	while (s->head)
+		stats_stream_close(s->head);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+/* Frees a stream's memory (already unlinked). */
+static void stats_stream_destroy(struct stats_stream *st)
+{
+	free(st->src);
+	free(st->dst);
+	free(st->mode);
+	free(st);
+}
+
+/* Copies the labels, assigns the next id, links the stream first in the list. */
+struct stats_stream *stats_stream_open(struct stats *s, const char *src, const char *dst,
+				       const char *mode)
+{
+	struct stats_stream *st = calloc(1, sizeof *st);
+
+	if (!st)
+		return NULL;
+	st->src = strdup(src ? src : "");
+	st->dst = strdup(dst ? dst : "");
+	st->mode = strdup(mode ? mode : "");
+	if (!st->src || !st->dst || !st->mode) {
+		stats_stream_destroy(st);
+		return NULL;
+	}
+	st->reg = s;
+	st->opened = time(NULL);
+	pthread_mutex_lock(&s->lock);
+	st->id = s->next_id++;
+	st->next = s->head;
+	if (s->head)
+		s->head->prev = st;
+	s->head = st;
+	pthread_mutex_unlock(&s->lock);
+	atomic_fetch_add_explicit(&s->opened, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->active, 1, memory_order_relaxed);
+	return st;
+}
+
+/* Relaxed atomic adds to the stream and the total; NULL stream is a no-op. */
+void stats_stream_add(struct stats_stream *st, enum stats_ctr c, uint64_t n)
+{
+	if (!st || (unsigned)c >= STATS_NCTR)
+		return;
+	atomic_fetch_add_explicit(&st->ctr[c], n, memory_order_relaxed);
+	atomic_fetch_add_explicit(&st->reg->ctr[c], n, memory_order_relaxed);
+}
+
+/* One stream counter; 0 for a NULL stream. */
+uint64_t stats_stream_get(const struct stats_stream *st, enum stats_ctr c)
+{
+	if (!st || (unsigned)c >= STATS_NCTR)
+		return 0;
+	return atomic_load_explicit(&st->ctr[c], memory_order_relaxed);
+}
+
+/* The stream's id; 0 for NULL. */
+uint64_t stats_stream_id(const struct stats_stream *st)
+{
+	return st ? st->id : 0;
+}
+
+/* Unlinks under the lock and frees; totals keep the bytes.  NULL is fine. */
+void stats_stream_close(struct stats_stream *st)
+{
+	if (!st)
+		return;
+	struct stats *s = st->reg;
+	pthread_mutex_lock(&s->lock);
+	if (st->prev)
+		st->prev->next = st->next;
+	else
+		s->head = st->next;
+	if (st->next)
+		st->next->prev = st->prev;
+	pthread_mutex_unlock(&s->lock);
+	atomic_fetch_sub_explicit(&s->active, 1, memory_order_relaxed);
+	stats_stream_destroy(st);
+}
+
+/* Stores a gauge value (relaxed). */
+void stats_set(struct stats *s, enum stats_gauge g, uint64_t v)
+{
+	if ((unsigned)g < STATS_NGAUGE)
+		atomic_store_explicit(&s->gauge[g], v, memory_order_relaxed);
+}
+
+/* One total counter. */
+uint64_t stats_total(const struct stats *s, enum stats_ctr c)
+{
+	if ((unsigned)c >= STATS_NCTR)
+		return 0;
+	return atomic_load_explicit(&s->ctr[c], memory_order_relaxed);
+}
+
+/* Streams open now. */
+uint64_t stats_active(const struct stats *s)
+{
+	return atomic_load_explicit(&s->active, memory_order_relaxed);
+}
+
+/* Percentage of LAN bytes that did not cross the WAN; 0 for no LAN bytes. */
+double stats_reduction(uint64_t lan, uint64_t wan)
+{
+	if (!lan)
+		return 0;
+	return 100.0 * (1.0 - (double)wan / (double)lan);
+}
+
+/* LZ input over output; 0 when nothing was compressed. */
+static double stats_lz_ratio(uint64_t in, uint64_t out)
+{
+	return out ? (double)in / (double)out : 0;
+}
+
+/* A snapshot of counters: a stream's or the totals. */
+struct stats_snap {
+	uint64_t v[STATS_NCTR];
+};
+
+/* Loads an array of atomic counters. */
+static void stats_snap_load(struct stats_snap *sn, _Atomic uint64_t *ctr)
+{
+	for (int i = 0; i < STATS_NCTR; i++)
+		sn->v[i] = atomic_load_explicit(&ctr[i], memory_order_relaxed);
+}
+
+/* LAN and WAN bytes of a snapshot, both directions. */
+static uint64_t snap_lan(const struct stats_snap *sn) { return sn->v[STATS_LAN_IN] + sn->v[STATS_LAN_OUT]; }
+static uint64_t snap_wan(const struct stats_snap *sn) { return sn->v[STATS_WAN_IN] + sn->v[STATS_WAN_OUT]; }
+
+/* Human-readable byte count ("1.2 MB"). */
+static const char *stats_human(uint64_t v, char *buf, size_t len)
+{
+	static const char *const unit[] = { "B", "KB", "MB", "GB", "TB", "PB" };
+	double d = (double)v;
+	int u = 0;
+
+	while (d >= 1000 && u < 5) {
+		d /= 1000;
+		u++;
+	}
+	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", d, unit[u]);
+	return buf;
+}
+
+/* Formats a stream's figures for its close log line; returns buf. */
+char *stats_stream_summary(const struct stats_stream *st, char *buf, size_t len)
+{
+	struct stats_snap sn;
+	char a[16], b[16], c[16];
+
+	if (!st) {
+		snprintf(buf, len, "-");
+		return buf;
+	}
+	stats_snap_load(&sn, ((struct stats_stream *)st)->ctr);
+	snprintf(buf, len, "lan %s wan %s (%.1f %% less) dre hits %s lz %.2fx asks %llu",
+		 stats_human(snap_lan(&sn), a, sizeof a), stats_human(snap_wan(&sn), b, sizeof b),
+		 stats_reduction(snap_lan(&sn), snap_wan(&sn)),
+		 stats_human(sn.v[STATS_DRE_HIT], c, sizeof c),
+		 stats_lz_ratio(sn.v[STATS_LZ_IN], sn.v[STATS_LZ_OUT]),
+		 (unsigned long long)sn.v[STATS_ASKS]);
+	return buf;
+}
+
+/* One listed stream: a copy taken under the lock. */
+struct stats_row {
+	uint64_t id;
+	time_t opened;
+	char src[80], dst[80], mode[16];
+	struct stats_snap sn;
+};
+
+/* Orders rows by LAN bytes, largest first. */
+static int stats_row_cmp(const void *a, const void *b)
+{
+	uint64_t x = snap_lan(&((const struct stats_row *)a)->sn);
+	uint64_t y = snap_lan(&((const struct stats_row *)b)->sn);
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Copies the open streams (at most STATS_MAX_LISTED, the largest). */
+static struct stats_row *stats_rows(struct stats *s, size_t *n)
+{
+	size_t cap = 64, cnt = 0;
+	struct stats_row *rows = malloc(cap * sizeof *rows), *nr;
+
+	if (!rows)
+		return NULL;
+	pthread_mutex_lock(&s->lock);
+	for (struct stats_stream *st = s->head; st; st = st->next) {
+		if (cnt == cap) {
+			if (!(nr = realloc(rows, 2 * cap * sizeof *rows)))
+				break;
+			rows = nr;
+			cap *= 2;
+		}
+		struct stats_row *r = &rows[cnt++];
+		r->id = st->id;
+		r->opened = st->opened;
+		snprintf(r->src, sizeof r->src, "%s", st->src);
+		snprintf(r->dst, sizeof r->dst, "%s", st->dst);
+		snprintf(r->mode, sizeof r->mode, "%s", st->mode);
+		stats_snap_load(&r->sn, st->ctr);
+	}
+	pthread_mutex_unlock(&s->lock);
+	qsort(rows, cnt, sizeof *rows, stats_row_cmp);
+	*n = cnt > STATS_MAX_LISTED ? STATS_MAX_LISTED : cnt;
+	return rows;
+}
+
+/* Writes s as a Prometheus label value or JSON string body (same escapes:
+ * backslash, double quote, newline; other control bytes as \u00XX in JSON,
+ * dropped in Prometheus). */
+static void stats_escape(FILE *f, const char *s, int json)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '\\' || c == '"')
+			fprintf(f, "\\%c", c);
+		else if (c == '\n')
+			fputs("\\n", f);
+		else if (c < 0x20 && json)
+			fprintf(f, "\\u%04x", c);
+		else if (c < 0x20)
+			continue;
+		else
+			fputc(c, f);
+	}
+}
+
+/* Writes HELP and TYPE lines. */
+static void prom_head(FILE *f, const char *name, const char *type, const char *help)
+{
+	fprintf(f, "# HELP wanopt_%s %s\n# TYPE wanopt_%s %s\n", name, help, name, type);
+}
+
+/* The node-wide metrics. */
+static void prom_totals(FILE *f, struct stats *s)
+{
+	struct stats_snap t;
+
+	stats_snap_load(&t, s->ctr);
+	prom_head(f, "lan_bytes_total", "counter", "Bytes read from (in) and written to (out) LAN sockets.");
+	fprintf(f, "wanopt_lan_bytes_total{dir=\"in\"} %llu\nwanopt_lan_bytes_total{dir=\"out\"} %llu\n",
+		(unsigned long long)t.v[STATS_LAN_IN], (unsigned long long)t.v[STATS_LAN_OUT]);
+	prom_head(f, "wan_bytes_total", "counter", "Tunnel payload bytes received (in) and sent (out).");
+	fprintf(f, "wanopt_wan_bytes_total{dir=\"in\"} %llu\nwanopt_wan_bytes_total{dir=\"out\"} %llu\n",
+		(unsigned long long)t.v[STATS_WAN_IN], (unsigned long long)t.v[STATS_WAN_OUT]);
+	prom_head(f, "reduction_percent", "gauge", "100 x (1 - WAN bytes / LAN bytes) since start.");
+	fprintf(f, "wanopt_reduction_percent %.2f\n", stats_reduction(snap_lan(&t), snap_wan(&t)));
+	prom_head(f, "dre_hit_bytes_total", "counter", "Bytes sent as references to chunks the peer holds.");
+	fprintf(f, "wanopt_dre_hit_bytes_total %llu\n", (unsigned long long)t.v[STATS_DRE_HIT]);
+	prom_head(f, "lz_bytes_total", "counter", "Bytes into (in) and out of (out) LZ compression.");
+	fprintf(f, "wanopt_lz_bytes_total{dir=\"in\"} %llu\nwanopt_lz_bytes_total{dir=\"out\"} %llu\n",
+		(unsigned long long)t.v[STATS_LZ_IN], (unsigned long long)t.v[STATS_LZ_OUT]);
+	prom_head(f, "lz_ratio", "gauge", "LZ input bytes / output bytes since start.");
+	fprintf(f, "wanopt_lz_ratio %.3f\n", stats_lz_ratio(t.v[STATS_LZ_IN], t.v[STATS_LZ_OUT]));
+	prom_head(f, "asks_total", "counter", "Chunks asked for because the decoder lacked them.");
+	fprintf(f, "wanopt_asks_total %llu\n", (unsigned long long)t.v[STATS_ASKS]);
+}
+
+/* Gauges: streams, store, tunnel, uptime. */
+static void prom_gauges(FILE *f, struct stats *s)
+{
+	_Atomic uint64_t *g = s->gauge;
+#define G(i) (unsigned long long)atomic_load_explicit(&g[i], memory_order_relaxed)
+	prom_head(f, "info", "gauge", "The role of this node.");
+	fputs("wanopt_info{role=\"", f);
+	stats_escape(f, s->role, 0);
+	fputs("\"} 1\n", f);
+	prom_head(f, "streams_opened_total", "counter", "Streams opened since start.");
+	fprintf(f, "wanopt_streams_opened_total %llu\n", (unsigned long long)atomic_load(&s->opened));
+	prom_head(f, "active_streams", "gauge", "Streams open now.");
+	fprintf(f, "wanopt_active_streams %llu\n", (unsigned long long)stats_active(s));
+	prom_head(f, "store_fill_bytes", "gauge", "Bytes held in the chunk store.");
+	fprintf(f, "wanopt_store_fill_bytes %llu\n", G(STATS_STORE_FILL));
+	prom_head(f, "store_size_bytes", "gauge", "Configured store size.");
+	fprintf(f, "wanopt_store_size_bytes %llu\n", G(STATS_STORE_SIZE));
+	prom_head(f, "store_evictions_total", "counter", "Chunks evicted from the store.");
+	fprintf(f, "wanopt_store_evictions_total %llu\n", G(STATS_STORE_EVICTIONS));
+	prom_head(f, "tunnel_rtt_seconds", "gauge", "Smoothed round-trip time of the tunnel (TCP_INFO).");
+	fprintf(f, "wanopt_tunnel_rtt_seconds %.6f\n", (double)G(STATS_TUNNEL_RTT_US) / 1e6);
+	prom_head(f, "tunnels_up", "gauge", "Tunnel connections established.");
+	fprintf(f, "wanopt_tunnels_up %llu\n", G(STATS_TUNNELS_UP));
+	prom_head(f, "uptime_seconds", "gauge", "Seconds since start.");
+	fprintf(f, "wanopt_uptime_seconds %lld\n", (long long)(time(NULL) - s->started));
+#undef G
+}
+
+/* Writes one per-stream sample with the stream's labels. */
+static void prom_stream_sample(FILE *f, const struct stats_row *r, const char *name, double v,
+			       int integer)
+{
+	fprintf(f, "wanopt_stream_%s{id=\"%llu\",src=\"", name, (unsigned long long)r->id);
+	stats_escape(f, r->src, 0);
+	fputs("\",dst=\"", f);
+	stats_escape(f, r->dst, 0);
+	fputs("\",mode=\"", f);
+	stats_escape(f, r->mode, 0);
+	fprintf(f, integer ? "\"} %.0f\n" : "\"} %.3f\n", v);
+}
+
+/* Per-stream metric families. */
+static void prom_streams(FILE *f, const struct stats_row *rows, size_t n)
+{
+	static const struct { const char *name, *help; } fam[] = {
+		{ "lan_bytes", "Stream LAN bytes, both directions." },
+		{ "wan_bytes", "Stream tunnel payload bytes, both directions." },
+		{ "reduction_percent", "Stream 100 x (1 - WAN / LAN)." },
+		{ "dre_hit_bytes", "Stream bytes sent as references." },
+		{ "lz_ratio", "Stream LZ input / output." },
+		{ "asks", "Stream chunks asked for." },
+	};
+	for (size_t k = 0; k < sizeof fam / sizeof fam[0]; k++) {
+		fprintf(f, "# HELP wanopt_stream_%s %s\n# TYPE wanopt_stream_%s gauge\n",
+			fam[k].name, fam[k].help, fam[k].name);
+		for (size_t i = 0; i < n; i++) {
+			const struct stats_snap *sn = &rows[i].sn;
+			double v[] = { (double)snap_lan(sn), (double)snap_wan(sn),
+				       stats_reduction(snap_lan(sn), snap_wan(sn)),
+				       (double)sn->v[STATS_DRE_HIT],
+				       stats_lz_ratio(sn->v[STATS_LZ_IN], sn->v[STATS_LZ_OUT]),
+				       (double)sn->v[STATS_ASKS] };
+			prom_stream_sample(f, &rows[i], fam[k].name, v[k], k != 2 && k != 4);
+		}
+	}
+}
+
+/* Opens a memory stream, runs fill, returns the string. */
+static char *stats_to_string(struct stats *s, void (*fill)(FILE *, struct stats *))
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return NULL;
+	fill(f, s);
+	if (fclose(f)) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+/* The full Prometheus page. */
+static void prom_fill(FILE *f, struct stats *s)
+{
+	size_t n = 0;
+	struct stats_row *rows = stats_rows(s, &n);
+
+	prom_totals(f, s);
+	prom_gauges(f, s);
+	if (rows)
+		prom_streams(f, rows, n);
+	free(rows);
+}
+
+/* Prometheus text of the registry (malloc'd). */
+char *stats_render_prom(struct stats *s)
+{
+	return stats_to_string(s, prom_fill);
+}
+
+/* The counters of a snapshot as JSON members, with the derived figures. */
+static void json_counters(FILE *f, const struct stats_snap *sn)
+{
+	for (int i = 0; i < STATS_NCTR; i++)
+		fprintf(f, "\"%s\":%llu,", stats_ctr_key[i], (unsigned long long)sn->v[i]);
+	fprintf(f, "\"reduction_pct\":%.2f,\"lz_ratio\":%.3f",
+		stats_reduction(snap_lan(sn), snap_wan(sn)),
+		stats_lz_ratio(sn->v[STATS_LZ_IN], sn->v[STATS_LZ_OUT]));
+}
+
+/* One stream object. */
+static void json_stream(FILE *f, const struct stats_row *r, time_t now)
+{
+	fprintf(f, "{\"id\":%llu,\"src\":\"", (unsigned long long)r->id);
+	stats_escape(f, r->src, 1);
+	fputs("\",\"dst\":\"", f);
+	stats_escape(f, r->dst, 1);
+	fputs("\",\"mode\":\"", f);
+	stats_escape(f, r->mode, 1);
+	fprintf(f, "\",\"age_s\":%lld,", (long long)(now - r->opened));
+	json_counters(f, &r->sn);
+	fputc('}', f);
+}
+
+/* The full JSON document. */
+static void json_fill(FILE *f, struct stats *s)
+{
+	struct stats_snap t;
+	size_t n = 0;
+	struct stats_row *rows = stats_rows(s, &n);
+	time_t now = time(NULL);
+#define G(i) (unsigned long long)atomic_load_explicit(&s->gauge[i], memory_order_relaxed)
+
+	stats_snap_load(&t, s->ctr);
+	fputs("{\"role\":\"", f);
+	stats_escape(f, s->role, 1);
+	fprintf(f, "\",\"uptime_s\":%lld,\"total\":{", (long long)(now - s->started));
+	json_counters(f, &t);
+	fprintf(f, ",\"streams_opened\":%llu,\"active_streams\":%llu},",
+		(unsigned long long)atomic_load(&s->opened), (unsigned long long)stats_active(s));
+	fprintf(f, "\"store\":{\"fill_bytes\":%llu,\"size_bytes\":%llu,\"evictions\":%llu},",
+		G(STATS_STORE_FILL), G(STATS_STORE_SIZE), G(STATS_STORE_EVICTIONS));
+	fprintf(f, "\"tunnel\":{\"rtt_us\":%llu,\"up\":%llu},\"streams\":[",
+		G(STATS_TUNNEL_RTT_US), G(STATS_TUNNELS_UP));
+	for (size_t i = 0; rows && i < n; i++) {
+		if (i)
+			fputc(',', f);
+		json_stream(f, &rows[i], now);
+	}
+	fputs("]}\n", f);
+	free(rows);
+#undef G
+}
+
+/* JSON document of the registry (malloc'd). */
+char *stats_render_json(struct stats *s)
+{
+	return stats_to_string(s, json_fill);
+}

@@ -1,0 +1,311 @@
+/* stats_cli.c: `wanopt stats [--json] [--stats=HOST:PORT] [-c FILE]`: fetches
+ * a running node's figures and prints them as a table (parsed from the
+ * Prometheus page) or as the raw JSON document. */
+#include <getopt.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "conf.h"
+#include "stats.h"
+
+#define SCLI_DEFAULT_ADDR "127.0.0.1:9471"
+
+/* One sample of /metrics with the labels the table uses. */
+struct scli_sample {
+	char name[64];
+	char dir[8], role[16], id[24], src[96], dst[96], mode[16];
+	double v;
+};
+
+/* Totals and per-stream rows gathered from the page. */
+struct scli_row {
+	char id[24], src[96], dst[96], mode[16];
+	double lan, wan, red, hit, lz;
+};
+
+struct scli_page {
+	char role[16];
+	double lan[2], wan[2], red, hit, lz, asks, opened, active;
+	double fill, size, evict, rtt, up, uptime;
+	struct scli_row *rows;
+	size_t nrows;
+};
+
+/* Reads a quoted label value at *p (after the opening quote) into out. */
+static int scli_label_value(const char **p, char *out, size_t len)
+{
+	size_t n = 0;
+	const char *s = *p;
+
+	for (; *s && *s != '"'; s++) {
+		char c = *s;
+		if (c == '\\' && s[1]) {
+			c = *++s == 'n' ? '\n' : *s;
+		}
+		if (n + 1 < len)
+			out[n++] = c;
+	}
+	out[n] = 0;
+	if (*s != '"')
+		return -1;
+	*p = s + 1;
+	return 0;
+}
+
+/* Parses `name{k="v",...} value`; 0 on success, -1 for comments/garbage. */
+static int scli_parse_line(const char *line, struct scli_sample *sm)
+{
+	const char *p = line;
+	size_t n = strcspn(p, "{ ");
+
+	memset(sm, 0, sizeof *sm);
+	if (line[0] == '#' || n == 0 || n >= sizeof sm->name)
+		return -1;
+	memcpy(sm->name, p, n);
+	p += n;
+	if (*p == '{') {
+		for (p++; *p && *p != '}';) {
+			char key[16], *dst = NULL;
+			size_t kl = strcspn(p, "=");
+			size_t cap = 0;
+			if (kl >= sizeof key || p[kl] != '=' || p[kl + 1] != '"')
+				return -1;
+			memcpy(key, p, kl);
+			key[kl] = 0;
+			p += kl + 2;
+			if (!strcmp(key, "dir")) dst = sm->dir, cap = sizeof sm->dir;
+			else if (!strcmp(key, "role")) dst = sm->role, cap = sizeof sm->role;
+			else if (!strcmp(key, "id")) dst = sm->id, cap = sizeof sm->id;
+			else if (!strcmp(key, "src")) dst = sm->src, cap = sizeof sm->src;
+			else if (!strcmp(key, "dst")) dst = sm->dst, cap = sizeof sm->dst;
+			else if (!strcmp(key, "mode")) dst = sm->mode, cap = sizeof sm->mode;
+			char skip[256];
+			if (scli_label_value(&p, dst ? dst : skip, dst ? cap : sizeof skip) < 0)
+				return -1;
+			if (*p == ',')
+				p++;
+		}
+		if (*p++ != '}')
+			return -1;
+	}
+	return sscanf(p, " %lf", &sm->v) == 1 ? 0 : -1;
+}
+
+/* The row for a stream id, appended when new. */
+static struct scli_row *scli_row(struct scli_page *pg, const struct scli_sample *sm)
+{
+	for (size_t i = 0; i < pg->nrows; i++)
+		if (!strcmp(pg->rows[i].id, sm->id))
+			return &pg->rows[i];
+	struct scli_row *nr = realloc(pg->rows, (pg->nrows + 1) * sizeof *nr);
+	if (!nr)
+		return NULL;
+	pg->rows = nr;
+	struct scli_row *r = &pg->rows[pg->nrows++];
+	memset(r, 0, sizeof *r);
+	snprintf(r->id, sizeof r->id, "%s", sm->id);
+	snprintf(r->src, sizeof r->src, "%s", sm->src);
+	snprintf(r->dst, sizeof r->dst, "%s", sm->dst);
+	snprintf(r->mode, sizeof r->mode, "%s", sm->mode);
+	return r;
+}
+
+/* Files one per-stream sample into its row. */
+static void scli_stream_sample(struct scli_page *pg, const struct scli_sample *sm)
+{
+	struct scli_row *r = scli_row(pg, sm);
+	const char *n = sm->name + strlen("wanopt_stream_");
+
+	if (!r)
+		return;
+	if (!strcmp(n, "lan_bytes")) r->lan = sm->v;
+	else if (!strcmp(n, "wan_bytes")) r->wan = sm->v;
+	else if (!strcmp(n, "reduction_percent")) r->red = sm->v;
+	else if (!strcmp(n, "dre_hit_bytes")) r->hit = sm->v;
+	else if (!strcmp(n, "lz_ratio")) r->lz = sm->v;
+}
+
+/* Files one node-wide sample. */
+static void scli_total_sample(struct scli_page *pg, const struct scli_sample *sm)
+{
+	static const struct { const char *name; size_t off; } map[] = {
+#define M(n, f) { "wanopt_" n, offsetof(struct scli_page, f) }
+		M("reduction_percent", red), M("dre_hit_bytes_total", hit), M("lz_ratio", lz),
+		M("asks_total", asks), M("streams_opened_total", opened), M("active_streams", active),
+		M("store_fill_bytes", fill), M("store_size_bytes", size),
+		M("store_evictions_total", evict), M("tunnel_rtt_seconds", rtt),
+		M("tunnels_up", up), M("uptime_seconds", uptime),
+#undef M
+	};
+	int out = !strcmp(sm->dir, "out");
+
+	if (!strcmp(sm->name, "wanopt_lan_bytes_total"))
+		pg->lan[out] = sm->v;
+	else if (!strcmp(sm->name, "wanopt_wan_bytes_total"))
+		pg->wan[out] = sm->v;
+	else if (!strcmp(sm->name, "wanopt_info"))
+		snprintf(pg->role, sizeof pg->role, "%s", sm->role);
+	for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+		if (!strcmp(sm->name, map[i].name))
+			*(double *)(void *)((char *)pg + map[i].off) = sm->v;
+}
+
+/* Parses a whole /metrics page. */
+static void scli_parse(char *text, struct scli_page *pg)
+{
+	struct scli_sample sm;
+	char *save = NULL;
+
+	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (scli_parse_line(line, &sm) < 0)
+			continue;
+		if (!strncmp(sm.name, "wanopt_stream_", 14))
+			scli_stream_sample(pg, &sm);
+		else
+			scli_total_sample(pg, &sm);
+	}
+}
+
+/* Bytes with a decimal unit. */
+static const char *scli_bytes(double v, char *buf, size_t len)
+{
+	static const char *const unit[] = { "B", "KB", "MB", "GB", "TB", "PB" };
+	int u = 0;
+
+	while (v >= 1000 && u < 5) {
+		v /= 1000;
+		u++;
+	}
+	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
+	return buf;
+}
+
+/* Prints the table. */
+static void scli_print(const struct scli_page *pg, const char *addr)
+{
+	char a[16], b[16], c[16], d[16];
+	long up = (long)pg->uptime;
+
+	printf("wanopt %s at %s: up %ldh%02ldm%02lds, %s, tunnel RTT %.1f ms\n",
+	       pg->role[0] ? pg->role : "?", addr, up / 3600, up / 60 % 60, up % 60,
+	       pg->up > 0 ? "tunnel up" : "tunnel down", pg->rtt * 1000);
+	printf("store %s of %s (%.1f %%), %.0f evictions; streams %.0f active, %.0f opened\n\n",
+	       scli_bytes(pg->fill, a, sizeof a), scli_bytes(pg->size, b, sizeof b),
+	       pg->size > 0 ? 100 * pg->fill / pg->size : 0.0, pg->evict, pg->active, pg->opened);
+	printf("%-8s %12s %12s %10s %12s %9s %6s\n", "", "LAN", "WAN", "reduction", "DRE hits",
+	       "LZ ratio", "asks");
+	printf("%-8s %12s %12s %8.1f %% %12s %8.2fx %6.0f\n\n", "total",
+	       scli_bytes(pg->lan[0] + pg->lan[1], a, sizeof a),
+	       scli_bytes(pg->wan[0] + pg->wan[1], b, sizeof b), pg->red,
+	       scli_bytes(pg->hit, c, sizeof c), pg->lz, pg->asks);
+	if (!pg->nrows)
+		return;
+	printf("%6s  %-46s %-11s %10s %10s %7s %10s\n", "ID", "SOURCE -> DESTINATION", "MODE",
+	       "LAN", "WAN", "RED %", "DRE hits");
+	for (size_t i = 0; i < pg->nrows; i++) {
+		const struct scli_row *r = &pg->rows[i];
+		char path[200];
+		snprintf(path, sizeof path, "%s -> %s", r->src, r->dst);
+		printf("%6s  %-46s %-11s %10s %10s %7.1f %10s\n", r->id, path, r->mode,
+		       scli_bytes(r->lan, a, sizeof a), scli_bytes(r->wan, b, sizeof b), r->red,
+		       scli_bytes(r->hit, d, sizeof d));
+	}
+}
+
+/* The --help text. */
+static void scli_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: wanopt stats [--json] [--stats=HOST:PORT | -c FILE]\n\n"
+		"Shows the figures of a running edge or core: LAN and WAN bytes, reduction,\n"
+		"DRE hits, LZ ratio, asks, store fill and evictions, tunnel RTT, and every open\n"
+		"stream.  The address is --stats, else the `stats` key of the config FILE, else\n"
+		SCLI_DEFAULT_ADDR ".  The same data is served for monitoring at\n"
+		"http://HOST:PORT/metrics (Prometheus) and /stats.json.\n\n"
+		"  --json            print the JSON document instead of the table\n"
+		"  --stats=HOST:PORT the node's stats address\n"
+		"  -c FILE           read the address from an edge or core config file\n");
+}
+
+/* The `stats` address of an edge or core config file into a. */
+static int scli_addr_from_conf(const char *path, struct conf_addr *a)
+{
+	char err[1024], *argv[] = { "stats", "-c", (char *)path };
+	struct conf *c = conf_from_args(CONF_EDGE, 3, argv, err, sizeof err);
+
+	if (!c)
+		c = conf_from_args(CONF_CORE, 3, argv, err, sizeof err);
+	if (!c || !conf_stats(c)) {
+		fprintf(stderr, "wanopt stats: %s\n", c ? "no 'stats' key in the config" : err);
+		conf_free(c);
+		return -1;
+	}
+	*a = *conf_stats(c);
+	conf_free(c);
+	return 0;
+}
+
+/* Options into a and json; 0, 2 on usage error, -1 for --help (done). */
+static int scli_opts(int argc, char **argv, struct conf_addr *a, int *json)
+{
+	static const struct option lo[] = {
+		{ "json", no_argument, NULL, 'j' }, { "stats", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
+	};
+	const char *e;
+	int o;
+
+	conf_addr_parse(SCLI_DEFAULT_ADDR, a);
+	while ((o = getopt_long(argc, argv, "c:h", lo, NULL)) != -1) {
+		switch (o) {
+		case 'j': *json = 1; break;
+		case 's':
+			if ((e = conf_addr_parse(optarg, a))) {
+				fprintf(stderr, "--stats=%s: %s\n", optarg, e);
+				return 2;
+			}
+			break;
+		case 'c':
+			if (scli_addr_from_conf(optarg, a) < 0)
+				return 2;
+			break;
+		case 'h': scli_usage(stdout); return -1;
+		default: scli_usage(stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		scli_usage(stderr);
+		return 2;
+	}
+	return 0;
+}
+
+/* `wanopt stats`: 0 printed, 1 node unreachable, 2 usage error. */
+int px_cmd_stats(int argc, char **argv)
+{
+	struct conf_addr a;
+	struct scli_page pg = { .rows = NULL };
+	char err[512], as[CONF_HOST_MAX + 16], *body = NULL;
+	int json = 0, rc = scli_opts(argc, argv, &a, &json);
+
+	if (rc)
+		return rc < 0 ? 0 : rc;
+	conf_addr_format(&a, as, sizeof as);
+	if (stats_fetch(a.host, a.port, json ? "/stats.json" : "/metrics", 5000, &body,
+			err, sizeof err) < 0) {
+		fprintf(stderr, "wanopt stats: %s: %s\n", as, err);
+		return 1;
+	}
+	if (json) {
+		fputs(body, stdout);
+	} else {
+		scli_parse(body, &pg);
+		scli_print(&pg, as);
+		free(pg.rows);
+	}
+	free(body);
+	return 0;
+}

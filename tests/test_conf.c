@@ -1,0 +1,499 @@
+/* test_conf.c: the configuration parser: table-driven good and bad configs
+ * with their exact messages, overrides, matchers, reload. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <cmocka.h>
+
+#include "../proxy/cmd.h"
+#include "../proxy/daemon.h"
+#include "stats.h"
+#include "conf.h"
+
+#define EDGE_MIN "peer = core.example:4433\nstore = /var/lib/wanopt\ntls_cert = /p/e.crt\n" \
+		 "tls_key = /p/e.key\ntls_ca = /p/ca.crt\nforward = 127.0.0.1:2121 -> ftp.example:21\n"
+#define CORE_MIN "listen = [::]:4433\nstore = /var/lib/wanopt\ntls_cert = /p/c.crt\n" \
+		 "tls_key = /p/c.key\ntls_ca = /p/ca.crt\n"
+
+struct conf_case {
+	enum conf_role role;
+	const char *text;     /* NULL: no file */
+	const char *args[4];  /* NULL-terminated overrides */
+	const char *err;      /* NULL: must parse */
+};
+
+static const struct conf_case cases[] = {
+	{ CONF_EDGE, EDGE_MIN, { NULL }, NULL },
+	{ CONF_CORE, CORE_MIN, { NULL }, NULL },
+	{ CONF_CORE, CORE_MIN "allow = 10.0.0.0/8:80,443, [2001:db8::]/32, :1000-2000\n", { NULL }, NULL },
+	{ CONF_EDGE, EDGE_MIN "# comment\n\n  store_size = 100G  # trailing\r\n", { NULL }, NULL },
+	{ CONF_EDGE, EDGE_MIN "bogus = 1\n", { NULL }, "t.conf:7: unknown key 'bogus'" },
+	{ CONF_EDGE, EDGE_MIN "listen = 1.2.3.4:5\n", { NULL }, "t.conf:7: 'listen' is not a edge key" },
+	{ CONF_CORE, CORE_MIN "peer = a:1\n", { NULL }, "t.conf:6: 'peer' is not a core key" },
+	{ CONF_EDGE, "peer core:1\n", { NULL }, "t.conf:1: expected 'key = value'" },
+	{ CONF_EDGE, " = x\n", { NULL }, "t.conf:1: expected 'key = value'" },
+	{ CONF_EDGE, "peer =\n", { NULL }, "t.conf:1: 'peer' needs a value" },
+	{ CONF_EDGE, "peer = core\n", { NULL }, "t.conf:1: peer: expected HOST:PORT" },
+	{ CONF_EDGE, "peer = core:0\n", { NULL }, "t.conf:1: peer: bad port (expected 1-65535)" },
+	{ CONF_EDGE, "peer = core:65536\n", { NULL }, "t.conf:1: peer: bad port (expected 1-65535)" },
+	{ CONF_EDGE, "peer = ::1:80\n", { NULL }, "t.conf:1: peer: IPv6 addresses need brackets, e.g. [::1]:80" },
+	{ CONF_EDGE, "peer = [::1:80\n", { NULL }, "t.conf:1: peer: missing ']' after IPv6 address" },
+	{ CONF_EDGE, "peer = [nothex]:80\n", { NULL }, "t.conf:1: peer: bad IPv6 address" },
+	{ CONF_EDGE, "peer = :80\n", { NULL }, "t.conf:1: peer: missing host before ':PORT'" },
+	{ CONF_EDGE, "peer = a:1\n\npeer = b:2\n", { NULL }, "t.conf:3: 'peer' given twice (first at t.conf:1)" },
+	{ CONF_EDGE, "forward = 1.2.3.4:5\n", { NULL }, "t.conf:1: forward: expected LISTEN_HOST:PORT -> TARGET_HOST:PORT" },
+	{ CONF_EDGE, "forward = 1.2.3.4:5 -> x\n", { NULL }, "t.conf:1: forward: target address: expected HOST:PORT" },
+	{ CONF_EDGE, "forward = 1.2.3.4 -> x:1\n", { NULL }, "t.conf:1: forward: listen address: expected HOST:PORT" },
+	{ CONF_EDGE, EDGE_MIN "forward = 127.0.0.1:2121 -> b:1\n", { NULL },
+	  "t.conf:7: forward: listen address already used at t.conf:6" },
+	{ CONF_EDGE, "store_size = 10X\n", { NULL }, "t.conf:1: store_size: expected a size like 512M or 100G (suffixes K, M, G, T)" },
+	{ CONF_EDGE, "store_size = 1K\n", { NULL }, "t.conf:1: store_size: store_size too small (minimum 1M)" },
+	{ CONF_EDGE, "store_size = 99999999999T\n", { NULL }, "t.conf:1: store_size: size out of range" },
+	{ CONF_EDGE, "transparent = 0\n", { NULL }, "t.conf:1: transparent: expected a port (1-65535)" },
+	{ CONF_EDGE, "log_level = loud\n", { NULL }, "t.conf:1: log_level: expected error, warn, info or debug" },
+	{ CONF_EDGE, "fail_open = maybe\n", { NULL }, "t.conf:1: fail_open: expected refuse or direct" },
+	{ CONF_EDGE, "congestion = reno\n", { NULL }, "t.conf:1: congestion: expected bbr or cubic" },
+	{ CONF_EDGE, "tunnels = 0\n", { NULL }, "t.conf:1: tunnels: out of range (1-16)" },
+	{ CONF_CORE, "workers = x\n", { NULL }, "t.conf:1: workers: expected a number" },
+	{ CONF_EDGE, "link_rate = fast\n", { NULL }, "t.conf:1: link_rate: expected a rate in bit/s like 1.544M or 100Mbit" },
+	{ CONF_EDGE, "link_rtt = 2h\n", { NULL }, "t.conf:1: link_rtt: expected a round-trip time like 40ms or 0.3s (units us, ms, s)" },
+	{ CONF_EDGE, "optimize = turbo\n", { NULL }, "t.conf:1: optimize: expected full, lz, tfo or passthrough, then optional CIDR[:PORTS], ..." },
+	{ CONF_EDGE, "optimize = lz 10.0.0.0/33\n", { NULL }, "t.conf:1: optimize: bad address or CIDR '10.0.0.0/33'" },
+	{ CONF_CORE, "allow = 10.0.0.1/8\n", { NULL }, "t.conf:1: allow: '10.0.0.1/8' has host bits set beyond /8" },
+	{ CONF_CORE, "allow = 10.0.0.0/8, 443\n", { NULL }, "t.conf:1: allow: '443': a port must follow CIDR:PORTS or :PORTS" },
+	{ CONF_CORE, "allow = 10.0.0.0/8:80,,443\n", { NULL }, "t.conf:1: allow: empty entry in list" },
+	{ CONF_CORE, "allow = 2001:db8::/32\n", { NULL }, "t.conf:1: allow: IPv6 addresses need brackets: '[2001:db8::/32]'" },
+	{ CONF_CORE, "allow = :2000-1000\n", { NULL }, "t.conf:1: allow: bad port or range '2000-1000'" },
+	{ CONF_CORE, "allow = [::1\n", { NULL }, "t.conf:1: allow: missing ']' in '[::1'" },
+	{ CONF_CORE, "allow = 10.0.0.0/00000000000000000000000000000000000000000000000000000000000000000000000008\n",
+	  { NULL }, "t.conf:1: allow: bad address or CIDR '10.0.0.0/00000000000000000000000000000000000000000000000000000000000000000000000008'" },
+	{ CONF_EDGE, "store =#comment\n", { NULL }, "t.conf:1: 'store' needs a value" },
+	{ CONF_EDGE, "store = /s\n", { NULL }, "t.conf: missing required key 'peer'" },
+	{ CONF_CORE, "listen = [::]:1\nstore = /s\ntls_cert = c\ntls_key = k\n", { NULL },
+	  "t.conf: missing required key 'tls_ca'" },
+	{ CONF_EDGE, "peer = a:1\nstore = s\ntls_cert = c\ntls_key = k\ntls_ca = ca\n", { NULL },
+	  "t.conf: nothing to accelerate: give 'forward' or 'transparent'" },
+	{ CONF_EDGE, EDGE_MIN, { "--peer=x", NULL }, "--peer=x: peer: expected HOST:PORT" },
+	{ CONF_EDGE, EDGE_MIN, { "--nope=1", NULL }, "--nope=1: unknown key 'nope'" },
+	{ CONF_EDGE, EDGE_MIN, { "--peer", NULL }, "--peer: expected --key=value" },
+	{ CONF_EDGE, EDGE_MIN, { "--peer=a:1", "--peer=b:2", NULL }, "--peer=b:2: 'peer' given twice (first at --peer=a:1)" },
+	{ CONF_EDGE, EDGE_MIN, { "--peer=a:1", "--tls-ca=/x", NULL }, NULL },
+	{ CONF_EDGE, NULL, { "--peer=a:1", NULL }, "command line: missing required key 'store' (no -c FILE given)" },
+	{ CONF_CORE, NULL, { "--listen=[::1]:9", "--store=/s", "--tls_cert=c", "--tls_key=k" },
+	  "command line: missing required key 'tls_ca' (no -c FILE given)" },
+};
+
+/* Each case parses, or fails with exactly its message. */
+static void test_table(void **state)
+{
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		const struct conf_case *k = &cases[i];
+		char err[512] = "";
+		int n = 0;
+		while (n < 4 && k->args[n])
+			n++;
+		struct conf *c = conf_parse(k->role, "t.conf", k->text, n, (char *const *)k->args,
+					    err, sizeof err);
+		if (k->err) {
+			if (c || strcmp(err, k->err))
+				fail_msg("case %zu: expected '%s', got '%s'", i, k->err, c ? "(parsed)" : err);
+		} else if (!c) {
+			fail_msg("case %zu: unexpected error '%s'", i, err);
+		}
+		conf_free(c);
+	}
+}
+
+/* Queries return what the file and the overrides say; the command line wins. */
+static void test_values(void **state)
+{
+	char err[512];
+	char *args[] = { "--store_size=2G", "--forward=[::1]:80 -> web:80", "--log_level=debug" };
+	struct conf *c = conf_parse(CONF_EDGE, "/etc/wanopt/edge.conf",
+				    "peer = core.example:4433\ntls_cert = /p/e.crt\ntls_key = /p/e.key\n"
+				    "tls_ca = /p/ca.crt\nforward = 127.0.0.1:2121 -> ftp.example:21\n"
+				    "transparent = 3128\nstore_size = 512M\nlink_rate = 1.544M\n"
+				    "link_rtt = 40\ncongestion = cubic\ntunnels = 2\nstats = 127.0.0.1:9471\n"
+				    "fail_open = direct\nstore = rel/store\n" , 3, args, err, sizeof err);
+	assert_non_null(c);
+	assert_string_equal(conf_peer(c)->host, "core.example");
+	assert_int_equal(conf_peer(c)->port, 4433);
+	assert_null(conf_listen(c));
+	assert_int_equal(conf_stats(c)->port, 9471);
+	assert_int_equal(conf_transparent_port(c), 3128);
+	assert_int_equal(conf_store_size(c), 2ull << 30);
+	assert_int_equal(conf_forward_count(c), 1);
+	assert_string_equal(conf_forward(c, 0)->listen.host, "::1");
+	assert_string_equal(conf_forward(c, 0)->target.host, "web");
+	assert_null(conf_forward(c, 1));
+	assert_int_equal(conf_log_level(c), LOGL_DEBUG);
+	assert_int_equal(conf_link_rate(c), 1544000);
+	assert_int_equal(conf_link_rtt(c), 40000);
+	assert_int_equal(conf_congestion(c), CONF_CC_CUBIC);
+	assert_int_equal(conf_tunnels(c), 2);
+	assert_int_equal(conf_fail_open(c), CONF_FAIL_DIRECT);
+	assert_string_equal(conf_store(c), "/etc/wanopt/rel/store");
+	assert_string_equal(conf_tls_ca(c), "/p/ca.crt");
+	char *d = conf_dump(c);
+	assert_non_null(strstr(d, "forward = [::1]:80 -> web:80\n"));
+	assert_non_null(strstr(d, "store_size = 2G\n"));
+	free(d);
+	conf_free(c);
+	conf_free(NULL);
+}
+
+/* Fills a sockaddr from a numeric address. */
+static struct sockaddr *sa(struct sockaddr_storage *ss, const char *ip)
+{
+	memset(ss, 0, sizeof *ss);
+	struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+	if (inet_pton(AF_INET, ip, &s4->sin_addr) == 1)
+		s4->sin_family = AF_INET;
+	else if (inet_pton(AF_INET6, ip, &s6->sin6_addr) == 1)
+		s6->sin6_family = AF_INET6;
+	else
+		fail_msg("bad test address %s", ip);
+	return (struct sockaddr *)ss;
+}
+
+struct match_case {
+	const char *ip;
+	uint16_t port;
+	int allowed;
+};
+
+/* The allow list admits exactly its CIDRs and ports, IPv4-mapped included. */
+static void test_allow(void **state)
+{
+	static const struct match_case mc[] = {
+		{ "10.1.2.3", 80, 1 }, { "10.1.2.3", 443, 1 }, { "10.1.2.3", 22, 0 },
+		{ "11.0.0.1", 80, 0 }, { "::ffff:10.9.9.9", 443, 1 }, { "2001:db8::5", 22, 1 },
+		{ "2001:db9::5", 22, 0 }, { "192.168.1.1", 1500, 1 }, { "192.168.1.1", 2001, 0 },
+		{ "172.16.5.4", 8080, 1 }, { "172.16.5.4", 8081, 0 }, { "172.17.0.1", 8080, 0 },
+	};
+	char err[512];
+	struct sockaddr_storage ss;
+	struct conf *c = conf_parse(CONF_CORE, "t", CORE_MIN
+				    "allow = 10.0.0.0/8:80,443, [2001:db8::]/32, :1000-2000\n"
+				    "allow = 172.16.5.4:8080\n", 0, NULL, err, sizeof err);
+	assert_non_null(c);
+	for (size_t i = 0; i < sizeof mc / sizeof mc[0]; i++)
+		if (conf_allow_match(c, sa(&ss, mc[i].ip), mc[i].port) != mc[i].allowed)
+			fail_msg("%s port %u: expected %d", mc[i].ip, mc[i].port, mc[i].allowed);
+	conf_free(c);
+	/* No allow line: nothing at all is allowed. */
+	c = conf_parse(CONF_CORE, "t", CORE_MIN, 0, NULL, err, sizeof err);
+	assert_non_null(c);
+	assert_int_equal(conf_allow_match(c, sa(&ss, "127.0.0.1"), 80), 0);
+	assert_int_equal(conf_allow_match(c, sa(&ss, "::1"), 80), 0);
+	conf_free(c);
+}
+
+/* Targeted rules match first; the untargeted rule is the default. */
+static void test_optimize(void **state)
+{
+	char err[512];
+	struct sockaddr_storage ss;
+	struct conf *c = conf_parse(CONF_EDGE, "t", EDGE_MIN "optimize = passthrough :22,443\n"
+				    "optimize = lz\noptimize = tfo [fd00::]/8:80, 10.0.0.0/8\n",
+				    0, NULL, err, sizeof err);
+	assert_non_null(c);
+	assert_int_equal(conf_optimize_for(c, sa(&ss, "1.2.3.4"), 22), CONF_OPT_PASSTHROUGH);
+	assert_int_equal(conf_optimize_for(c, NULL, 443), CONF_OPT_PASSTHROUGH);
+	assert_int_equal(conf_optimize_for(c, sa(&ss, "10.2.3.4"), 8080), CONF_OPT_TFO);
+	assert_int_equal(conf_optimize_for(c, sa(&ss, "fd12::1"), 80), CONF_OPT_TFO);
+	assert_int_equal(conf_optimize_for(c, sa(&ss, "fd12::1"), 81), CONF_OPT_LZ);
+	assert_int_equal(conf_optimize_for(c, sa(&ss, "8.8.8.8"), 80), CONF_OPT_LZ);
+	conf_free(c);
+	c = conf_parse(CONF_EDGE, "t", EDGE_MIN, 0, NULL, err, sizeof err);
+	assert_int_equal(conf_optimize_for(c, sa(&ss, "8.8.8.8"), 80), CONF_OPT_FULL);
+	conf_free(c);
+}
+
+/* Value parsers: sizes, rates, durations. */
+static void test_units(void **state)
+{
+	uint64_t v;
+	struct conf_addr a;
+	assert_null(conf_size_parse("1024", &v)); assert_int_equal(v, 1024);
+	assert_null(conf_size_parse("4k", &v)); assert_int_equal(v, 4096);
+	assert_null(conf_size_parse("3MiB", &v)); assert_int_equal(v, 3u << 20);
+	assert_null(conf_size_parse("2TB", &v)); assert_int_equal(v, 2ull << 40);
+	assert_non_null(conf_size_parse("-1G", &v));
+	assert_non_null(conf_size_parse("", &v));
+	assert_null(conf_addr_parse("[fe80::1]:443", &a));
+	assert_string_equal(a.host, "fe80::1");
+	char b[300];
+	assert_string_equal(conf_addr_format(&a, b, sizeof b), "[fe80::1]:443");
+}
+
+/* Writes text to a fresh temporary file; returns its malloc'd path. */
+static char *write_tmp(const char *text)
+{
+	char *path = strdup("/tmp/wanopt-test-conf-XXXXXX");
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	return path;
+}
+
+/* -c FILE with overrides; reload sees the new file, flags restart-only keys. */
+static void test_args_reload(void **state)
+{
+	char err[512], key[32];
+	char *path = write_tmp(EDGE_MIN "log_level = warn\n");
+	char *argv[] = { "edge", "-c", path, "--store_size=1G" };
+	struct conf *c = conf_from_args(CONF_EDGE, 4, argv, err, sizeof err), *n;
+	assert_non_null(c);
+	assert_int_equal(conf_log_level(c), LOGL_WARN);
+	assert_int_equal(conf_store_size(c), 1ull << 30);
+	FILE *f = fopen(path, "w");
+	fputs(EDGE_MIN "log_level = debug\nforward = [::]:99 -> x:1\n", f);
+	fclose(f);
+	n = conf_reload(c, err, sizeof err);
+	assert_non_null(n);
+	assert_int_equal(conf_log_level(n), LOGL_DEBUG);
+	assert_int_equal(conf_forward_count(n), 2);
+	assert_int_equal(conf_store_size(n), 1ull << 30);
+	assert_int_equal(conf_restart_needed(c, n, key, sizeof key), 0);
+	conf_free(n);
+	f = fopen(path, "w");
+	fputs(EDGE_MIN "peer = other:1\n", f);
+	fclose(f);
+	n = conf_reload(c, err, sizeof err);
+	assert_null(n);
+	char want[600];
+	snprintf(want, sizeof want, "%s:7: 'peer' given twice (first at %s:1)", path, path);
+	assert_string_equal(err, want);
+	f = fopen(path, "w");
+	fputs(EDGE_MIN "tunnels = 3\n", f);
+	fclose(f);
+	n = conf_reload(c, err, sizeof err);
+	assert_non_null(n);
+	assert_int_equal(conf_restart_needed(c, n, key, sizeof key), 1);
+	assert_string_equal(key, "tunnels");
+	conf_free(n);
+	conf_free(c);
+	char *bad[] = { "edge", "stray" };
+	assert_null(conf_from_args(CONF_EDGE, 2, bad, err, sizeof err));
+	assert_string_equal(err, "stray: unexpected argument (expected -c FILE or --key=value)");
+	char *missing[] = { "edge", "-c", "/nonexistent/x.conf" };
+	assert_null(conf_from_args(CONF_EDGE, 3, missing, err, sizeof err));
+	assert_string_equal(err, "/nonexistent/x.conf: cannot open: No such file or directory");
+	unlink(path);
+	free(path);
+}
+
+/* The shipped example configs parse; `wanopt conf` exits 2 on a bad one. */
+static void test_examples_cli(void **state)
+{
+	char err[512];
+	char *e[] = { "edge", "-c", "conf/edge.conf" }, *c[] = { "core", "-c", "conf/core.conf" };
+	struct conf *cf = conf_from_args(CONF_EDGE, 3, e, err, sizeof err);
+	if (!cf)
+		fail_msg("conf/edge.conf: %s", err);
+	assert_string_equal(conf_tls_ca(cf), "conf/pki/ca.crt");
+	conf_free(cf);
+	cf = conf_from_args(CONF_CORE, 3, c, err, sizeof err);
+	if (!cf)
+		fail_msg("conf/core.conf: %s", err);
+	struct sockaddr_storage ss;
+	struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+	memset(&ss, 0, sizeof ss);
+	s4->sin_family = AF_INET;
+	inet_pton(AF_INET, "10.20.0.15", &s4->sin_addr);
+	assert_true(conf_allow_match(cf, (struct sockaddr *)&ss, 445));
+	assert_false(conf_allow_match(cf, (struct sockaddr *)&ss, 22));
+	conf_free(cf);
+	char *bad[] = { "conf", "core", "-c", "conf/edge.conf" };
+	assert_int_equal(px_cmd_conf(4, bad), 2);
+	char *good[] = { "conf", "edge", "-c", "conf/edge.conf", "--log_level=warn" };
+	assert_int_equal(px_cmd_conf(5, good), 0);
+}
+
+/* Reads what the logger wrote into the pipe. */
+static char *drain(int fd)
+{
+	static char buf[4096];
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	buf[n > 0 ? n : 0] = 0;
+	return buf;
+}
+
+/* Log lines: threshold, one line per event, escapes, ident, journal prefix. */
+static void test_log(void **state)
+{
+	int p[2];
+	enum log_level l;
+	assert_int_equal(pipe(p), 0);
+	fcntl(p[0], F_SETFL, O_NONBLOCK);
+	log_set_fd(p[1]);
+	log_set_ident("edge");
+	log_set_level(LOGL_WARN);
+	log_info("hidden %d", 1);
+	log_debug("hidden too");
+	assert_string_equal(drain(p[0]), "");
+	log_warn("tunnel down: %s", "refused\nfake line");
+	char *out = drain(p[0]);
+	assert_non_null(strstr(out, "Z edge warn: tunnel down: refused\\x0afake line\n"));
+	assert_int_equal(strchr(out, '\n') - out, (long)strlen(out) - 1); /* one line */
+	assert_int_equal(log_level_parse("debug", &l), 0);
+	assert_int_equal(l, LOGL_DEBUG);
+	assert_int_equal(log_level_parse("loud", &l), -1);
+	assert_string_equal(log_level_name(LOGL_ERROR), "error");
+	/* Under systemd (JOURNAL_STREAM names the fd): priority prefix, no time. */
+	struct stat st;
+	char js[64];
+	fstat(p[1], &st);
+	snprintf(js, sizeof js, "%llu:%llu", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+	setenv("JOURNAL_STREAM", js, 1);
+	log_set_fd(p[1]);
+	log_error("store %s", "full");
+	assert_string_equal(drain(p[0]), "<3>edge error: store full\n");
+	unsetenv("JOURNAL_STREAM");
+	log_set_fd(-1);
+	log_set_ident(NULL);
+	log_set_level(LOGL_INFO);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* Hooks of the test daemon: each reports to a pipe. */
+static int hook_fd = -1;
+
+static void report(const char *what)
+{
+	ssize_t n = write(hook_fd, what, strlen(what) + 1);
+	(void)n;
+}
+
+static int hook_start(struct px_daemon *d, void *arg)
+{
+	report("start");
+	return 0;
+}
+
+static int hook_reload(struct px_daemon *d, const struct conf *old, const struct conf *c, void *arg)
+{
+	report(conf_log_level(c) == LOGL_DEBUG ? "reload debug" : "reload other");
+	return 0;
+}
+
+static void hook_drain(struct px_daemon *d, void *arg)
+{
+	report("drain");
+	px_daemon_exit(d, 0);
+}
+
+/* Waits for the next report from the child (NUL-terminated). */
+static void expect(int fd, const char *want)
+{
+	char buf[64];
+	size_t n = 0;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	while (n < sizeof buf - 1) {
+		assert_int_equal(poll(&p, 1, 5000), 1);
+		assert_int_equal(read(fd, buf + n, 1), 1);
+		if (buf[n++] == 0)
+			break;
+	}
+	assert_string_equal(buf, want);
+}
+
+/* The daemon shell: --help, exit 2 on a bad config, stats server up, SIGHUP
+ * re-reads the file (a broken file keeps the old config), SIGTERM drains. */
+static void test_daemon(void **state)
+{
+	static const struct px_daemon_hooks hooks = { hook_start, hook_reload, hook_drain, NULL };
+	char *bad[] = { "core", "--listen=x" };
+	assert_int_equal(px_daemon_main(CONF_CORE, 2, bad, &hooks, NULL), 2);
+	char *path = write_tmp(CORE_MIN "stats = 127.0.0.1:19471\nstore_size = 3G\n");
+	char *argv[] = { "core", "-c", path, "--log_level=warn" };
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(p[0]);
+		hook_fd = p[1];
+		_exit(px_daemon_main(CONF_CORE, 4, argv, &hooks, NULL));
+	}
+	close(p[1]);
+	expect(p[0], "start");
+	char err[256], *body = NULL;
+	assert_int_equal(stats_fetch("127.0.0.1", 19471, "/metrics", 5000, &body, err, sizeof err), 0);
+	assert_non_null(strstr(body, "wanopt_info{role=\"core\"} 1\n"));
+	assert_non_null(strstr(body, "wanopt_store_size_bytes 3221225472\n"));
+	free(body);
+	FILE *f = fopen(path, "w");
+	fputs(CORE_MIN "stats = 127.0.0.1:19471\nbroken\n", f);
+	fclose(f);
+	kill(pid, SIGHUP); /* rejected: no reload hook call */
+	usleep(200000);
+	f = fopen(path, "w");
+	fputs(CORE_MIN "stats = 127.0.0.1:19471\n", f);
+	fclose(f);
+	usleep(200000);
+	kill(pid, SIGHUP);
+	expect(p[0], "reload other"); /* --log_level=warn still wins over the file */
+	kill(pid, SIGTERM);
+	expect(p[0], "drain");
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	close(p[0]);
+	unlink(path);
+	free(path);
+}
+
+/* As root, runs in a fresh network namespace with only lo (up). */
+static void private_netns(void)
+{
+	struct ifreq ifr = { 0 };
+	int fd;
+
+	if (geteuid() != 0 || unshare(CLONE_NEWNET) < 0)
+		return;
+	fd = socket(AF_INET, SOCK_DGRAM, 0);
+	snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+	if (ioctl(fd, SIOCGIFFLAGS, &ifr) == 0) {
+		ifr.ifr_flags |= IFF_UP;
+		ioctl(fd, SIOCSIFFLAGS, &ifr);
+	}
+	close(fd);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_table),
+		cmocka_unit_test(test_values),
+		cmocka_unit_test(test_allow),
+		cmocka_unit_test(test_optimize),
+		cmocka_unit_test(test_units),
+		cmocka_unit_test(test_args_reload),
+		cmocka_unit_test(test_examples_cli),
+		cmocka_unit_test(test_log),
+		cmocka_unit_test(test_daemon),
+	};
+	private_netns();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

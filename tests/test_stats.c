@@ -1,0 +1,289 @@
+/* test_stats.c: the counter registry, its Prometheus and JSON renderings, the
+ * HTTP server on a real libevent loop, and `wanopt stats` against it. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <cmocka.h>
+
+#include <event2/event.h>
+#include <event2/thread.h>
+
+#include "../proxy/cmd.h"
+#include "stats.h"
+
+/* Fills a registry with two streams of known figures. */
+static struct stats *sample_registry(struct stats_stream **a, struct stats_stream **b)
+{
+	struct stats *s = stats_create("edge");
+	assert_non_null(s);
+	*a = stats_stream_open(s, "10.0.0.5:41000", "10.1.1.1:21", "full");
+	*b = stats_stream_open(s, "[fd00::5]:5000", "[fd01::1]:443", "tfo");
+	stats_stream_add(*a, STATS_LAN_IN, 1000);
+	stats_stream_add(*a, STATS_LAN_OUT, 999000);
+	stats_stream_add(*a, STATS_WAN_IN, 10000);
+	stats_stream_add(*a, STATS_WAN_OUT, 40000);
+	stats_stream_add(*a, STATS_DRE_HIT, 900000);
+	stats_stream_add(*a, STATS_LZ_IN, 90000);
+	stats_stream_add(*a, STATS_LZ_OUT, 30000);
+	stats_stream_add(*a, STATS_ASKS, 2);
+	stats_stream_add(*b, STATS_LAN_IN, 5000);
+	stats_stream_add(*b, STATS_WAN_OUT, 5000);
+	stats_set(s, STATS_STORE_FILL, 1u << 30);
+	stats_set(s, STATS_STORE_SIZE, 10ull << 30);
+	stats_set(s, STATS_STORE_EVICTIONS, 7);
+	stats_set(s, STATS_TUNNEL_RTT_US, 40100);
+	stats_set(s, STATS_TUNNELS_UP, 1);
+	return s;
+}
+
+/* Counters per stream and total; closing keeps the totals. */
+static void test_counters(void **state)
+{
+	struct stats_stream *a, *b;
+	char buf[256];
+	struct stats *s = sample_registry(&a, &b);
+	assert_int_equal(stats_stream_id(a), 1);
+	assert_int_equal(stats_stream_id(b), 2);
+	assert_int_equal(stats_stream_get(a, STATS_LAN_OUT), 999000);
+	assert_int_equal(stats_total(s, STATS_LAN_IN), 6000);
+	assert_int_equal(stats_total(s, STATS_WAN_OUT), 45000);
+	assert_int_equal(stats_active(s), 2);
+	assert_string_equal(stats_stream_summary(a, buf, sizeof buf),
+			    "lan 1.0 MB wan 50.0 KB (95.0 % less) dre hits 900.0 KB lz 3.00x asks 2");
+	stats_stream_close(b);
+	assert_int_equal(stats_active(s), 1);
+	assert_int_equal(stats_total(s, STATS_WAN_OUT), 45000);
+	stats_stream_add(NULL, STATS_LAN_IN, 5);
+	stats_stream_close(NULL);
+	assert_true(stats_reduction(0, 10) == 0);
+	assert_true(stats_reduction(100, 25) == 75);
+	stats_free(s); /* closes a */
+	stats_free(NULL);
+}
+
+struct adder {
+	struct stats *s;
+	int n;
+};
+
+/* Opens, counts into and closes streams from a thread. */
+static void *adder_main(void *arg)
+{
+	struct adder *ad = arg;
+	for (int i = 0; i < ad->n; i++) {
+		struct stats_stream *st = stats_stream_open(ad->s, "a", "b", "full");
+		for (int k = 0; k < 10; k++)
+			stats_stream_add(st, STATS_LAN_IN, 3);
+		stats_stream_close(st);
+	}
+	return NULL;
+}
+
+/* Concurrent updates from several threads add up exactly. */
+static void test_threads(void **state)
+{
+	struct stats *s = stats_create("core");
+	pthread_t t[4];
+	struct adder ad = { s, 2000 };
+	for (int i = 0; i < 4; i++)
+		pthread_create(&t[i], NULL, adder_main, &ad);
+	for (int i = 0; i < 4; i++) {
+		char *p = stats_render_prom(s); /* rendering while streams come and go */
+		free(p);
+	}
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	assert_int_equal(stats_total(s, STATS_LAN_IN), 4 * 2000 * 30);
+	assert_int_equal(stats_active(s), 0);
+	stats_free(s);
+}
+
+/* Prometheus text: totals, gauges and per-stream samples with labels. */
+static void test_render(void **state)
+{
+	struct stats_stream *a, *b;
+	struct stats *s = sample_registry(&a, &b);
+	char *p = stats_render_prom(s);
+	static const char *const want[] = {
+		"# TYPE wanopt_lan_bytes_total counter\n",
+		"wanopt_lan_bytes_total{dir=\"in\"} 6000\n",
+		"wanopt_lan_bytes_total{dir=\"out\"} 999000\n",
+		"wanopt_wan_bytes_total{dir=\"out\"} 45000\n",
+		"wanopt_reduction_percent 94.53\n",
+		"wanopt_dre_hit_bytes_total 900000\n",
+		"wanopt_lz_ratio 3.000\n",
+		"wanopt_asks_total 2\n",
+		"wanopt_info{role=\"edge\"} 1\n",
+		"wanopt_active_streams 2\n",
+		"wanopt_store_fill_bytes 1073741824\n",
+		"wanopt_store_evictions_total 7\n",
+		"wanopt_tunnel_rtt_seconds 0.040100\n",
+		"wanopt_stream_lan_bytes{id=\"1\",src=\"10.0.0.5:41000\",dst=\"10.1.1.1:21\",mode=\"full\"} 1000000\n",
+		"wanopt_stream_reduction_percent{id=\"2\",src=\"[fd00::5]:5000\",dst=\"[fd01::1]:443\",mode=\"tfo\"} 0.000\n",
+	};
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+		if (!strstr(p, want[i]))
+			fail_msg("missing from /metrics: %s\n%s", want[i], p);
+	free(p);
+	p = stats_render_json(s);
+	assert_non_null(strstr(p, "{\"role\":\"edge\",\"uptime_s\":"));
+	assert_non_null(strstr(p, "\"total\":{\"lan_in\":6000,\"lan_out\":999000,\"wan_in\":10000,"
+				  "\"wan_out\":45000,\"dre_hit_bytes\":900000,\"lz_in\":90000,"
+				  "\"lz_out\":30000,\"asks\":2,\"reduction_pct\":94.53,\"lz_ratio\":3.000,"
+				  "\"streams_opened\":2,\"active_streams\":2}"));
+	assert_non_null(strstr(p, "\"store\":{\"fill_bytes\":1073741824,\"size_bytes\":10737418240,"
+				  "\"evictions\":7},\"tunnel\":{\"rtt_us\":40100,\"up\":1}"));
+	assert_non_null(strstr(p, "{\"id\":1,\"src\":\"10.0.0.5:41000\",\"dst\":\"10.1.1.1:21\","
+				  "\"mode\":\"full\",\"age_s\":"));
+	free(p);
+	/* Label values are escaped. */
+	struct stats_stream *q = stats_stream_open(s, "a\"b", "c\\d", "e\nf");
+	p = stats_render_prom(s);
+	assert_non_null(strstr(p, "src=\"a\\\"b\",dst=\"c\\\\d\",mode=\"e\\nf\""));
+	free(p);
+	stats_stream_close(q);
+	stats_free(s);
+}
+
+/* A server loop on its own thread. */
+struct server {
+	struct event_base *base;
+	struct stats_http *h;
+	pthread_t t;
+};
+
+static void *server_main(void *arg)
+{
+	struct server *sv = arg;
+	event_base_loop(sv->base, EVLOOP_NO_EXIT_ON_EMPTY);
+	return NULL;
+}
+
+/* Captures what fn writes to stdout. */
+static char *capture_stdout(int (*fn)(int, char **), int argc, char **argv, int *rc)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *tmp = tmpfile();
+	int saved = dup(1);
+	fflush(stdout);
+	dup2(fileno(tmp), 1);
+	*rc = fn(argc, argv);
+	fflush(stdout);
+	dup2(saved, 1);
+	close(saved);
+	long n = ftell(tmp);
+	rewind(tmp);
+	buf = calloc(1, (size_t)n + 1);
+	len = fread(buf, 1, (size_t)n, tmp);
+	buf[len] = 0;
+	fclose(tmp);
+	return buf;
+}
+
+/* The HTTP server answers /metrics, /stats.json and 404; `wanopt stats`
+ * prints the table and the JSON. */
+static void test_http(void **state)
+{
+	struct stats_stream *a, *b;
+	struct stats *s = sample_registry(&a, &b);
+	struct server sv;
+	char err[256], *body = NULL, addr[64];
+	int rc;
+
+	sv.base = event_base_new();
+	sv.h = stats_http_start(sv.base, s, "127.0.0.1", 0, err, sizeof err);
+	assert_non_null(sv.h);
+	uint16_t port = stats_http_port(sv.h);
+	assert_true(port > 0);
+	pthread_create(&sv.t, NULL, server_main, &sv);
+
+	assert_int_equal(stats_fetch("127.0.0.1", port, "/metrics", 5000, &body, err, sizeof err), 0);
+	assert_non_null(strstr(body, "wanopt_lan_bytes_total{dir=\"in\"} 6000\n"));
+	free(body);
+	assert_int_equal(stats_fetch("127.0.0.1", port, "/stats.json", 5000, &body, err, sizeof err), 0);
+	assert_int_equal(strncmp(body, "{\"role\":\"edge\"", 14), 0);
+	free(body);
+	assert_int_equal(stats_fetch("127.0.0.1", port, "/nope", 5000, &body, err, sizeof err), -1);
+	assert_string_equal(err, "GET /nope: HTTP status 404");
+
+	snprintf(addr, sizeof addr, "--stats=127.0.0.1:%u", port);
+	char *argv[] = { "stats", addr, NULL };
+	char *out = capture_stdout(px_cmd_stats, 2, argv, &rc);
+	assert_int_equal(rc, 0);
+	static const char *const want[] = {
+		"wanopt edge at 127.0.0.1:", "tunnel up, tunnel RTT 40.1 ms\n",
+		"store 1.1 GB of 10.7 GB (10.0 %), 7 evictions; streams 2 active, 2 opened\n",
+		"total          1.0 MB      55.0 KB     94.5 %     900.0 KB     3.00x      2\n",
+		"10.0.0.5:41000 -> 10.1.1.1:21", "[fd00::5]:5000 -> [fd01::1]:443",
+	};
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+		if (!strstr(out, want[i]))
+			fail_msg("missing from the table: '%s'\n%s", want[i], out);
+	free(out);
+	char *jargv[] = { "stats", "--json", addr, NULL };
+	optind = 0;
+	out = capture_stdout(px_cmd_stats, 3, jargv, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(strncmp(out, "{\"role\":\"edge\"", 14), 0);
+	free(out);
+
+	/* IPv6 too. */
+	struct stats_http *h6 = stats_http_start(sv.base, s, "::1", 0, err, sizeof err);
+	assert_non_null(h6);
+	assert_int_equal(stats_fetch("::1", stats_http_port(h6), "/stats.json", 5000, &body, err,
+				     sizeof err), 0);
+	free(body);
+
+	event_base_loopbreak(sv.base);
+	pthread_join(sv.t, NULL);
+	stats_http_free(sv.h);
+	stats_http_free(h6);
+	event_base_free(sv.base);
+	/* Nothing listening any more: the client fails cleanly. */
+	optind = 0;
+	out = capture_stdout(px_cmd_stats, 2, argv, &rc);
+	assert_int_equal(rc, 1);
+	free(out);
+	stats_free(s);
+}
+
+/* As root, runs in a fresh network namespace with only lo (up). */
+static void private_netns(void)
+{
+	struct ifreq ifr = { 0 };
+	int fd;
+
+	if (geteuid() != 0 || unshare(CLONE_NEWNET) < 0)
+		return;
+	fd = socket(AF_INET, SOCK_DGRAM, 0);
+	snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+	if (ioctl(fd, SIOCGIFFLAGS, &ifr) == 0) {
+		ifr.ifr_flags |= IFF_UP;
+		ioctl(fd, SIOCSIFFLAGS, &ifr);
+	}
+	close(fd);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_counters),
+		cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_render),
+		cmocka_unit_test(test_http),
+	};
+	private_netns();
+	evthread_use_pthreads();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
