@@ -431,6 +431,18 @@ int mux_input(mux *m, struct evbuffer *in, uint32_t *goaway, char *err, size_t e
 
 /* ---- output ----------------------------------------------------------- */
 
+/* Queue s's OPEN now (before a control frame about s): control frames
+ * leave ahead of stream turns, and the peer must know s first. */
+void mux_stream_announce(tun_stream *s)
+{
+	tun_frame f = { .type = PROTO_OPEN, .sid = s->sid, .u.open = s->open };
+
+	if (!(s->flags & SF_OPEN_PENDING))
+		return;
+	s->flags &= ~SF_OPEN_PENDING;
+	mux_ctl_frame(s->m, &f);
+}
+
 /* Give s one scheduler turn: OPEN, up to a quantum of DATA, CLOSE. */
 static void stream_turn(mux *m, tun_stream *s, struct evbuffer *out)
 {

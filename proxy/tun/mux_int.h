@@ -69,6 +69,8 @@ struct mux {
 void mux_ctl_frame(mux *m, const tun_frame *f);
 /* Put s on the scheduler list if it has something to send. */
 void mux_stream_activate(tun_stream *s);
+/* Queue s's OPEN at once if it is still pending. */
+void mux_stream_announce(tun_stream *s);
 /* Reset s from our side with code (RESET goes out if the peer knows s). */
 void mux_stream_reset_local(tun_stream *s, uint32_t code);
 /* Queue s for freeing once its owner freed it and it finished. */

@@ -126,6 +126,7 @@ int tun_stream_ask(tun_stream *s, uint64_t seq)
 
 	if (!s->m || (s->flags & SF_DEAD))
 		return TUN_ECLOSED;
+	mux_stream_announce(s);
 	mux_ctl_frame(s->m, &f);
 	return TUN_OK;
 }
@@ -137,6 +138,7 @@ int tun_stream_ack(tun_stream *s, uint64_t seq)
 
 	if (!s->m || (s->flags & SF_DEAD))
 		return TUN_ECLOSED;
+	mux_stream_announce(s);
 	if (!(s->flags & SF_FIN_RCVD)) {
 		f.u.ack.credit = s->recv_grant;
 		s->recv_left += s->recv_grant;
