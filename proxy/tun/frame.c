@@ -196,7 +196,8 @@ static long enc_payload(const tun_frame *f, uint8_t *p)
 	case PROTO_DATA:
 		if (f->len > PROTO_MAX_PAYLOAD || (f->len && !f->payload))
 			return -1;
-		memcpy(p, f->payload, f->len);
+		if (f->len)
+			memcpy(p, f->payload, f->len);
 		return f->len;
 	case PROTO_CLOSE: return 0;
 	case PROTO_RESET: put32(p, f->u.reset); return PROTO_RESET_LEN;
