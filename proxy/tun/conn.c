@@ -56,7 +56,8 @@ struct tun_conn {
 	tun_hello hello;            /* the peer's */
 	unsigned version;
 	uint32_t caps;
-	int goaway_rcvd;
+	int goaway_rcvd;            /* the peer sent GOAWAY: no new streams here */
+	int goaway_sent;            /* we sent GOAWAY: close once the streams are done */
 	char goaway_text[PROTO_GOAWAY_TEXT_MAX + 1];
 	uint64_t last_rx_us, rtt_us;
 	char peer[PROTO_NAME_MAX + 80];
@@ -116,6 +117,11 @@ int tun_ep_init(struct tun_ep *ep, struct event_base *base, const tun_config *cf
 	    c->version_min > c->version_max || c->role > PROTO_ROLE_TOOL ||
 	    c->sendq_max < c->sendq_hiwat || c->backoff_min_ms > c->backoff_max_ms) {
 		snprintf(err, errlen, "tunnel configuration: a value is out of range");
+		return TUN_EINVAL;
+	}
+	if (!ep->node_name[0] || (cfg->node_name && strlen(cfg->node_name) > PROTO_NAME_MAX)) {
+		snprintf(err, errlen, "tunnel configuration: node name must be 1..%d characters",
+			 PROTO_NAME_MAX);
 		return TUN_EINVAL;
 	}
 	for (const char *p = ep->node_name; *p; p++) {
@@ -202,9 +208,16 @@ static void ops_goaway(void *arg, uint32_t code, const char *text)
 {
 	tun_conn *c = arg;
 
+	int slot = c->slot;
+
 	c->goaway_rcvd = 1;
 	snprintf(c->goaway_text, sizeof(c->goaway_text), "%s", text[0] ? text : "no reason given");
 	(void)code;
+	/* a client slot dials a replacement while this one drains */
+	if (slot >= 0 && c->ep->conn_gone) {
+		c->slot = -1;
+		c->ep->conn_gone(c->ep, slot, 1);
+	}
 }
 
 static const mux_ops conn_mux_ops = {
@@ -220,8 +233,11 @@ static void conn_pump(evutil_socket_t fd, short what, void *arg)
 	tun_conn *c = arg;
 
 	(void)fd; (void)what;
-	if (c->m && c->state != CS_CLOSING)
-		mux_output(c->m, bufferevent_get_output(c->bev), CONN_OUT_TARGET);
+	if (!c->m || c->state == CS_CLOSING)
+		return;
+	mux_output(c->m, bufferevent_get_output(c->bev), CONN_OUT_TARGET);
+	if (c->state == CS_UP && (c->goaway_rcvd || c->goaway_sent) && mux_streams(c->m) == 0 && !mux_pending(c->m))
+		conn_fail(c, PROTO_GOAWAY_NORMAL, "drained after GOAWAY");
 }
 
 /* Frames arrived. */
@@ -370,7 +386,7 @@ static void conn_fail(tun_conn *c, uint32_t code, const char *why)
 		ep->nup--;
 	mux_free(c->m);        /* streams get on_reset(TUNNEL_DOWN) */
 	c->m = NULL;
-	if (ep->conn_gone)
+	if (ep->conn_gone && c->slot >= 0)
 		ep->conn_gone(ep, c->slot, was_up);
 	if (was_up && ep->cbs.on_down)
 		ep->cbs.on_down(c, ep->arg, msg);
@@ -575,6 +591,8 @@ tun_stream *tun_conn_open(tun_conn *c, const tun_open_info *o,
 /* Send GOAWAY on c. */
 void tun_conn_goaway(tun_conn *c, const char *text)
 {
-	if (c->m)
-		mux_goaway(c->m, PROTO_GOAWAY_NORMAL, text);
+	if (!c->m || c->state != CS_UP || c->goaway_sent)
+		return;
+	c->goaway_sent = 1;
+	mux_goaway(c->m, PROTO_GOAWAY_NORMAL, text);
 }
