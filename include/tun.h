@@ -11,7 +11,7 @@
  *   tun_stream  one byte stream in each direction, owned by the layer above.
  *
  * Everything runs on the caller's libevent base, from one thread; nothing is
- * thread-safe.  Errors never go to a log: they are returned (enum tun_err,
+ * thread-safe.  The process must ignore SIGPIPE (TLS writes use write(2)).  Errors never go to a log: they are returned (enum tun_err,
  * tun_strerror), written into the caller's buffer, or reported through the
  * on_error/on_down callbacks as a message naming the peer address.  Do not
  * free a tun_client/tun_server from inside one of its callbacks.
@@ -82,6 +82,12 @@ int tun_target_from_sockaddr(tun_target *t, const struct sockaddr *sa);
 /* "1.2.3.4:80", "[::1]:80" or "name:80" into buf; returns buf. */
 char *tun_target_format(const tun_target *t, char *buf, size_t len);
 
+/* Traffic counters. */
+typedef struct tun_stats {
+	uint64_t bytes_in, bytes_out; /* frame bytes (headers included) received / sent, before TLS */
+	uint64_t data_in, data_out;   /* DATA payload bytes received / framed for sending */
+} tun_stats;
+
 /* ---- streams ------------------------------------------------------------ */
 
 typedef struct tun_stream tun_stream;
@@ -136,6 +142,8 @@ void tun_stream_free(tun_stream *s);
 uint32_t tun_stream_id(const tun_stream *s);
 /* Its connection, or NULL once the stream is dead. */
 tun_conn *tun_stream_conn(const tun_stream *s);
+/* DATA payload counters of this stream (bytes_* are 0). */
+void tun_stream_get_stats(const tun_stream *s, tun_stats *st);
 
 /* ---- connections -------------------------------------------------------- */
 
@@ -196,6 +204,8 @@ uint32_t tun_conn_caps(const tun_conn *c);
 uint64_t tun_conn_rtt_us(const tun_conn *c);
 /* Streams currently open on c. */
 unsigned tun_conn_streams(const tun_conn *c);
+/* Counters of c since it connected. */
+void tun_conn_get_stats(const tun_conn *c, tun_stats *st);
 /* Open a stream on c.  Its OPEN and first DATA leave together.  NULL with
  * *err set (TUN_EDOWN, TUN_ELIMIT, TUN_EGOAWAY, TUN_ENOMEM) on failure. */
 tun_stream *tun_conn_open(tun_conn *c, const tun_open_info *o,

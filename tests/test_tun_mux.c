@@ -261,6 +261,11 @@ static void test_many_streams_byte_exact(void **state)
 				 x.c[i].got, x.s[i].got, x.c[i].expect, x.s[i].expect);
 	}
 	fprintf(stderr, "  %d streams, %.1f MB both ways in %.0f ms\n", NSTREAMS, total / 1e6, dt);
+	tun_stats cs, ss, st;
+	tun_conn *cconn = tun_stream_conn(x.c[0].s);
+	tun_stream_get_stats(x.c[10].s, &st);
+	assert_int_equal(st.data_out, x.c[10].to_send);
+	assert_int_equal(st.data_in, x.c[10].expect);
 	/* both directions closed: freeing finishes them without a reset */
 	for (int i = 0; i < NSTREAMS; i++) {
 		tun_stream_free(x.c[i].s);
@@ -269,6 +274,14 @@ static void test_many_streams_byte_exact(void **state)
 	int never = 0;
 	tt_run_until(p.base, tt_flag, &never, 50);
 	assert_int_equal(tun_conn_streams(p.sconn), 0);
+	/* counters agree on both ends once nothing is in flight */
+	tun_conn_get_stats(cconn, &cs);
+	tun_conn_get_stats(p.sconn, &ss);
+	assert_int_equal(cs.data_out + cs.data_in, total);
+	assert_int_equal(cs.data_out, ss.data_in);
+	assert_int_equal(cs.bytes_out, ss.bytes_in);
+	assert_int_equal(cs.bytes_in, ss.bytes_out);
+	assert_true(cs.bytes_out > cs.data_out);
 	pair_stop(&p);
 }
 

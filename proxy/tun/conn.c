@@ -60,6 +60,7 @@ struct tun_conn {
 	int goaway_sent;            /* we sent GOAWAY: close once the streams are done */
 	char goaway_text[PROTO_GOAWAY_TEXT_MAX + 1];
 	uint64_t last_rx_us, rtt_us;
+	tun_stats st;               /* the mux's counters, kept when it is freed */
 	char peer[PROTO_NAME_MAX + 80];
 	TAILQ_ENTRY(tun_conn) link;
 };
@@ -384,6 +385,8 @@ static void conn_fail(tun_conn *c, uint32_t code, const char *why)
 	event_del(c->hs_timer);
 	if (was_up)
 		ep->nup--;
+	if (c->m)
+		mux_get_stats(c->m, &c->st);
 	mux_free(c->m);        /* streams get on_reset(TUNNEL_DOWN) */
 	c->m = NULL;
 	if (ep->conn_gone && c->slot >= 0)
@@ -572,6 +575,15 @@ unsigned tun_conn_version(const tun_conn *c) { return c->version; }
 uint32_t tun_conn_caps(const tun_conn *c) { return c->caps; }
 uint64_t tun_conn_rtt_us(const tun_conn *c) { return c->rtt_us; }
 unsigned tun_conn_streams(const tun_conn *c) { return c->m ? mux_streams(c->m) : 0; }
+
+/* Counters of c (kept after its mux is gone). */
+void tun_conn_get_stats(const tun_conn *c, tun_stats *st)
+{
+	if (c->m)
+		mux_get_stats(c->m, st);
+	else
+		*st = c->st;
+}
 
 /* Open a stream on c. */
 tun_stream *tun_conn_open(tun_conn *c, const tun_open_info *o,

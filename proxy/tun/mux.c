@@ -300,6 +300,8 @@ static int in_data(mux *m, tun_stream *s, const tun_frame *f, char *err, size_t 
 		return perr(err, errlen, TUN_EFLOW, "DATA beyond the granted credit", f);
 	s->recv_left -= f->len;
 	s->recv_held += f->len;
+	s->data_in += f->len;
+	m->st.data_in += f->len;
 	if (s->cbs.on_data && !(s->flags & SF_OWNER_GONE))
 		s->cbs.on_data(s, s->arg, f->payload, f->len);
 	else
@@ -415,6 +417,7 @@ int mux_input(mux *m, struct evbuffer *in, uint32_t *goaway, char *err, size_t e
 	while (rc == TUN_OK && evbuffer_peek(in, -1, NULL, &v, 1) > 0 && v.iov_len) {
 		rc = tun_fdec_feed(&m->dec, v.iov_base, v.iov_len, &used, &f);
 		evbuffer_drain(in, used);
+		m->st.bytes_in += used;
 		if (rc < 0)
 			snprintf(err, errlen, "malformed frame: %s", tun_fdec_error(&m->dec));
 		else if (rc == 1)
@@ -466,6 +469,8 @@ static void stream_turn(mux *m, tun_stream *s, struct evbuffer *out)
 		evbuffer_add(out, hdr, sizeof(hdr));
 		evbuffer_remove_buffer(s->sendq, out, n);
 		s->send_credit -= n;
+		s->data_out += n;
+		m->st.data_out += n;
 	}
 	if ((s->flags & (SF_FIN_QUEUED | SF_FIN_SENT)) == SF_FIN_QUEUED &&
 	    evbuffer_get_length(s->sendq) == 0) {
@@ -491,6 +496,7 @@ static void stream_writable_check(tun_stream *s)
 void mux_output(mux *m, struct evbuffer *out, size_t target)
 {
 	tun_stream *s;
+	size_t len0 = evbuffer_get_length(out);
 
 	mux_reap(m);
 	while (evbuffer_get_length(out) < target) {
@@ -506,6 +512,7 @@ void mux_output(mux *m, struct evbuffer *out, size_t target)
 		mux_stream_activate(s);
 		stream_writable_check(s);
 	}
+	m->st.bytes_out += evbuffer_get_length(out) - len0;
 	mux_reap(m);
 }
 
@@ -616,6 +623,12 @@ void mux_goaway(mux *m, uint32_t code, const char *text)
 int mux_ready(const mux *m)
 {
 	return m->hello_rcvd;
+}
+
+/* Counters. */
+void mux_get_stats(const mux *m, tun_stats *st)
+{
+	*st = m->st;
 }
 
 /* Streams open. */

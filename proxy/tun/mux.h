@@ -68,5 +68,7 @@ tun_stream *mux_open(mux *m, const tun_open_info *o, const tun_stream_cbs *cbs,
 		     void *arg, int *err);
 /* Streams open (either side, not yet finished). */
 unsigned mux_streams(const mux *m);
+/* Counters of the mux. */
+void mux_get_stats(const mux *m, tun_stats *st);
 
 #endif

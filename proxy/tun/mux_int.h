@@ -37,6 +37,7 @@ struct tun_stream {
 	uint64_t recv_held;        /* delivered to the owner, not consumed yet */
 	uint32_t recv_grant;       /* consumed, not yet granted back */
 	tun_open_info open;        /* for our OPEN */
+	uint64_t data_in, data_out; /* DATA payload bytes */
 	tun_stream *hnext;         /* hash chain */
 	TAILQ_ENTRY(tun_stream) rr;   /* scheduler list */
 	TAILQ_ENTRY(tun_stream) reap; /* reap list */
@@ -61,6 +62,7 @@ struct mux {
 	struct evbuffer *ctl;      /* encoded control frames, sent first */
 	struct stream_list active; /* streams with something to send */
 	struct stream_list reaps;  /* finished streams to free */
+	tun_stats st;
 	tun_fdec dec;
 	uint8_t scratch[TUN_FRAME_MAX];
 };

@@ -180,3 +180,11 @@ tun_conn *tun_stream_conn(const tun_stream *s)
 {
 	return s->m && !(s->flags & SF_DEAD) ? s->m->cfg.conn : NULL;
 }
+
+/* DATA counters of s. */
+void tun_stream_get_stats(const tun_stream *s, tun_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->data_in = s->data_in;
+	st->data_out = s->data_out;
+}
