@@ -500,6 +500,61 @@ static void test_parallel_connections(void **state)
 	event_base_free(base);
 }
 
+static void test_ipv6_and_server_name(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct side s[2] = { 0 };
+	tun_config sc = tt_config("core", "ca"), cc = tt_config("edge", "ca");
+	char err[512];
+	tun_server *srv = tun_server_new(base, &sc, "::1", 0, &side_cbs, &s[0], err, sizeof(err));
+	tun_client *cl;
+
+	(void)state;
+	if (!srv) {
+		fprintf(stderr, "  no IPv6 loopback (%s): skipped\n", err);
+		event_base_free(base);
+		skip();
+	}
+	cc.peer_name = "core";
+	cl = tun_client_new(base, &cc, "::1", tun_server_port(srv), &side_cbs, &s[1], err, sizeof(err));
+	assert_non_null(cl);
+	assert_true(tt_run_until(base, cond_up_both, s, 5000));
+	assert_non_null(strstr(tun_conn_peer(s[0].conn), "[::1]:"));
+	assert_non_null(strstr(tun_conn_peer(s[1].conn), "[::1]:"));
+	tun_client_free(cl);
+	/* a server whose certificate does not carry the expected name is refused */
+	memset(s, 0, sizeof(s));
+	cc.peer_name = "core.other.example";
+	cl = tun_client_new(base, &cc, "::1", tun_server_port(srv), &side_cbs, &s[1], err, sizeof(err));
+	assert_true(tt_run_until(base, tt_flag, &s[1].errors, 5000));
+	assert_non_null(strstr(s[1].err, "hostname mismatch"));
+	assert_int_equal(s[1].up, 0);
+	tun_client_free(cl);
+	tun_server_free(srv);
+	event_base_free(base);
+}
+
+static void test_bad_config(void **state)
+{
+	struct event_base *base = event_base_new();
+	tun_config cc = tt_config("edge", "ca");
+	char err[512];
+
+	(void)state;
+	cc.key_file = "/nonexistent/edge.key";
+	assert_null(tun_client_new(base, &cc, "127.0.0.1", 1, &side_cbs, NULL, err, sizeof(err)));
+	assert_non_null(strstr(err, "/nonexistent/edge.key"));
+	cc = tt_config("edge", "ca");
+	cc.key_file = tt_config("core", "ca").key_file;   /* not edge's key */
+	assert_null(tun_client_new(base, &cc, "127.0.0.1", 1, &side_cbs, NULL, err, sizeof(err)));
+	assert_non_null(strstr(err, "does not match"));
+	cc = tt_config("edge", "ca");
+	cc.window = 10;
+	assert_null(tun_client_new(base, &cc, "127.0.0.1", 1, &side_cbs, NULL, err, sizeof(err)));
+	assert_non_null(strstr(err, "out of range"));
+	event_base_free(base);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -525,6 +580,8 @@ int main(void)
 		cmocka_unit_test(test_keepalive_timeout),
 		cmocka_unit_test(test_reconnect_backoff_and_down),
 		cmocka_unit_test(test_parallel_connections),
+		cmocka_unit_test(test_ipv6_and_server_name),
+		cmocka_unit_test(test_bad_config),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
