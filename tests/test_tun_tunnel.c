@@ -534,6 +534,32 @@ static void test_ipv6_and_server_name(void **state)
 	event_base_free(base);
 }
 
+static void test_handshake_timeout(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct side s = { 0 };
+	tun_config sc = tt_config("core", "ca");
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	tun_server *srv;
+	int fd;
+
+	(void)state;
+	sc.handshake_timeout_ms = 200;
+	srv = start_server(base, &sc, &s, 0);
+	/* a TCP peer that never starts TLS */
+	sin.sin_port = htons(tun_server_port(srv));
+	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	double t0 = tt_now_ms();
+	assert_true(tt_run_until(base, tt_flag, &s.errors, 5000));
+	assert_true(tt_now_ms() - t0 < 2000);
+	assert_non_null(strstr(s.err, "handshake timeout"));
+	close(fd);
+	tun_server_free(srv);
+	event_base_free(base);
+}
+
 static void test_bad_config(void **state)
 {
 	struct event_base *base = event_base_new();
@@ -582,6 +608,7 @@ int main(void)
 		cmocka_unit_test(test_parallel_connections),
 		cmocka_unit_test(test_ipv6_and_server_name),
 		cmocka_unit_test(test_bad_config),
+		cmocka_unit_test(test_handshake_timeout),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -39,6 +39,9 @@ enum conn_state {
 /* Bytes of frames kept in the TLS output buffer: enough to fill TLS records,
  * small enough that scheduling decisions stay fresh. */
 #define CONN_OUT_TARGET (64u * 1024)
+/* Most connections of a server still in their handshake: unauthenticated
+ * peers cannot make it hold more. */
+#define CONN_MAX_PENDING 256
 /* Most encrypted input read before the frames are processed. */
 #define CONN_IN_MAX (256u * 1024)
 
@@ -176,6 +179,7 @@ static int ops_hello(void *arg, const tun_hello *h, char *err, size_t errlen)
 	snprintf(c->peer + n, sizeof(c->peer) - n, " (%s)", h->name);
 	c->state = CS_UP;
 	c->ep->nup++;
+	c->ep->npending--;
 	event_del(c->hs_timer);
 	struct timeval ka = tv_ms(cfg->keepalive_ms);
 	event_add(c->ka_timer, &ka);
@@ -385,6 +389,8 @@ static void conn_fail(tun_conn *c, uint32_t code, const char *why)
 	event_del(c->hs_timer);
 	if (was_up)
 		ep->nup--;
+	else
+		ep->npending--;
 	if (c->m)
 		mux_get_stats(c->m, &c->st);
 	mux_free(c->m);        /* streams get on_reset(TUNNEL_DOWN) */
@@ -429,6 +435,7 @@ static tun_conn *conn_new(struct tun_ep *ep, enum conn_state st, int fd, int slo
 	c->fd = fd;
 	c->slot = slot;
 	TAILQ_INSERT_TAIL(&ep->conns, c, link);
+	ep->npending++;
 	struct timeval tv = tv_ms(ep->cfg.handshake_timeout_ms);
 	event_add(c->hs_timer, &tv);
 	return c;
@@ -528,8 +535,19 @@ void tun_conn_connect(struct tun_ep *ep, const struct sockaddr *sa, socklen_t sa
 /* Start the server side of an accepted connection (see conn.h). */
 void tun_conn_accept(struct tun_ep *ep, int fd, const struct sockaddr *sa)
 {
-	tun_conn *c = conn_new(ep, CS_TLS, fd, -1);
+	tun_conn *c;
+	char why[160], addr[80];
 
+	if (ep->npending >= CONN_MAX_PENDING) {
+		sa_format(sa, addr, sizeof(addr));
+		snprintf(why, sizeof(why), "tunnel from %s: refused: %u handshakes in progress",
+			 addr, ep->npending);
+		close(fd);
+		if (ep->cbs.on_error)
+			ep->cbs.on_error(ep->arg, why);
+		return;
+	}
+	c = conn_new(ep, CS_TLS, fd, -1);
 	if (!c) {
 		close(fd);
 		return;
@@ -548,6 +566,8 @@ void tun_ep_close_all(struct tun_ep *ep)
 	while ((c = TAILQ_FIRST(&ep->conns))) {
 		if (c->state == CS_UP)
 			ep->nup--;
+		else if (c->state != CS_CLOSING)
+			ep->npending--;
 		c->state = CS_CLOSING;
 		conn_destroy(c);
 	}

@@ -25,6 +25,7 @@ struct tun_ep {
 	SSL_CTX *ssl;
 	int client;                 /* 1: we connect (odd stream ids) */
 	unsigned nup;               /* connections up */
+	unsigned npending;          /* connections not up yet (TCP, TLS, HELLO) */
 	TAILQ_HEAD(, tun_conn) conns; /* every connection, any state */
 	/* A connection left (failed or closed) after or before being up; slot
 	 * is what tun_conn_connect got.  NULL on the server. */
