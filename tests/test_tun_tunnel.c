@@ -448,6 +448,8 @@ static void test_reconnect_backoff_and_down(void **state)
 	/* the core goes away: the edge's streams are reset, the tunnel redials */
 	tun_server_free(srv);
 	assert_true(tt_run_until(base, tt_flag, &s[1].down, 5000));
+	fprintf(stderr, "  edge saw: %s\n", s[1].why);
+	assert_non_null(strstr(s[1].why, "tunnel to 127.0.0.1:"));
 	assert_int_equal(own.resets, 1);
 	assert_int_equal(own.reset_code, PROTO_RST_TUNNEL_DOWN);
 	assert_null(tun_stream_conn(st));

@@ -472,6 +472,8 @@ static void conn_start_tls(tun_conn *c)
 		return;
 	}
 	c->fd = -1;   /* owned by the bufferevent now */
+	/* a peer vanishing without close_notify reads as EOF, not as an SSL error */
+	bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
 	c->state = CS_TLS;
 	bufferevent_setcb(c->bev, conn_read, conn_write, conn_event, c);
 	bufferevent_setwatermark(c->bev, EV_WRITE, CONN_OUT_TARGET / 2, 0);

@@ -86,6 +86,12 @@ void tun_tls_reason(struct bufferevent *bev, short what, char *buf, size_t len)
 
 	buf[0] = 0;
 	while ((e = bufferevent_get_openssl_error(bev)) != 0) {
+		if (ERR_GET_LIB(e) == 0)
+			continue;   /* libevent's record of a syscall result, not an OpenSSL error */
+		if (ERR_GET_LIB(e) == ERR_LIB_SSL && ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+			append(buf, len, "connection closed by peer");
+			continue;
+		}
 		ERR_error_string_n(e, tmp, sizeof(tmp));
 		append(buf, len, tmp);
 	}
