@@ -1,0 +1,245 @@
+/*
+ * tun.h: the wanopt tunnel: TLS 1.3 connections with mutual certificate
+ * authentication between an edge and a core, each carrying many streams with
+ * per-stream credit flow control and fair scheduling (wire format: proto.h).
+ *
+ * Objects:
+ *   tun_client  dials one peer with N parallel connections, reconnects with
+ *               exponential backoff; opens streams on a connection that is up.
+ *   tun_server  accepts connections from many peers.
+ *   tun_conn    one TLS connection (client or server side) and its streams.
+ *   tun_stream  one byte stream in each direction, owned by the layer above.
+ *
+ * Everything runs on the caller's libevent base, from one thread; nothing is
+ * thread-safe.  The process must ignore SIGPIPE (TLS writes use write(2)).  Errors never go to a log: they are returned (enum tun_err,
+ * tun_strerror), written into the caller's buffer, or reported through the
+ * on_error/on_down callbacks as a message naming the peer address.  Do not
+ * free a tun_client/tun_server from inside one of its callbacks.
+ *
+ * Stream ownership: the owner gets a tun_stream from tun_conn_open /
+ * tun_client_open or from the on_stream callback, and must call
+ * tun_stream_free exactly once, also after on_reset or after the tunnel went
+ * down (the handle then stays valid but dead).  No callback comes after free.
+ */
+#ifndef WANOPT_TUN_H
+#define WANOPT_TUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto.h"
+
+struct event_base;
+struct evbuffer;
+struct sockaddr;
+
+enum tun_err {
+	TUN_OK = 0,
+	TUN_EINVAL = -1,   /* bad argument or configuration */
+	TUN_ENOMEM = -2,   /* allocation failed */
+	TUN_EPROTO = -3,   /* malformed or unexpected frame */
+	TUN_EFLOW = -4,    /* peer exceeded its credit */
+	TUN_ECLOSED = -5,  /* stream closed for this operation, or reset */
+	TUN_EDOWN = -6,    /* no tunnel connection is up */
+	TUN_ELIMIT = -7,   /* too many streams, or send queue hard limit reached */
+	TUN_EGOAWAY = -8,  /* the connection is going away: no new streams */
+	TUN_ETLS = -9,     /* TLS setup or handshake failed */
+	TUN_EVERSION = -10,/* no common protocol version with the peer */
+	TUN_ESYS = -11,    /* system call failed (see errno) */
+};
+const char *tun_strerror(int err);
+
+/* A stream's target, as carried in OPEN. */
+typedef struct tun_target {
+	uint8_t type;      /* enum proto_addr */
+	uint16_t port;     /* host order, 1..65535 */
+	uint8_t addr[16];  /* v4: 4 bytes, v6: 16 bytes */
+	char name[PROTO_HOSTNAME_MAX + 1]; /* PROTO_ADDR_NAME: NUL-terminated host name */
+} tun_target;
+
+/* What OPEN carries besides the stream id. */
+typedef struct tun_open_info {
+	uint8_t policy;    /* enum proto_policy */
+	uint8_t flags;     /* enum proto_open_flag */
+	tun_target target;
+} tun_open_info;
+
+/* A peer's HELLO, decoded. */
+typedef struct tun_hello {
+	uint16_t vmin, vmax;        /* version range the peer speaks */
+	uint32_t caps;              /* enum proto_cap bits the peer has */
+	uint32_t window;            /* per-stream credit the peer grants */
+	uint32_t max_streams;       /* streams we may have open towards the peer */
+	uint8_t role;               /* enum proto_role */
+	uint8_t store_id[PROTO_STORE_ID_LEN];
+	char name[PROTO_NAME_MAX + 1];
+} tun_hello;
+
+/* Fill t from "1.2.3.4", "::1" or a host name, and a port.  TUN_EINVAL if bad. */
+int tun_target_parse(tun_target *t, const char *host, uint16_t port);
+/* Fill t from an AF_INET/AF_INET6 socket address.  TUN_EINVAL otherwise. */
+int tun_target_from_sockaddr(tun_target *t, const struct sockaddr *sa);
+/* "1.2.3.4:80", "[::1]:80" or "name:80" into buf; returns buf. */
+char *tun_target_format(const tun_target *t, char *buf, size_t len);
+
+/* Traffic counters. */
+typedef struct tun_stats {
+	uint64_t bytes_in, bytes_out; /* frame bytes (headers included) received / sent, before TLS */
+	uint64_t data_in, data_out;   /* DATA payload bytes received / framed for sending */
+} tun_stats;
+
+/* ---- streams ------------------------------------------------------------ */
+
+typedef struct tun_stream tun_stream;
+typedef struct tun_conn tun_conn;
+
+/* Callbacks to a stream's owner; any may be NULL.  They may call any
+ * tun_stream_* function on this or another stream, including free. */
+typedef struct tun_stream_cbs {
+	/* len (1..PROTO_MAX_PAYLOAD) bytes arrived; call tun_stream_consumed
+	 * when they have left the owner's buffers: that returns credit. */
+	void (*on_data)(tun_stream *s, void *arg, const void *buf, size_t len);
+	/* The peer half-closed: no more on_data. */
+	void (*on_close)(tun_stream *s, void *arg);
+	/* The stream died: peer RESET (code from enum proto_reset) or the tunnel
+	 * went down (PROTO_RST_TUNNEL_DOWN).  No more callbacks but free is due. */
+	void (*on_reset)(tun_stream *s, void *arg, int code);
+	/* The send queue drained below half the high mark after being full. */
+	void (*on_writable)(tun_stream *s, void *arg);
+	/* The peer's DRE decoder asks for frame seq (call dre_enc_learn). */
+	void (*on_ask)(tun_stream *s, void *arg, uint64_t seq);
+	/* The peer's DRE decoder applied frames up to seq (call dre_enc_ack). */
+	void (*on_ack)(tun_stream *s, void *arg, uint64_t seq);
+} tun_stream_cbs;
+
+/* Set or replace the owner callbacks (cbs is copied). */
+void tun_stream_set_cbs(tun_stream *s, const tun_stream_cbs *cbs, void *arg);
+/* Queue len bytes for sending.  Always takes them unless the stream is
+ * closed/reset (TUN_ECLOSED) or the hard queue limit would be passed
+ * (TUN_ELIMIT).  The owner must stop feeding while tun_stream_room is 0 and
+ * resume on on_writable: that is what bounds the buffering. */
+int tun_stream_write(tun_stream *s, const void *buf, size_t len);
+/* Like tun_stream_write, moving all of src (no copy). */
+int tun_stream_write_buffer(tun_stream *s, struct evbuffer *src);
+/* Bytes the owner may still queue before the high mark (0: stop reading). */
+size_t tun_stream_room(const tun_stream *s);
+/* Bytes queued, not yet framed (waiting for credit or for their turn). */
+size_t tun_stream_queued(const tun_stream *s);
+/* n bytes delivered by on_data were drained by the owner: grant credit. */
+void tun_stream_consumed(tun_stream *s, size_t n);
+/* Half-close: CLOSE goes out after the queued bytes. */
+int tun_stream_close(tun_stream *s);
+/* Abort with a code (enum proto_reset).  The stream is dead; free is due. */
+void tun_stream_reset(tun_stream *s, int code);
+/* Send ASK(seq): our DRE decoder lacks data referenced by frame seq. */
+int tun_stream_ask(tun_stream *s, uint64_t seq);
+/* Send ACK(seq): our DRE decoder applied frames up to seq. */
+int tun_stream_ack(tun_stream *s, uint64_t seq);
+/* Release the owner's handle.  A stream whose both directions closed (or
+ * whose CLOSE is queued after a received CLOSE) finishes sending first;
+ * otherwise it is reset (PROTO_RST_CANCEL).  Accepts NULL. */
+void tun_stream_free(tun_stream *s);
+uint32_t tun_stream_id(const tun_stream *s);
+/* Its connection, or NULL once the stream is dead. */
+tun_conn *tun_stream_conn(const tun_stream *s);
+/* DATA payload counters of this stream (bytes_* are 0). */
+void tun_stream_get_stats(const tun_stream *s, tun_stats *st);
+
+/* ---- connections -------------------------------------------------------- */
+
+/* Phases in which on_fd is called (socket tuning hook, tfo/). */
+enum tun_fd_phase {
+	TUN_FD_LISTEN = 1,       /* server: listening socket bound, before listen() */
+	TUN_FD_PRE_CONNECT = 2,  /* client: socket created, before connect() */
+	TUN_FD_CONNECTED = 3,    /* client: TCP connected, before TLS */
+	TUN_FD_ACCEPTED = 4,     /* server: accepted, before TLS */
+};
+
+typedef struct tun_cbs {
+	/* HELLO exchange done: streams may be opened on c. */
+	void (*on_up)(tun_conn *c, void *arg);
+	/* c went down after on_up (its streams got on_reset first); c is freed
+	 * right after this returns.  why names the peer and the reason. */
+	void (*on_down)(tun_conn *c, void *arg, const char *why);
+	/* The peer opened s on c: call tun_stream_set_cbs (or free it). */
+	void (*on_stream)(tun_conn *c, tun_stream *s, const tun_open_info *o, void *arg);
+	/* A connection failed before it was up (TCP, TLS, certificate, HELLO,
+	 * version): msg names the peer address and the reason. */
+	void (*on_error)(void *arg, const char *msg);
+	/* Socket tuning hook: fd in phase (enum tun_fd_phase). */
+	void (*on_fd)(void *arg, int fd, int phase);
+} tun_cbs;
+
+/* Plain configuration; zero fields take the defaults noted. */
+typedef struct tun_config {
+	const char *cert_file;      /* our certificate chain (PEM), required */
+	const char *key_file;       /* its private key (PEM), required */
+	const char *ca_file;        /* CA that must have signed the peer's certificate, required */
+	const char *peer_name;      /* client: name the server certificate must carry (NULL: any) */
+	const char *node_name;      /* our name in HELLO (default "wanopt") */
+	uint8_t store_id[PROTO_STORE_ID_LEN]; /* our DRE store id in HELLO */
+	uint32_t caps;              /* our capability bits (0: PROTO_CAP_ALL) */
+	uint8_t role;               /* enum proto_role (0: edge for clients, core for servers) */
+	uint32_t window;            /* per-stream credit we grant (0: PROTO_INITIAL_WINDOW) */
+	uint32_t max_streams;       /* streams a peer may open on one connection (0: default) */
+	size_t sendq_hiwat;         /* per-stream send queue high mark (0: 256 KiB) */
+	size_t sendq_max;           /* per-stream hard limit (0: hiwat + 4 MiB) */
+	unsigned keepalive_ms;      /* PING interval (0: 5000) */
+	unsigned keepalive_timeout_ms; /* silence before the connection is declared dead (0: 3 x interval) */
+	unsigned handshake_timeout_ms; /* TCP+TLS+HELLO must finish in this (0: 10000) */
+	unsigned backoff_min_ms;    /* client: first reconnect delay (0: 200) */
+	unsigned backoff_max_ms;    /* client: reconnect delay cap (0: 30000) */
+	unsigned conns;             /* client: parallel TLS connections, 1..8 (0: 1) */
+	uint16_t version_min, version_max; /* protocol versions spoken (0: this build's) */
+} tun_config;
+
+/* Peer description "ADDR:PORT" (plus " (name)" once the HELLO arrived). */
+const char *tun_conn_peer(const tun_conn *c);
+/* The peer's HELLO; NULL before on_up. */
+const tun_hello *tun_conn_hello(const tun_conn *c);
+/* Negotiated version and capabilities (valid after on_up). */
+unsigned tun_conn_version(const tun_conn *c);
+uint32_t tun_conn_caps(const tun_conn *c);
+/* Smoothed round-trip time from PING/PONG in microseconds (0: unknown). */
+uint64_t tun_conn_rtt_us(const tun_conn *c);
+/* Streams currently open on c. */
+unsigned tun_conn_streams(const tun_conn *c);
+/* Counters of c since it connected. */
+void tun_conn_get_stats(const tun_conn *c, tun_stats *st);
+/* Open a stream on c.  Its OPEN and first DATA leave together.  NULL with
+ * *err set (TUN_EDOWN, TUN_ELIMIT, TUN_EGOAWAY, TUN_ENOMEM) on failure. */
+tun_stream *tun_conn_open(tun_conn *c, const tun_open_info *o,
+			  const tun_stream_cbs *cbs, void *arg, int *err);
+/* Send GOAWAY: the peer opens no more streams; current ones go on. */
+void tun_conn_goaway(tun_conn *c, const char *text);
+
+/* ---- client and server -------------------------------------------------- */
+
+typedef struct tun_client tun_client;
+typedef struct tun_server tun_server;
+
+/* Start dialing host:port (numeric or name) with cfg->conns connections.
+ * NULL on bad configuration (unreadable cert, key or CA), with err filled. */
+tun_client *tun_client_new(struct event_base *base, const tun_config *cfg,
+			   const char *host, uint16_t port, const tun_cbs *cbs, void *arg,
+			   char *err, size_t errlen);
+/* Close every connection (streams get on_reset) and free; accepts NULL. */
+void tun_client_free(tun_client *c);
+/* Open a stream on the up connection with the fewest streams; TUN_EDOWN if
+ * none is up (the caller fails open). */
+tun_stream *tun_client_open(tun_client *c, const tun_open_info *o,
+			    const tun_stream_cbs *cbs, void *arg, int *err);
+/* Number of connections up. */
+unsigned tun_client_up(const tun_client *c);
+
+/* Listen on host:port (port 0: any; see tun_server_port). */
+tun_server *tun_server_new(struct event_base *base, const tun_config *cfg,
+			   const char *host, uint16_t port, const tun_cbs *cbs, void *arg,
+			   char *err, size_t errlen);
+/* Close the listener and every connection; accepts NULL. */
+void tun_server_free(tun_server *s);
+uint16_t tun_server_port(const tun_server *s);
+/* Number of connections up. */
+unsigned tun_server_up(const tun_server *s);
+
+#endif

@@ -1,0 +1,632 @@
+/*
+ * conn.c: the life of one tunnel connection.
+ *
+ *   client: CONNECTING --TCP up--> TLS --handshake--> HELLO --peer HELLO ok--> UP
+ *   server:                        TLS --handshake--> HELLO --peer HELLO ok--> UP
+ *   any state --error, timeout, EOF, bad frame--> CLOSING --output flushed--> freed
+ *
+ * conn_fail() is the one place a connection leaves the running states.  It
+ * resets the streams (through mux_free), reports on_down (was up) or on_error
+ * (was not), sends a GOAWAY naming the reason when TLS is up, and frees the
+ * connection once that is flushed (or after a second).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+
+#include "conn.h"
+#include "frame.h"
+#include "mux.h"
+#include "tls.h"
+
+enum conn_state {
+	CS_CONNECTING,  /* client: TCP connect in progress */
+	CS_TLS,         /* TLS handshake in progress */
+	CS_HELLO,       /* TLS up, our HELLO queued, waiting for the peer's */
+	CS_UP,          /* HELLO exchanged: streams flow */
+	CS_CLOSING,     /* failed or closed: flushing a GOAWAY, then freed */
+};
+
+/* Bytes of frames kept in the TLS output buffer: enough to fill TLS records,
+ * small enough that scheduling decisions stay fresh. */
+#define CONN_OUT_TARGET (64u * 1024)
+/* Most connections of a server still in their handshake: unauthenticated
+ * peers cannot make it hold more. */
+#define CONN_MAX_PENDING 256
+/* Most encrypted input read before the frames are processed. */
+#define CONN_IN_MAX (256u * 1024)
+
+struct tun_conn {
+	enum conn_state state;
+	struct tun_ep *ep;
+	int slot;                   /* client slot, -1 on the server */
+	int fd;                     /* while CONNECTING; then owned by bev */
+	struct bufferevent *bev;    /* TLS, from CS_TLS on */
+	struct event *conn_ev;      /* CONNECTING: socket writable */
+	struct event *hs_timer;     /* handshake deadline, then the closing deadline */
+	struct event *ka_timer;     /* keepalive (UP) */
+	struct event *pump;         /* deferred mux_output */
+	struct mux *m;              /* from CS_HELLO until CLOSING */
+	tun_hello hello;            /* the peer's */
+	unsigned version;
+	uint32_t caps;
+	int goaway_rcvd;            /* the peer sent GOAWAY: no new streams here */
+	int goaway_sent;            /* we sent GOAWAY: close once the streams are done */
+	char goaway_text[PROTO_GOAWAY_TEXT_MAX + 1];
+	uint64_t last_rx_us, rtt_us;
+	tun_stats st;               /* the mux's counters, kept when it is freed */
+	char peer[PROTO_NAME_MAX + 80];
+	TAILQ_ENTRY(tun_conn) link;
+};
+
+static void conn_fail(tun_conn *c, uint32_t code, const char *why);
+
+/* Monotonic clock in microseconds. */
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* A timeval of ms milliseconds. */
+static struct timeval tv_ms(unsigned ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+
+	return tv;
+}
+
+/* Fill defaults and check ranges (see conn.h). */
+int tun_ep_init(struct tun_ep *ep, struct event_base *base, const tun_config *cfg,
+		const tun_cbs *cbs, void *arg, int client, char *err, size_t errlen)
+{
+	tun_config *c = &ep->cfg;
+
+	memset(ep, 0, sizeof(*ep));
+	ep->base = base;
+	*c = *cfg;
+	ep->cbs = *cbs;
+	ep->arg = arg;
+	ep->client = client;
+	TAILQ_INIT(&ep->conns);
+	snprintf(ep->node_name, sizeof(ep->node_name), "%s", cfg->node_name ? cfg->node_name : "wanopt");
+	snprintf(ep->peer_name, sizeof(ep->peer_name), "%s", cfg->peer_name ? cfg->peer_name : "");
+	c->caps = c->caps ? c->caps : PROTO_CAP_ALL;
+	c->role = c->role ? c->role : client ? PROTO_ROLE_EDGE : PROTO_ROLE_CORE;
+	c->window = c->window ? c->window : PROTO_INITIAL_WINDOW;
+	c->max_streams = c->max_streams ? c->max_streams : PROTO_DEFAULT_STREAMS;
+	c->sendq_hiwat = c->sendq_hiwat ? c->sendq_hiwat : 256 * 1024;
+	c->sendq_max = c->sendq_max ? c->sendq_max : c->sendq_hiwat + 4 * 1024 * 1024;
+	c->keepalive_ms = c->keepalive_ms ? c->keepalive_ms : 5000;
+	c->keepalive_timeout_ms = c->keepalive_timeout_ms ? c->keepalive_timeout_ms : 3 * c->keepalive_ms;
+	c->handshake_timeout_ms = c->handshake_timeout_ms ? c->handshake_timeout_ms : 10000;
+	c->backoff_min_ms = c->backoff_min_ms ? c->backoff_min_ms : 200;
+	c->backoff_max_ms = c->backoff_max_ms ? c->backoff_max_ms : 30000;
+	c->conns = c->conns ? c->conns : 1;
+	c->version_min = c->version_min ? c->version_min : PROTO_VERSION_MIN;
+	c->version_max = c->version_max ? c->version_max : PROTO_VERSION;
+	if (c->window < PROTO_MIN_WINDOW || c->window > PROTO_MAX_WINDOW ||
+	    c->max_streams > PROTO_MAX_STREAMS || c->conns > 8 ||
+	    c->version_min > c->version_max || c->role > PROTO_ROLE_TOOL ||
+	    c->sendq_max < c->sendq_hiwat || c->backoff_min_ms > c->backoff_max_ms) {
+		snprintf(err, errlen, "tunnel configuration: a value is out of range");
+		return TUN_EINVAL;
+	}
+	if (!ep->node_name[0] || (cfg->node_name && strlen(cfg->node_name) > PROTO_NAME_MAX)) {
+		snprintf(err, errlen, "tunnel configuration: node name must be 1..%d characters",
+			 PROTO_NAME_MAX);
+		return TUN_EINVAL;
+	}
+	for (const char *p = ep->node_name; *p; p++) {
+		if (*p < 0x21 || *p > 0x7e) {
+			snprintf(err, errlen, "tunnel configuration: node name '%s' not printable", ep->node_name);
+			return TUN_EINVAL;
+		}
+	}
+	return TUN_OK;
+}
+
+/* "ADDR:PORT" of sa into buf. */
+static void sa_format(const struct sockaddr *sa, char *buf, size_t len)
+{
+	tun_target t;
+
+	if (tun_target_from_sockaddr(&t, sa) == TUN_OK)
+		tun_target_format(&t, buf, len);
+	else
+		snprintf(buf, len, "(unknown address)");
+}
+
+/* ---- mux callbacks ------------------------------------------------------- */
+
+/* The mux has output: run the pump from the event loop. */
+static void ops_kick(void *arg)
+{
+	tun_conn *c = arg;
+
+	if (c->state != CS_CLOSING)
+		event_active(c->pump, EV_TIMEOUT, 0);
+}
+
+/* Negotiate the version; the connection is up. */
+static int ops_hello(void *arg, const tun_hello *h, char *err, size_t errlen)
+{
+	tun_conn *c = arg;
+	const tun_config *cfg = &c->ep->cfg;
+	unsigned lo = h->vmin > cfg->version_min ? h->vmin : cfg->version_min;
+	unsigned hi = h->vmax < cfg->version_max ? h->vmax : cfg->version_max;
+	size_t n = strlen(c->peer);
+
+	if (lo > hi) {
+		snprintf(err, errlen, "no common protocol version: peer %s speaks %u..%u, we speak %u..%u",
+			 h->name, h->vmin, h->vmax, cfg->version_min, cfg->version_max);
+		return TUN_EVERSION;
+	}
+	c->hello = *h;
+	c->version = hi;
+	c->caps = h->caps & cfg->caps;
+	snprintf(c->peer + n, sizeof(c->peer) - n, " (%s)", h->name);
+	c->state = CS_UP;
+	c->ep->nup++;
+	c->ep->npending--;
+	event_del(c->hs_timer);
+	struct timeval ka = tv_ms(cfg->keepalive_ms);
+	event_add(c->ka_timer, &ka);
+	if (c->ep->cbs.on_up)
+		c->ep->cbs.on_up(c, c->ep->arg);
+	return TUN_OK;
+}
+
+/* The peer opened a stream: hand it to the layer above. */
+static void ops_stream(void *arg, tun_stream *s, const tun_open_info *o)
+{
+	tun_conn *c = arg;
+
+	if (c->ep->cbs.on_stream)
+		c->ep->cbs.on_stream(c, s, o, c->ep->arg);
+	else
+		tun_stream_reset(s, PROTO_RST_REFUSED);
+}
+
+/* RTT sample from a PONG, smoothed like TCP's SRTT (gain 1/8). */
+static void ops_pong(void *arg, uint64_t val)
+{
+	tun_conn *c = arg;
+	uint64_t now = now_us(), rtt = now > val ? now - val : 0;
+
+	c->rtt_us = c->rtt_us ? (7 * c->rtt_us + rtt) / 8 : rtt;
+}
+
+/* The peer goes away: take no new streams here; keep its reason. */
+static void ops_goaway(void *arg, uint32_t code, const char *text)
+{
+	tun_conn *c = arg;
+
+	int slot = c->slot;
+
+	c->goaway_rcvd = 1;
+	snprintf(c->goaway_text, sizeof(c->goaway_text), "%s", text[0] ? text : "no reason given");
+	(void)code;
+	/* a client slot dials a replacement while this one drains */
+	if (slot >= 0 && c->ep->conn_gone) {
+		c->slot = -1;
+		c->ep->conn_gone(c->ep, slot, 1);
+	}
+}
+
+static const mux_ops conn_mux_ops = {
+	.kick = ops_kick, .on_hello = ops_hello, .on_stream = ops_stream,
+	.on_pong = ops_pong, .on_goaway = ops_goaway,
+};
+
+/* ---- event callbacks ----------------------------------------------------- */
+
+/* Move frames from the mux into the TLS output. */
+static void conn_pump(evutil_socket_t fd, short what, void *arg)
+{
+	tun_conn *c = arg;
+
+	(void)fd; (void)what;
+	if (!c->m || c->state == CS_CLOSING)
+		return;
+	mux_output(c->m, bufferevent_get_output(c->bev), CONN_OUT_TARGET);
+	if (c->state == CS_UP && (c->goaway_rcvd || c->goaway_sent) && mux_streams(c->m) == 0 && !mux_pending(c->m))
+		conn_fail(c, PROTO_GOAWAY_NORMAL, "drained after GOAWAY");
+}
+
+/* Frames arrived. */
+static void conn_read(struct bufferevent *bev, void *arg)
+{
+	tun_conn *c = arg;
+	char err[256];
+	uint32_t code;
+
+	if (c->state == CS_CLOSING || !c->m) {
+		evbuffer_drain(bufferevent_get_input(bev), evbuffer_get_length(bufferevent_get_input(bev)));
+		return;
+	}
+	c->last_rx_us = now_us();
+	if (mux_input(c->m, bufferevent_get_input(bev), &code, err, sizeof(err)) != TUN_OK) {
+		conn_fail(c, code, err);
+		return;
+	}
+	conn_pump(-1, 0, c);
+}
+
+/* Free c: no callbacks. */
+static void conn_destroy(tun_conn *c)
+{
+	TAILQ_REMOVE(&c->ep->conns, c, link);
+	mux_free(c->m);
+	if (c->bev)
+		bufferevent_free(c->bev);
+	else if (c->fd >= 0)
+		close(c->fd);
+	event_free(c->pump);
+	event_free(c->hs_timer);
+	event_free(c->ka_timer);
+	if (c->conn_ev)
+		event_free(c->conn_ev);
+	free(c);
+}
+
+/* Output drained: more frames, or the end of CLOSING. */
+static void conn_write(struct bufferevent *bev, void *arg)
+{
+	tun_conn *c = arg;
+
+	if (c->state == CS_CLOSING) {
+		if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+			conn_destroy(c);
+		return;
+	}
+	conn_pump(-1, 0, c);
+}
+
+/* TLS handshake done: start the HELLO exchange. */
+static void conn_tls_up(tun_conn *c)
+{
+	const tun_config *cfg = &c->ep->cfg;
+	tun_hello h = { .vmin = cfg->version_min, .vmax = cfg->version_max, .caps = cfg->caps,
+			.window = cfg->window, .max_streams = cfg->max_streams, .role = cfg->role };
+	mux_cfg mc = { .conn = c, .odd = c->ep->client, .window = cfg->window,
+		       .max_streams = cfg->max_streams, .sendq_hiwat = cfg->sendq_hiwat,
+		       .sendq_max = cfg->sendq_max };
+
+	memcpy(h.store_id, cfg->store_id, sizeof(h.store_id));
+	snprintf(h.name, sizeof(h.name), "%s", c->ep->node_name);
+	c->m = mux_new(&mc, &conn_mux_ops, c);
+	if (!c->m || mux_send_hello(c->m, &h) != TUN_OK) {
+		conn_fail(c, PROTO_GOAWAY_INTERNAL, "out of memory");
+		return;
+	}
+	c->state = CS_HELLO;
+	c->last_rx_us = now_us();
+	conn_pump(-1, 0, c);
+}
+
+/* TLS connected, or the connection failed/closed. */
+static void conn_event(struct bufferevent *bev, short what, void *arg)
+{
+	tun_conn *c = arg;
+	char why[512], reason[400];
+
+	if (what & BEV_EVENT_CONNECTED) {
+		if (c->state == CS_TLS)
+			conn_tls_up(c);
+		return;
+	}
+	if (c->state == CS_CLOSING) {
+		conn_destroy(c);
+		return;
+	}
+	tun_tls_reason(bev, what, reason, sizeof(reason));
+	if (c->goaway_rcvd)
+		snprintf(why, sizeof(why), "peer went away: %s", c->goaway_text);
+	else
+		snprintf(why, sizeof(why), "%s%s", c->state == CS_TLS ? "TLS handshake failed: " : "",
+			 reason);
+	conn_fail(c, PROTO_GOAWAY_PROTOCOL, why);
+}
+
+/* Handshake deadline passed, or the closing flush took too long. */
+static void conn_hs_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	tun_conn *c = arg;
+
+	(void)fd; (void)what;
+	if (c->state == CS_CLOSING)
+		conn_destroy(c);
+	else
+		conn_fail(c, PROTO_GOAWAY_TIMEOUT, "handshake timeout");
+}
+
+/* Keepalive tick: fail on silence, else PING with our clock. */
+static void conn_keepalive(evutil_socket_t fd, short what, void *arg)
+{
+	tun_conn *c = arg;
+	uint64_t now = now_us();
+	char why[96];
+
+	(void)fd; (void)what;
+	if (now - c->last_rx_us > (uint64_t)c->ep->cfg.keepalive_timeout_ms * 1000) {
+		snprintf(why, sizeof(why), "keepalive timeout: nothing received for %llu ms",
+			 (unsigned long long)((now - c->last_rx_us) / 1000));
+		conn_fail(c, PROTO_GOAWAY_TIMEOUT, why);
+		return;
+	}
+	mux_ping(c->m, now);
+}
+
+/* ---- state changes -------------------------------------------------------- */
+
+/* Leave the running states (see the top of the file). */
+static void conn_fail(tun_conn *c, uint32_t code, const char *why)
+{
+	struct tun_ep *ep = c->ep;
+	int was_up = c->state == CS_UP, tls = c->state >= CS_HELLO;
+	tun_frame ga = { .type = PROTO_GOAWAY, .u.goaway.code = code };
+	uint8_t buf[TUN_FRAME_MAX];
+	char msg[700];
+	int n;
+
+	if (c->state == CS_CLOSING)
+		return;
+	snprintf(msg, sizeof(msg), "tunnel %s %s: %s", ep->client ? "to" : "from", c->peer, why);
+	c->state = CS_CLOSING;
+	event_del(c->ka_timer);
+	event_del(c->hs_timer);
+	if (was_up)
+		ep->nup--;
+	else
+		ep->npending--;
+	if (c->m)
+		mux_get_stats(c->m, &c->st);
+	mux_free(c->m);        /* streams get on_reset(TUNNEL_DOWN) */
+	c->m = NULL;
+	if (ep->conn_gone && c->slot >= 0)
+		ep->conn_gone(ep, c->slot, was_up);
+	if (was_up && ep->cbs.on_down)
+		ep->cbs.on_down(c, ep->arg, msg);
+	else if (!was_up && ep->cbs.on_error)
+		ep->cbs.on_error(ep->arg, msg);
+	if (!tls) {
+		conn_destroy(c);
+		return;
+	}
+	snprintf(ga.u.goaway.text, sizeof(ga.u.goaway.text), "%.200s", why);
+	for (char *p = ga.u.goaway.text; *p; p++)
+		if (*p < 0x20 || *p > 0x7e)
+			*p = '?';
+	n = tun_frame_encode(&ga, buf, sizeof(buf));
+	if (n > 0)
+		bufferevent_write(c->bev, buf, (size_t)n);
+	bufferevent_disable(c->bev, EV_READ);
+	bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
+	struct timeval tv = tv_ms(1000);
+	event_add(c->hs_timer, &tv);
+}
+
+/* Allocate a connection in state st and put it on ep's list. */
+static tun_conn *conn_new(struct tun_ep *ep, enum conn_state st, int fd, int slot)
+{
+	tun_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		goto err_0;
+	c->pump = event_new(ep->base, -1, 0, conn_pump, c);
+	c->hs_timer = evtimer_new(ep->base, conn_hs_timeout, c);
+	c->ka_timer = event_new(ep->base, -1, EV_PERSIST, conn_keepalive, c);
+	if (!c->pump || !c->hs_timer || !c->ka_timer)
+		goto err_1;
+	c->ep = ep;
+	c->state = st;
+	c->fd = fd;
+	c->slot = slot;
+	TAILQ_INSERT_TAIL(&ep->conns, c, link);
+	ep->npending++;
+	struct timeval tv = tv_ms(ep->cfg.handshake_timeout_ms);
+	event_add(c->hs_timer, &tv);
+	return c;
+err_1:
+	if (c->pump)
+		event_free(c->pump);
+	if (c->hs_timer)
+		event_free(c->hs_timer);
+	if (c->ka_timer)
+		event_free(c->ka_timer);
+	free(c);
+err_0:
+	return NULL;
+}
+
+/* Wrap the connected socket in TLS and start the handshake. */
+static void conn_start_tls(tun_conn *c)
+{
+	struct tun_ep *ep = c->ep;
+	SSL *ssl = SSL_new(ep->ssl);
+
+	if (!ssl) {
+		conn_fail(c, PROTO_GOAWAY_INTERNAL, "SSL_new failed");
+		return;
+	}
+	if (ep->client && ep->peer_name[0])
+		SSL_set1_host(ssl, ep->peer_name);
+	c->bev = bufferevent_openssl_socket_new(ep->base, c->fd, ssl,
+		ep->client ? BUFFEREVENT_SSL_CONNECTING : BUFFEREVENT_SSL_ACCEPTING,
+		BEV_OPT_CLOSE_ON_FREE);
+	if (!c->bev) {
+		SSL_free(ssl);
+		conn_fail(c, PROTO_GOAWAY_INTERNAL, "bufferevent_openssl_socket_new failed");
+		return;
+	}
+	c->fd = -1;   /* owned by the bufferevent now */
+	/* a peer vanishing without close_notify reads as EOF, not as an SSL error */
+	bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
+	c->state = CS_TLS;
+	bufferevent_setcb(c->bev, conn_read, conn_write, conn_event, c);
+	bufferevent_setwatermark(c->bev, EV_WRITE, CONN_OUT_TARGET / 2, 0);
+	bufferevent_setwatermark(c->bev, EV_READ, 0, CONN_IN_MAX);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+}
+
+/* The client socket became writable: connect finished or failed. */
+static void conn_connected(evutil_socket_t fd, short what, void *arg)
+{
+	tun_conn *c = arg;
+	int soerr = 0;
+	socklen_t len = sizeof(soerr);
+	char why[256];
+
+	(void)what;
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+		soerr = errno;
+	if (soerr) {
+		snprintf(why, sizeof(why), "connect: %s", strerror(soerr));
+		conn_fail(c, PROTO_GOAWAY_INTERNAL, why);
+		return;
+	}
+	if (c->ep->cbs.on_fd)
+		c->ep->cbs.on_fd(c->ep->arg, fd, TUN_FD_CONNECTED);
+	conn_start_tls(c);
+}
+
+/* Start a client connection (see conn.h). */
+void tun_conn_connect(struct tun_ep *ep, const struct sockaddr *sa, socklen_t salen,
+		      const char *peer, int slot)
+{
+	int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	tun_conn *c;
+	char why[256];
+
+	if (fd < 0 || !(c = conn_new(ep, CS_CONNECTING, fd, slot))) {
+		snprintf(why, sizeof(why), "tunnel to %s: %s", peer,
+			 fd < 0 ? strerror(errno) : "out of memory");
+		if (fd >= 0)
+			close(fd);
+		if (ep->conn_gone)
+			ep->conn_gone(ep, slot, 0);
+		if (ep->cbs.on_error)
+			ep->cbs.on_error(ep->arg, why);
+		return;
+	}
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	if (ep->cbs.on_fd)
+		ep->cbs.on_fd(ep->arg, fd, TUN_FD_PRE_CONNECT);
+	if (connect(fd, sa, salen) < 0 && errno != EINPROGRESS) {
+		snprintf(why, sizeof(why), "connect: %s", strerror(errno));
+		conn_fail(c, PROTO_GOAWAY_INTERNAL, why);
+		return;
+	}
+	c->conn_ev = event_new(ep->base, fd, EV_WRITE, conn_connected, c);
+	if (!c->conn_ev || event_add(c->conn_ev, NULL) < 0)
+		conn_fail(c, PROTO_GOAWAY_INTERNAL, "event_new failed");
+}
+
+/* Start the server side of an accepted connection (see conn.h). */
+void tun_conn_accept(struct tun_ep *ep, int fd, const struct sockaddr *sa)
+{
+	tun_conn *c;
+	char why[160], addr[80];
+
+	if (ep->npending >= CONN_MAX_PENDING) {
+		sa_format(sa, addr, sizeof(addr));
+		snprintf(why, sizeof(why), "tunnel from %s: refused: %u handshakes in progress",
+			 addr, ep->npending);
+		close(fd);
+		if (ep->cbs.on_error)
+			ep->cbs.on_error(ep->arg, why);
+		return;
+	}
+	c = conn_new(ep, CS_TLS, fd, -1);
+	if (!c) {
+		close(fd);
+		return;
+	}
+	sa_format(sa, c->peer, sizeof(c->peer));
+	if (ep->cbs.on_fd)
+		ep->cbs.on_fd(ep->arg, fd, TUN_FD_ACCEPTED);
+	conn_start_tls(c);
+}
+
+/* Free every connection (see conn.h). */
+void tun_ep_close_all(struct tun_ep *ep)
+{
+	tun_conn *c;
+
+	while ((c = TAILQ_FIRST(&ep->conns))) {
+		if (c->state == CS_UP)
+			ep->nup--;
+		else if (c->state != CS_CLOSING)
+			ep->npending--;
+		c->state = CS_CLOSING;
+		conn_destroy(c);
+	}
+}
+
+/* ---- public accessors ----------------------------------------------------- */
+
+/* The up connection taking new streams with the fewest streams, or NULL. */
+tun_conn *tun_ep_least_loaded(struct tun_ep *ep)
+{
+	tun_conn *best = NULL, *c;
+
+	TAILQ_FOREACH(c, &ep->conns, link) {
+		if (c->state != CS_UP || c->goaway_rcvd)
+			continue;
+		if (!best || mux_streams(c->m) < mux_streams(best->m))
+			best = c;
+	}
+	return best;
+}
+
+const char *tun_conn_peer(const tun_conn *c) { return c->peer; }
+const tun_hello *tun_conn_hello(const tun_conn *c) { return c->state == CS_UP ? &c->hello : NULL; }
+unsigned tun_conn_version(const tun_conn *c) { return c->version; }
+uint32_t tun_conn_caps(const tun_conn *c) { return c->caps; }
+uint64_t tun_conn_rtt_us(const tun_conn *c) { return c->rtt_us; }
+unsigned tun_conn_streams(const tun_conn *c) { return c->m ? mux_streams(c->m) : 0; }
+
+/* Counters of c (kept after its mux is gone). */
+void tun_conn_get_stats(const tun_conn *c, tun_stats *st)
+{
+	if (c->m)
+		mux_get_stats(c->m, st);
+	else
+		*st = c->st;
+}
+
+/* Open a stream on c. */
+tun_stream *tun_conn_open(tun_conn *c, const tun_open_info *o,
+			  const tun_stream_cbs *cbs, void *arg, int *err)
+{
+	if (c->state != CS_UP) {
+		*err = TUN_EDOWN;
+		return NULL;
+	}
+	if (c->goaway_rcvd) {
+		*err = TUN_EGOAWAY;
+		return NULL;
+	}
+	return mux_open(c->m, o, cbs, arg, err);
+}
+
+/* Send GOAWAY on c. */
+void tun_conn_goaway(tun_conn *c, const char *text)
+{
+	if (!c->m || c->state != CS_UP || c->goaway_sent)
+		return;
+	c->goaway_sent = 1;
+	mux_goaway(c->m, PROTO_GOAWAY_NORMAL, text);
+}

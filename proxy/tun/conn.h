@@ -1,0 +1,53 @@
+/*
+ * conn.h: one tunnel connection (internal to proxy/tun): TCP connect (client
+ * side), TLS handshake, HELLO exchange, keepalive, frames through its mux,
+ * teardown.  endpoint.c builds tun_client and tun_server on top of it.
+ */
+#ifndef WANOPT_TUN_CONN_H
+#define WANOPT_TUN_CONN_H
+
+#include <sys/queue.h>
+#include <sys/socket.h>
+
+#include <openssl/ssl.h>
+
+#include "tun.h"
+
+/* What a client and a server share: configuration, TLS context, callbacks
+ * and the list of their connections. */
+struct tun_ep {
+	struct event_base *base;
+	tun_config cfg;             /* defaults filled in; string fields not used after setup */
+	char node_name[PROTO_NAME_MAX + 1];
+	char peer_name[256];        /* client: expected server certificate name, "" if any */
+	tun_cbs cbs;
+	void *arg;
+	SSL_CTX *ssl;
+	int client;                 /* 1: we connect (odd stream ids) */
+	unsigned nup;               /* connections up */
+	unsigned npending;          /* connections not up yet (TCP, TLS, HELLO) */
+	TAILQ_HEAD(, tun_conn) conns; /* every connection, any state */
+	/* A connection left (failed or closed) after or before being up; slot
+	 * is what tun_conn_connect got.  NULL on the server. */
+	void (*conn_gone)(struct tun_ep *ep, int slot, int was_up);
+};
+
+/* Fill defaults into ep->cfg from cfg, copy the names; TUN_EINVAL with err
+ * filled if a value is out of range. */
+int tun_ep_init(struct tun_ep *ep, struct event_base *base, const tun_config *cfg,
+		const tun_cbs *cbs, void *arg, int client, char *err, size_t errlen);
+
+/* Client: start a connection to sa; slot is handed back to conn_gone.
+ * Failures are reported through on_error and conn_gone (never here). */
+void tun_conn_connect(struct tun_ep *ep, const struct sockaddr *sa, socklen_t salen,
+		      const char *peer, int slot);
+/* Server: run the handshake on accepted socket fd from sa. */
+void tun_conn_accept(struct tun_ep *ep, int fd, const struct sockaddr *sa);
+/* Close every connection of ep without callbacks other than the streams'
+ * on_reset. */
+void tun_ep_close_all(struct tun_ep *ep);
+
+/* The up connection taking new streams with the fewest streams, or NULL. */
+tun_conn *tun_ep_least_loaded(struct tun_ep *ep);
+
+#endif

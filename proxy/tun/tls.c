@@ -1,0 +1,110 @@
+/*
+ * tls.c: TLS 1.3 contexts for the tunnel and readable handshake failures.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <openssl/err.h>
+#include <openssl/x509.h>
+
+#include "tls.h"
+
+/* Describe the newest OpenSSL error of the thread queue after prefix. */
+static void ssl_fail(char *err, size_t errlen, const char *what, const char *file)
+{
+	char e[256] = "unknown error";
+	unsigned long code = ERR_peek_last_error();
+
+	if (code)
+		ERR_error_string_n(code, e, sizeof(e));
+	ERR_clear_error();
+	snprintf(err, errlen, "%s %s: %s", what, file ? file : "(not set)", e);
+}
+
+/* Build the client or server SSL_CTX (see tls.h). */
+SSL_CTX *tun_tls_ctx(const tun_config *cfg, int client, char *err, size_t errlen)
+{
+	SSL_CTX *ctx = SSL_CTX_new(client ? TLS_client_method() : TLS_server_method());
+
+	if (!ctx) {
+		ssl_fail(err, errlen, "TLS", "context");
+		goto err_0;
+	}
+	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) ||
+	    !SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION)) {
+		ssl_fail(err, errlen, "TLS", "1.3 unavailable");
+		goto err_1;
+	}
+	if (!cfg->cert_file || SSL_CTX_use_certificate_chain_file(ctx, cfg->cert_file) != 1) {
+		ssl_fail(err, errlen, "cannot load certificate", cfg->cert_file);
+		goto err_1;
+	}
+	if (!cfg->key_file || SSL_CTX_use_PrivateKey_file(ctx, cfg->key_file, SSL_FILETYPE_PEM) != 1 ||
+	    SSL_CTX_check_private_key(ctx) != 1) {
+		ssl_fail(err, errlen, "cannot load key (or it does not match the certificate)",
+			 cfg->key_file);
+		goto err_1;
+	}
+	if (!cfg->ca_file || SSL_CTX_load_verify_locations(ctx, cfg->ca_file, NULL) != 1) {
+		ssl_fail(err, errlen, "cannot load CA", cfg->ca_file);
+		goto err_1;
+	}
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+	if (!client) {
+		STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(cfg->ca_file);
+		if (names)
+			SSL_CTX_set_client_CA_list(ctx, names);
+		SSL_CTX_set_num_tickets(ctx, 0);  /* one long-lived connection: no resumption */
+	}
+	return ctx;
+err_1:
+	SSL_CTX_free(ctx);
+err_0:
+	return NULL;
+}
+
+/* Append "; " and text to buf if there is room. */
+static void append(char *buf, size_t len, const char *text)
+{
+	size_t n = strlen(buf);
+
+	if (n + 3 >= len)
+		return;
+	snprintf(buf + n, len - n, "%s%s", n ? "; " : "", text);
+}
+
+/* Collect the reasons of a failed TLS connection into buf. */
+void tun_tls_reason(struct bufferevent *bev, short what, char *buf, size_t len)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+	int saved_errno = errno;
+	unsigned long e;
+	char tmp[256];
+
+	buf[0] = 0;
+	while ((e = bufferevent_get_openssl_error(bev)) != 0) {
+		if (ERR_GET_LIB(e) == 0)
+			continue;   /* libevent's record of a syscall result, not an OpenSSL error */
+		if (ERR_GET_LIB(e) == ERR_LIB_SSL && ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+			append(buf, len, "connection closed by peer");
+			continue;
+		}
+		ERR_error_string_n(e, tmp, sizeof(tmp));
+		append(buf, len, tmp);
+	}
+	if (ssl && SSL_get_verify_result(ssl) != X509_V_OK) {
+		snprintf(tmp, sizeof(tmp), "peer certificate: %s",
+			 X509_verify_cert_error_string(SSL_get_verify_result(ssl)));
+		append(buf, len, tmp);
+	}
+	if (!buf[0] && (what & BEV_EVENT_EOF))
+		append(buf, len, "connection closed by peer");
+	if (!buf[0] && saved_errno)
+		append(buf, len, strerror(saved_errno));
+	if (!buf[0])
+		append(buf, len, "connection failed");
+	ERR_clear_error();
+}
