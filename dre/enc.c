@@ -409,3 +409,8 @@ void dre_enc_get_stats(const dre_enc *e, dre_codec_stats *s)
 	s->delta_bytes = e->st_delta;
 	s->lit_bytes = e->st_lit;
 }
+
+uint64_t dre_enc_seq(const dre_enc *e)
+{
+	return e->seq;
+}

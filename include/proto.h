@@ -132,7 +132,8 @@ enum proto_policy {
 
 enum proto_open_flag {
 	PROTO_OPEN_F_TRANSPARENT = 1u << 0, /* target is the intercepted original destination */
-	PROTO_OPEN_F_MASK = 0x01,           /* all defined bits */
+	PROTO_OPEN_F_WARM = 1u << 1,        /* pre-positioning: decode into the store, deliver nothing */
+	PROTO_OPEN_F_MASK = 0x03,           /* all defined bits */
 };
 
 enum proto_addr {

@@ -35,6 +35,7 @@ struct stats;
 struct stats_stream;
 struct stats_http;
 struct event_base;
+struct evhttp;
 
 /* A registry for role ("edge" or "core", shown in the output). */
 struct stats *stats_create(const char *role);
@@ -75,6 +76,8 @@ char *stats_render_json(struct stats *s);
  * base's thread: GET /metrics, /stats.json.  NULL with err set on failure. */
 struct stats_http *stats_http_start(struct event_base *base, struct stats *s, const char *host,
 				    uint16_t port, char *err, size_t errlen);
+/* The libevent HTTP server, for roles that serve more paths (e.g. /warm). */
+struct evhttp *stats_http_evhttp(struct stats_http *h);
 /* The port actually bound. */
 uint16_t stats_http_port(const struct stats_http *h);
 /* Stops serving; NULL is fine. */

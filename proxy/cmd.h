@@ -9,5 +9,8 @@ int px_cmd_conf(int argc, char **argv);
 int px_cmd_pki(int argc, char **argv);
 int px_cmd_stats(int argc, char **argv);
 int px_cmd_intercept(int argc, char **argv);
+int px_cmd_edge(int argc, char **argv);
+int px_cmd_core(int argc, char **argv);
+int px_cmd_warm(int argc, char **argv);
 
 #endif

@@ -54,6 +54,11 @@ void px_daemon_exit(struct px_daemon *d, int status)
 
 struct event_base *px_daemon_base(struct px_daemon *d) { return d->base; }
 const struct conf *px_daemon_conf(struct px_daemon *d) { return d->conf; }
+struct stats_http *px_daemon_http(struct px_daemon *d)
+{
+	return d->http;
+}
+
 struct stats *px_daemon_stats(struct px_daemon *d) { return d->stats; }
 
 /* SIGHUP: re-read the configuration; the role applies what it can. */

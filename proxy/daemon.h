@@ -42,6 +42,8 @@ struct event_base *px_daemon_base(struct px_daemon *d);
 const struct conf *px_daemon_conf(struct px_daemon *d);
 /* The stats registry (its HTTP server runs when `stats` is set). */
 struct stats *px_daemon_stats(struct px_daemon *d);
+/* The stats HTTP server, or NULL when `stats` is not set. */
+struct stats_http *px_daemon_http(struct px_daemon *d);
 /* Ends the loop; px_daemon_main returns status. */
 void px_daemon_exit(struct px_daemon *d, int status);
 

@@ -11,6 +11,9 @@ struct px_cmd {
 };
 
 static const struct px_cmd px_cmds[] = {
+	{ "edge", px_cmd_edge, "run the branch-side proxy (-c conf/edge.conf)" },
+	{ "core", px_cmd_core, "run the datacenter-side proxy (-c conf/core.conf)" },
+	{ "warm", px_cmd_warm, "pre-position files in the peer's store through a running proxy" },
 	{ "dre", px_cmd_dre, "encode/decode a stream against a segment store; store stats" },
 	{ "conf", px_cmd_conf, "check an edge or core configuration, print the effective one" },
 	{ "pki", px_cmd_pki, "create a CA and edge/core certificates for the tunnel" },

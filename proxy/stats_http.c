@@ -99,6 +99,11 @@ fail:
 }
 
 /* The bound port (useful after binding port 0). */
+struct evhttp *stats_http_evhttp(struct stats_http *h)
+{
+	return h ? h->http : NULL;
+}
+
 uint16_t stats_http_port(const struct stats_http *h)
 {
 	return h->port;

@@ -1,0 +1,357 @@
+/*
+ * edge.c: `wanopt edge`: the branch side.  Accepts client connections on the
+ * forward listeners (target from the rule) and on the transparent listener
+ * (target = the intercepted original destination), and carries each through
+ * the tunnel to the core as a stream.  When no tunnel connection is up,
+ * intercepted connections go direct to their destination (fail open) and
+ * explicit forwards are refused with a log line, or go direct with
+ * `fail_open = direct`.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "cmd.h"
+#include "daemon.h"
+#include "edge_int.h"
+#include "log.h"
+#include "tfo.h"
+
+#define BYPASS_MARK 0x2 /* SO_MARK of our own sockets: never intercepted (conf/intercept-nft.sh) */
+
+/* A forward rule's listener and its target. */
+struct fwd {
+	struct px_edge *e;
+	struct evconnlistener *l;
+	struct conf_forward rule;
+};
+
+static void tun_up(tun_conn *c, void *arg)
+{
+	log_info("tunnel up: %s (version %u)", tun_conn_peer(c), tun_conn_version(c));
+}
+
+static void tun_down(tun_conn *c, void *arg, const char *why)
+{
+	log_warn("tunnel down: %s", why);
+}
+
+static void tun_error(void *arg, const char *msg)
+{
+	struct px_edge *e = arg;
+	/* reconnect attempts repeat: log the first of a run, then every 30th */
+	if (e->errors++ % 30 == 0)
+		log_warn("tunnel: %s", msg);
+}
+
+static void tun_fd(void *arg, int fd, int phase)
+{
+	struct px_edge *e = arg;
+	uint32_t mark = BYPASS_MARK;
+	if (phase == TUN_FD_PRE_CONNECT)
+		setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof mark); /* best effort */
+	if (phase == TUN_FD_CONNECTED)
+		e->errors = 0;
+	px_node_on_fd(&e->node, fd, phase);
+}
+
+static unsigned edge_tunnels_up(void *arg)
+{
+	struct px_edge *e = arg;
+	return e->tc ? tun_client_up(e->tc) : 0;
+}
+
+/* Go direct to dst: the fail-open path. */
+static void go_direct(struct px_edge *e, evutil_socket_t fd, const struct sockaddr *dst, socklen_t dlen,
+		      const char *src, const char *dname)
+{
+	char err[256];
+	int out = tfo_dial(dst, dlen, BYPASS_MARK, err, sizeof err);
+	if (out < 0) {
+		log_warn("%s -> %s: direct connection failed: %s", src, dname, err);
+		evutil_closesocket(fd);
+		return;
+	}
+	struct bufferevent *a = bufferevent_socket_new(e->node.env.base, fd, BEV_OPT_CLOSE_ON_FREE);
+	struct bufferevent *b = bufferevent_socket_new(e->node.env.base, out, BEV_OPT_CLOSE_ON_FREE);
+	if (!a || !b) {
+		if (a)
+			bufferevent_free(a);
+		else
+			evutil_closesocket(fd);
+		if (b)
+			bufferevent_free(b);
+		else
+			evutil_closesocket(out);
+		return;
+	}
+	px_splice_new(&e->node.env, a, b, src, dname);
+}
+
+/* Carry an accepted client connection to target t through the tunnel. */
+static int go_tunnel(struct px_edge *e, evutil_socket_t fd, const tun_target *t, int policy, int transparent,
+		     const char *src)
+{
+	char dname[300], err[128];
+	tun_target_format(t, dname, sizeof dname);
+	tfo_tune_lan(fd, err, sizeof err);
+	struct bufferevent *bev = bufferevent_socket_new(e->node.env.base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (!bev) {
+		evutil_closesocket(fd);
+		return 0;
+	}
+	struct px_relay *r = px_relay_new(&e->node.env, bev, NULL, policy, src, dname, 0);
+	if (!r)
+		return 0;
+	tun_open_info oi = { .policy = (uint8_t)policy, .target = *t };
+	if (transparent)
+		oi.flags = PROTO_OPEN_F_TRANSPARENT;
+	int rc = 0;
+	tun_stream *s = tun_client_open(e->tc, &oi, &px_relay_stream_cbs, r, &rc);
+	if (!s) {
+		px_relay_fail(r, PROTO_RST_INTERNAL, tun_strerror(rc));
+		return -1;
+	}
+	px_relay_attach(r, s);
+	return 0;
+}
+
+static int policy_of(enum conf_optimize o)
+{
+	switch (o) {
+	case CONF_OPT_LZ: return PROTO_POLICY_LZ;
+	case CONF_OPT_TFO: return PROTO_POLICY_TFO;
+	case CONF_OPT_PASSTHROUGH: return PROTO_POLICY_PASSTHROUGH;
+	default: return PROTO_POLICY_FULL;
+	}
+}
+
+static void fwd_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *peer, int plen,
+		       void *arg)
+{
+	struct fwd *f = arg;
+	struct px_edge *e = f->e;
+	const struct conf *c = px_daemon_conf(e->d);
+	char src[96], dname[300];
+	tfo_addr_str(peer, src, sizeof src);
+	snprintf(dname, sizeof dname, "%s:%u", f->rule.target.host, f->rule.target.port);
+	tun_target t;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	char err[256];
+	int resolved = conf_addr_resolve(&f->rule.target, 0, &ss, &sl, err, sizeof err) == 0;
+	int policy = policy_of(resolved ? conf_optimize_for(c, (struct sockaddr *)&ss, f->rule.target.port)
+					: conf_optimize_for(c, NULL, f->rule.target.port));
+	if (e->draining) {
+		evutil_closesocket(fd);
+		return;
+	}
+	if (policy == PROTO_POLICY_PASSTHROUGH || !tun_client_up(e->tc)) {
+		if (policy == PROTO_POLICY_PASSTHROUGH || conf_fail_open(c) == CONF_FAIL_DIRECT) {
+			if (resolved) {
+				go_direct(e, fd, (struct sockaddr *)&ss, sl, src, dname);
+				return;
+			}
+			log_warn("%s -> %s: cannot go direct: %s", src, dname, err);
+		} else {
+			log_warn("%s -> %s: refused: tunnel to the core is down (fail_open = refuse)", src, dname);
+		}
+		evutil_closesocket(fd);
+		return;
+	}
+	if (tun_target_parse(&t, f->rule.target.host, f->rule.target.port)) {
+		log_warn("%s -> %s: bad target", src, dname);
+		evutil_closesocket(fd);
+		return;
+	}
+	go_tunnel(e, fd, &t, policy, 0, src);
+}
+
+static void tp_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *peer, int plen, void *arg)
+{
+	struct px_edge *e = arg;
+	const struct conf *c = px_daemon_conf(e->d);
+	struct sockaddr_storage dst;
+	socklen_t dl = sizeof dst;
+	char src[96], dname[96], err[256];
+	tfo_addr_str(peer, src, sizeof src);
+	/* REDIRECT leaves a NAT record; TPROXY keeps the destination as our address */
+	if (tfo_icpt_orig_dst(fd, TFO_ICPT_REDIRECT, &dst, &dl, err, sizeof err) &&
+	    tfo_icpt_orig_dst(fd, TFO_ICPT_TPROXY, &dst, &dl, err, sizeof err)) {
+		log_warn("%s: no original destination: %s", src, err);
+		evutil_closesocket(fd);
+		return;
+	}
+	tfo_addr_str((struct sockaddr *)&dst, dname, sizeof dname);
+	if (tfo_icpt_is_self((struct sockaddr *)&dst, conf_transparent_port(c)) || e->draining) {
+		log_warn("%s -> %s: refused: connection to the interception port itself", src, dname);
+		evutil_closesocket(fd);
+		return;
+	}
+	uint16_t port = ntohs(dst.ss_family == AF_INET ? ((struct sockaddr_in *)&dst)->sin_port
+						       : ((struct sockaddr_in6 *)&dst)->sin6_port);
+	int policy = policy_of(conf_optimize_for(c, (struct sockaddr *)&dst, port));
+	tun_target t;
+	if (policy == PROTO_POLICY_PASSTHROUGH || !tun_client_up(e->tc) ||
+	    tun_target_from_sockaddr(&t, (struct sockaddr *)&dst) || go_tunnel(e, fd, &t, policy, 1, src)) {
+		if (policy != PROTO_POLICY_PASSTHROUGH)
+			log_info("%s -> %s: tunnel down: going direct (fail open)", src, dname);
+		go_direct(e, fd, (struct sockaddr *)&dst, dl, src, dname);
+	}
+}
+
+/* Open one listener per forward rule; -1 after logging on failure. */
+static int open_forwards(struct px_edge *e, const struct conf *c)
+{
+	size_t n = conf_forward_count(c);
+	e->fwd = calloc(n ? n : 1, sizeof *e->fwd);
+	if (!e->fwd)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		struct fwd *f = calloc(1, sizeof *f);
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof ss;
+		char err[256];
+		if (!f)
+			return -1;
+		e->fwd[e->nfwd++] = f;
+		f->e = e;
+		f->rule = *conf_forward(c, i);
+		if (conf_addr_resolve(&f->rule.listen, 1, &ss, &sl, err, sizeof err)) {
+			log_error("forward %s:%u: %s", f->rule.listen.host, f->rule.listen.port, err);
+			return -1;
+		}
+		f->l = evconnlistener_new_bind(e->node.env.base, fwd_accept, f,
+					       LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, -1, (struct sockaddr *)&ss, (int)sl);
+		if (!f->l) {
+			log_error("forward %s:%u: cannot listen: %s", f->rule.listen.host, f->rule.listen.port,
+				  strerror(errno));
+			return -1;
+		}
+		log_info("forward %s:%u -> %s:%u", f->rule.listen.host, f->rule.listen.port, f->rule.target.host,
+			 f->rule.target.port);
+	}
+	return 0;
+}
+
+static void close_forwards(struct px_edge *e)
+{
+	for (size_t i = 0; i < e->nfwd; i++) {
+		if (e->fwd[i]->l)
+			evconnlistener_free(e->fwd[i]->l);
+		free(e->fwd[i]);
+	}
+	free(e->fwd);
+	e->fwd = NULL;
+	e->nfwd = 0;
+}
+
+static int open_transparent(struct px_edge *e, uint16_t port)
+{
+	struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_port = htons(port), .sin6_addr = IN6ADDR_ANY_INIT };
+	char err[256];
+	int fd = tfo_icpt_listen((struct sockaddr *)&a, sizeof a, TFO_ICPT_TPROXY, 1024, err, sizeof err);
+	if (fd < 0) {
+		log_error("transparent port %u: %s", port, err);
+		return -1;
+	}
+	e->tp = evconnlistener_new(e->node.env.base, tp_accept, e, LEV_OPT_CLOSE_ON_FREE, -1, fd);
+	if (!e->tp) {
+		close(fd);
+		return -1;
+	}
+	log_info("transparent interception on port %u", port);
+	return 0;
+}
+
+static int edge_start(struct px_daemon *d, void *arg)
+{
+	struct px_edge *e = arg;
+	const struct conf *c = px_daemon_conf(d);
+	char err[512];
+	e->d = d;
+	e->node.tunnels_up = edge_tunnels_up;
+	e->node.role = e;
+	if (px_node_start(&e->node, d, PROTO_ROLE_EDGE))
+		return -1;
+	/* a dead tunnel must be noticed within a second, for fail-open */
+	e->node.tcfg.keepalive_ms = 250;
+	e->node.tcfg.keepalive_timeout_ms = 1000;
+	e->node.tcfg.backoff_max_ms = 5000;
+	tun_cbs cbs = { .on_up = tun_up, .on_down = tun_down, .on_stream = px_edge_on_stream,
+			.on_error = tun_error, .on_fd = tun_fd };
+	const struct conf_addr *p = conf_peer(c);
+	e->tc = tun_client_new(e->node.env.base, &e->node.tcfg, p->host, p->port, &cbs, e, err, sizeof err);
+	if (!e->tc) {
+		log_error("tunnel: %s", err);
+		return -1;
+	}
+	log_info("edge %s: tunnel to %s:%u", e->node.name, p->host, p->port);
+	if (open_forwards(e, c))
+		return -1;
+	if (conf_transparent_port(c) && open_transparent(e, conf_transparent_port(c)))
+		return -1;
+	if (px_edge_warm_start(e))
+		log_warn("warm: cannot serve /warm on the stats address");
+	return 0;
+}
+
+static int edge_reload(struct px_daemon *d, const struct conf *old, const struct conf *c, void *arg)
+{
+	struct px_edge *e = arg;
+	close_forwards(e);
+	px_node_reload(&e->node, c);
+	if (open_forwards(e, c)) {
+		log_error("reload: forward listeners failed; keeping the old configuration");
+		close_forwards(e);
+		open_forwards(e, old);
+		return -1;
+	}
+	return 0;
+}
+
+static void edge_idle(struct px_relay_env *env)
+{
+	struct px_edge *e = (struct px_edge *)((char *)env - offsetof(struct px_edge, node.env));
+	if (e->draining)
+		px_daemon_exit(e->d, 0);
+}
+
+static void edge_drain(struct px_daemon *d, void *arg)
+{
+	struct px_edge *e = arg;
+	e->draining = 1;
+	close_forwards(e);
+	if (e->tp)
+		evconnlistener_free(e->tp);
+	e->tp = NULL;
+	log_info("draining: %u connections left", e->node.env.active);
+	e->node.env.on_idle = edge_idle;
+	if (!e->node.env.active)
+		px_daemon_exit(d, 0);
+}
+
+static void edge_stop(struct px_daemon *d, void *arg)
+{
+	struct px_edge *e = arg;
+	close_forwards(e);
+	if (e->tp)
+		evconnlistener_free(e->tp);
+	tun_client_free(e->tc);
+	px_edge_warm_stop(e);
+	px_node_stop(&e->node);
+}
+
+int px_cmd_edge(int argc, char **argv)
+{
+	struct px_edge e;
+	memset(&e, 0, sizeof e);
+	struct px_daemon_hooks h = { edge_start, edge_reload, edge_drain, edge_stop };
+	return px_daemon_main(CONF_EDGE, argc, argv, &h, &e);
+}

@@ -1,0 +1,119 @@
+/* node.c: the parts of a daemon common to edge and core (see node.h). */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "daemon.h"
+#include "log.h"
+#include "node.h"
+#include "stats.h"
+#include "tfo.h"
+
+#define TICK_MS 1000
+#define SYNC_EVERY 30 /* ticks between store syncs */
+
+/* Once a second: gauges; every SYNC_EVERY: make the store durable. */
+static void tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_node *n = arg;
+	struct stats *s = px_daemon_stats(n->d);
+	dre_store_stats ss;
+	dre_store_get_stats(n->store, &ss);
+	stats_set(s, STATS_STORE_FILL, ss.disk_bytes);
+	stats_set(s, STATS_STORE_SIZE, ss.size_limit);
+	stats_set(s, STATS_STORE_EVICTIONS, ss.evicted_chunks);
+	if (n->tunnels_up)
+		stats_set(s, STATS_TUNNELS_UP, n->tunnels_up(n->role));
+	if (++n->ticks % SYNC_EVERY == 0 && dre_store_sync(n->store))
+		log_warn("store %s: sync failed", conf_store(px_daemon_conf(n->d)));
+}
+
+void px_node_on_fd(void *arg, int fd, int phase)
+{
+	struct px_node *n = arg;
+	char err[256];
+	if (phase == TUN_FD_LISTEN || phase == TUN_FD_PRE_CONNECT) {
+		struct tfo_opts o = { .cc = n->cc, .rate_bps = n->rate_bps, .rtt_us = n->rtt_us };
+		struct tfo_tuned t;
+		if (tfo_tune_wan(fd, &o, &t, err, sizeof err))
+			log_warn("WAN socket tuning: %s", err);
+		else
+			log_debug("WAN socket: %s%s, buffers %llu", t.cc, t.cc_fallback ? " (fallback)" : "",
+				  (unsigned long long)t.bufsize);
+	}
+}
+
+/* Stream window: at least the default, or 2 x bandwidth x delay when known. */
+static uint32_t window_for(uint64_t rate_bps, uint32_t rtt_us)
+{
+	uint64_t w = tfo_bdp_bytes(rate_bps, rtt_us) * 2;
+	if (w < PROTO_INITIAL_WINDOW)
+		w = PROTO_INITIAL_WINDOW;
+	if (w > (64u << 20))
+		w = 64u << 20;
+	return (uint32_t)w;
+}
+
+int px_node_start(struct px_node *n, struct px_daemon *d, int role)
+{
+	const struct conf *c = px_daemon_conf(d);
+	char err[512];
+	n->d = d;
+	dre_store_opts so = { .size_limit = conf_store_size(c), .create = 1 };
+	if (!(n->store = dre_store_open(conf_store(c), &so, err, sizeof err))) {
+		log_error("store: %s", err);
+		return -1;
+	}
+	dre_store_stats ss;
+	dre_store_get_stats(n->store, &ss);
+	log_info("store %s: %llu chunks, %llu bytes (limit %llu)%s", conf_store(c),
+		 (unsigned long long)ss.chunks, (unsigned long long)ss.data_bytes,
+		 (unsigned long long)ss.size_limit, ss.dropped_records ? ", torn records dropped" : "");
+	if (gethostname(n->name, sizeof n->name - 1))
+		snprintf(n->name, sizeof n->name, "wanopt");
+	snprintf(n->cc, sizeof n->cc, "%s", conf_cc_name(conf_congestion(c)));
+	n->rate_bps = conf_link_rate(c);
+	n->rtt_us = conf_link_rtt(c);
+	tun_config *t = &n->tcfg;
+	memset(t, 0, sizeof *t);
+	t->cert_file = conf_tls_cert(c);
+	t->key_file = conf_tls_key(c);
+	t->ca_file = conf_tls_ca(c);
+	t->node_name = n->name;
+	uint64_t id = dre_store_id(n->store);
+	memcpy(t->store_id, &id, sizeof id);
+	t->role = (uint8_t)role;
+	t->window = window_for(n->rate_bps, n->rtt_us);
+	t->conns = conf_tunnels(c);
+	n->env.base = px_daemon_base(d);
+	n->env.store = n->store;
+	n->env.stats = px_daemon_stats(d);
+	n->env.link_bps = n->rate_bps;
+	if (!(n->tick = event_new(n->env.base, -1, EV_PERSIST, tick_cb, n)))
+		return -1;
+	struct timeval tv = { TICK_MS / 1000, (TICK_MS % 1000) * 1000 };
+	event_add(n->tick, &tv);
+	tick_cb(-1, 0, n);
+	return 0;
+}
+
+void px_node_reload(struct px_node *n, const struct conf *c)
+{
+	if (dre_store_set_limit(n->store, conf_store_size(c)))
+		log_warn("store: cannot apply store_size %llu", (unsigned long long)conf_store_size(c));
+	else
+		log_info("store: size limit now %llu bytes", (unsigned long long)conf_store_size(c));
+}
+
+void px_node_stop(struct px_node *n)
+{
+	if (n->tick)
+		event_free(n->tick);
+	n->tick = NULL;
+	if (n->store && dre_store_sync(n->store))
+		log_warn("store: final sync failed");
+	dre_store_close(n->store);
+	n->store = NULL;
+}

@@ -1,0 +1,40 @@
+/* node.h: what an edge and a core share: the segment store, the tunnel
+ * configuration from the daemon's config, WAN socket tuning, and a timer that
+ * keeps the stats gauges current and the store synced. */
+#ifndef WANOPT_NODE_H
+#define WANOPT_NODE_H
+
+#include "conf.h"
+#include "dre.h"
+#include "relay.h"
+#include "tun.h"
+
+struct px_daemon;
+struct event;
+
+struct px_node {
+	struct px_daemon *d;
+	dre_store *store;
+	tun_config tcfg;
+	struct px_relay_env env;
+	struct event *tick;
+	unsigned ticks;
+	char name[64];
+	char cc[16];
+	uint64_t rate_bps;
+	uint32_t rtt_us;
+	unsigned (*tunnels_up)(void *arg); /* role's count of live tunnel connections */
+	void *role;
+};
+
+/* Open the store and set up the tunnel config, tuning and gauges for the
+ * daemon's configuration.  0, or -1 after logging why. */
+int px_node_start(struct px_node *n, struct px_daemon *d, int role);
+/* Apply a reloaded configuration's store_size. */
+void px_node_reload(struct px_node *n, const struct conf *c);
+/* Sync and close the store, stop the timer. */
+void px_node_stop(struct px_node *n);
+/* The tun_cbs.on_fd hook: tunes WAN sockets (arg is the px_node). */
+void px_node_on_fd(void *arg, int fd, int phase);
+
+#endif

@@ -1,0 +1,470 @@
+/*
+ * relay.c: a LAN connection bound to a tunnel stream (see relay.h).
+ *
+ * LAN -> WAN: read what the stream has room for, feed the DRE encoder (or pass
+ * raw for policy tfo), flush the encoder once the LAN side has been quiet for
+ * FLUSH_DELAY_US (interactive traffic goes out at once, bulk traffic keeps
+ * content-defined chunk boundaries).  On LAN EOF the stream is closed only once
+ * the peer acknowledged every frame: until then it may still ask for one.
+ *
+ * WAN -> LAN: tunnel data goes through the decoder into the LAN socket's
+ * output; above LAN_HIWAT decoding pauses and tunnel credit is withheld, so a
+ * slow client slows the sender instead of filling memory.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/util.h>
+#include <event2/event.h>
+
+#include "log.h"
+#include "relay.h"
+#include "stats.h"
+
+#define LAN_HIWAT (4u << 20)     /* LAN output above this: pause decoding */
+#define LAN_LOWAT (1u << 20)     /* ... resume below this */
+#define READ_CHUNK (256u << 10)  /* LAN bytes fed to the encoder at a time */
+#define FRAME_MAX (256u << 10)   /* encoder frame size: latency vs overhead */
+#define FLUSH_DELAY_US 2000      /* LAN quiet this long: send the partial chunk */
+#define ACK_EVERY 8              /* frames between ACKs while data keeps coming */
+
+struct px_relay {
+	struct px_relay_env *env;
+	struct bufferevent *bev;  /* the LAN connection */
+	tun_stream *ts;
+	int policy;
+	dre_enc *enc;
+	dre_dec *dec;
+	struct stats_stream *st;
+	struct event *flush_ev;
+	size_t held;              /* tunnel bytes received, credit not yet returned */
+	uint64_t acked;           /* frames we acknowledged to the peer */
+	uint64_t peer_acked;      /* frames the peer acknowledged to us */
+	dre_codec_stats last;     /* encoder figures already added to stats */
+	unsigned lan_eof : 1;     /* the LAN side sent FIN */
+	unsigned wan_closed : 1;  /* we sent CLOSE */
+	unsigned wan_eof : 1;     /* the peer sent CLOSE */
+	unsigned lan_shut : 1;    /* we shut down LAN writes */
+	unsigned connecting : 1;  /* LAN socket still connecting (core) */
+	struct timespec t0;
+	char src[96], dst[300];
+};
+
+static void lan_read_cb(struct bufferevent *bev, void *arg);
+static void lan_write_cb(struct bufferevent *bev, void *arg);
+static void lan_event_cb(struct bufferevent *bev, short what, void *arg);
+
+static double since(const struct timespec *t0)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+static const char *policy_name(int p)
+{
+	static const char *n[] = { "full", "lz", "tfo", "passthrough" };
+	return p >= 0 && p <= PROTO_POLICY_MAX ? n[p] : "?";
+}
+
+/* Add the encoder's new hit and LZ figures to the stream's stats. */
+static void stats_sync(struct px_relay *r)
+{
+	if (!r->enc)
+		return;
+	dre_codec_stats s;
+	dre_enc_get_stats(r->enc, &s);
+	stats_stream_add(r->st, STATS_DRE_HIT, s.ref_bytes - r->last.ref_bytes);
+	stats_stream_add(r->st, STATS_LZ_IN, s.lz_in - r->last.lz_in);
+	stats_stream_add(r->st, STATS_LZ_OUT, s.lz_out - r->last.lz_out);
+	r->last = s;
+}
+
+/* Release everything.  rst: reset the LAN connection instead of closing it. */
+static void relay_free(struct px_relay *r, int rst, const char *why)
+{
+	char sum[256];
+	stats_sync(r);
+	stats_stream_summary(r->st, sum, sizeof sum);
+	if (why)
+		log_info("close %s -> %s (%s): reset: %s; %s in %.3f s", r->src, r->dst, policy_name(r->policy),
+			 why, sum, since(&r->t0));
+	else
+		log_info("close %s -> %s (%s): %s in %.3f s", r->src, r->dst, policy_name(r->policy), sum,
+			 since(&r->t0));
+	if (rst && r->bev) {
+		struct linger lg = { 1, 0 };
+		int fd = bufferevent_getfd(r->bev);
+		if (fd >= 0)
+			setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+	}
+	if (r->bev)
+		bufferevent_free(r->bev);
+	tun_stream_free(r->ts);
+	if (r->flush_ev)
+		event_free(r->flush_ev);
+	dre_enc_free(r->enc);
+	dre_dec_free(r->dec);
+	stats_stream_close(r->st);
+	struct px_relay_env *env = r->env;
+	free(r);
+	if (--env->active == 0 && env->on_idle)
+		env->on_idle(env);
+}
+
+/* Something failed: reset both sides. */
+static void relay_abort(struct px_relay *r, int code, const char *why)
+{
+	if (r->ts)
+		tun_stream_reset(r->ts, code);
+	relay_free(r, 1, why);
+}
+
+/* Both directions finished cleanly: release. */
+static void maybe_done(struct px_relay *r)
+{
+	if (r->lan_eof && r->wan_closed && r->wan_eof && r->lan_shut)
+		relay_free(r, 0, NULL);
+}
+
+/* Encoder output: into the stream. */
+static int wan_out(void *arg, const void *buf, size_t len)
+{
+	struct px_relay *r = arg;
+	if (!r->ts || tun_stream_write(r->ts, buf, len))
+		return -1;
+	stats_stream_add(r->st, STATS_WAN_OUT, len);
+	return 0;
+}
+
+/* Decoder output: into the LAN socket; pause above the high mark. */
+static int lan_out(void *arg, const void *buf, size_t len)
+{
+	struct px_relay *r = arg;
+	if (bufferevent_write(r->bev, buf, len))
+		return -1;
+	stats_stream_add(r->st, STATS_LAN_OUT, len);
+	return evbuffer_get_length(bufferevent_get_output(r->bev)) >= LAN_HIWAT;
+}
+
+/* Our decoder lacks what a frame references: ask the peer's encoder. */
+static void dec_ask(void *arg, uint64_t seq)
+{
+	struct px_relay *r = arg;
+	stats_stream_add(r->st, STATS_ASKS, 1);
+	log_debug("%s -> %s: asking for frame %llu", r->src, r->dst, (unsigned long long)seq);
+	if (r->ts)
+		tun_stream_ask(r->ts, seq);
+}
+
+/* Close our direction of the stream once the LAN side ended, all its bytes
+ * were encoded and (with DRE) the peer acknowledged every frame. */
+static void try_close_wan(struct px_relay *r)
+{
+	if (!r->lan_eof || r->wan_closed || !r->ts || evbuffer_get_length(bufferevent_get_input(r->bev)))
+		return;
+	if (r->enc && dre_enc_seq(r->enc) > r->peer_acked)
+		return; /* on_ack calls again */
+	stats_sync(r);
+	tun_stream_close(r->ts);
+	r->wan_closed = 1;
+	maybe_done(r);
+}
+
+/* Move LAN input into the stream while it has room. */
+static void pump(struct px_relay *r)
+{
+	struct evbuffer *in = bufferevent_get_input(r->bev);
+	size_t len;
+	while ((len = evbuffer_get_length(in)) > 0) {
+		size_t room = r->ts ? tun_stream_room(r->ts) : 0;
+		if (!room) {
+			bufferevent_disable(r->bev, EV_READ);
+			return;
+		}
+		size_t n = len < room ? len : room;
+		if (n > READ_CHUNK)
+			n = READ_CHUNK;
+		const unsigned char *p = evbuffer_pullup(in, (ssize_t)n);
+		int rc = r->enc ? dre_enc_write(r->enc, p, n, wan_out, r) : wan_out(r, p, n);
+		if (rc) {
+			relay_abort(r, PROTO_RST_INTERNAL, r->enc ? dre_strerror(rc) : "tunnel write failed");
+			return;
+		}
+		evbuffer_drain(in, n);
+		stats_stream_add(r->st, STATS_LAN_IN, n);
+	}
+	if (!r->lan_eof)
+		bufferevent_enable(r->bev, EV_READ);
+	if (r->enc) {
+		struct timeval tv = { 0, FLUSH_DELAY_US };
+		evtimer_add(r->flush_ev, &tv);
+	}
+}
+
+static void flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_relay *r = arg;
+	if (!r->ts || !tun_stream_room(r->ts))
+		return; /* backpressured: pump re-arms when room comes back */
+	int rc = dre_enc_flush(r->enc, wan_out, r);
+	if (rc)
+		relay_abort(r, PROTO_RST_INTERNAL, dre_strerror(rc));
+}
+
+/* Return tunnel credit for what the LAN side has taken, and acknowledge
+ * decoded frames. */
+static void credit_and_ack(struct px_relay *r)
+{
+	if (!r->ts)
+		return;
+	int paused = r->dec && dre_dec_paused(r->dec);
+	if (r->held && !paused && evbuffer_get_length(bufferevent_get_output(r->bev)) < LAN_HIWAT) {
+		tun_stream_consumed(r->ts, r->held);
+		r->held = 0;
+	}
+	if (r->dec) {
+		uint64_t a = dre_dec_applied(r->dec);
+		if (a > r->acked && (a - r->acked >= ACK_EVERY || !dre_dec_buffered(r->dec))) {
+			tun_stream_ack(r->ts, a);
+			r->acked = a;
+		}
+	}
+}
+
+/* The peer finished: once everything is decoded and written, FIN the LAN. */
+static void finish_lan(struct px_relay *r)
+{
+	if (!r->wan_eof || r->lan_shut)
+		return;
+	if (r->dec) {
+		if (dre_dec_paused(r->dec))
+			return;
+		int rc = dre_dec_finish(r->dec);
+		if (rc) {
+			relay_abort(r, PROTO_RST_CODEC, rc == DRE_EMISS ? "stream ended inside a frame" : dre_strerror(rc));
+			return;
+		}
+	}
+	if (evbuffer_get_length(bufferevent_get_output(r->bev))) {
+		bufferevent_setwatermark(r->bev, EV_WRITE, 0, 0); /* call back when empty */
+		return;
+	}
+	int fd = bufferevent_getfd(r->bev);
+	if (fd >= 0)
+		shutdown(fd, SHUT_WR);
+	else
+		bufferevent_flush(r->bev, EV_WRITE, BEV_FINISHED); /* a pair (warm) */
+	r->lan_shut = 1;
+	maybe_done(r);
+}
+
+static void lan_read_cb(struct bufferevent *bev, void *arg)
+{
+	pump(arg);
+}
+
+static void lan_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct px_relay *r = arg;
+	if (r->dec && dre_dec_paused(r->dec)) {
+		int rc = dre_dec_write(r->dec, NULL, 0, lan_out, r);
+		if (rc) {
+			relay_abort(r, PROTO_RST_CODEC, dre_strerror(rc));
+			return;
+		}
+	}
+	credit_and_ack(r);
+	finish_lan(r);
+}
+
+static void lan_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct px_relay *r = arg;
+	if (what & BEV_EVENT_CONNECTED) {
+		px_relay_connected(r);
+		return;
+	}
+	if (what & BEV_EVENT_EOF) {
+		r->lan_eof = 1;
+		pump(r);
+		if (evbuffer_get_length(bufferevent_get_input(bev)))
+			return; /* the rest goes when the stream has room; on_writable retries */
+		int rc = r->enc ? dre_enc_flush(r->enc, wan_out, r) : 0;
+		if (rc) {
+			relay_abort(r, PROTO_RST_INTERNAL, dre_strerror(rc));
+			return;
+		}
+		try_close_wan(r);
+		return;
+	}
+	if (r->connecting) {
+		px_relay_fail(r, PROTO_RST_CONNECT, evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		return;
+	}
+	relay_abort(r, PROTO_RST_TARGET, evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+}
+
+/* ---- tunnel stream callbacks ---- */
+
+static void ts_data(tun_stream *s, void *arg, const void *buf, size_t len)
+{
+	struct px_relay *r = arg;
+	stats_stream_add(r->st, STATS_WAN_IN, len);
+	r->held += len;
+	if (r->dec) {
+		int rc = dre_dec_write(r->dec, buf, len, lan_out, r);
+		if (rc) {
+			relay_abort(r, PROTO_RST_CODEC, dre_strerror(rc));
+			return;
+		}
+	} else if (lan_out(r, buf, len) < 0) {
+		relay_abort(r, PROTO_RST_INTERNAL, "LAN write failed");
+		return;
+	}
+	credit_and_ack(r);
+}
+
+static void ts_close(tun_stream *s, void *arg)
+{
+	struct px_relay *r = arg;
+	r->wan_eof = 1;
+	credit_and_ack(r);
+	finish_lan(r);
+}
+
+static void ts_reset(tun_stream *s, void *arg, int code)
+{
+	struct px_relay *r = arg;
+	char why[64];
+	snprintf(why, sizeof why, "stream reset by %s (code %d)",
+		 code == PROTO_RST_TUNNEL_DOWN ? "tunnel loss" : "peer", code);
+	relay_free(r, 1, why);
+}
+
+static void ts_writable(tun_stream *s, void *arg)
+{
+	struct px_relay *r = arg;
+	pump(r);
+	if (r->lan_eof && !evbuffer_get_length(bufferevent_get_input(r->bev))) {
+		int rc = r->enc ? dre_enc_flush(r->enc, wan_out, r) : 0;
+		if (rc) {
+			relay_abort(r, PROTO_RST_INTERNAL, dre_strerror(rc));
+			return;
+		}
+		try_close_wan(r);
+	}
+}
+
+static void ts_ask(tun_stream *s, void *arg, uint64_t seq)
+{
+	struct px_relay *r = arg;
+	int rc = r->enc ? dre_enc_learn(r->enc, seq, wan_out, r) : DRE_ESTATE;
+	if (rc) {
+		relay_abort(r, PROTO_RST_CODEC, "cannot resend a frame the peer lacks");
+		return;
+	}
+	log_debug("%s -> %s: resent frame %llu", r->src, r->dst, (unsigned long long)seq);
+}
+
+static void ts_ack(tun_stream *s, void *arg, uint64_t seq)
+{
+	struct px_relay *r = arg;
+	if (!r->enc)
+		return;
+	dre_enc_ack(r->enc, seq);
+	if (seq > r->peer_acked)
+		r->peer_acked = seq;
+	try_close_wan(r);
+}
+
+const tun_stream_cbs px_relay_stream_cbs = {
+	.on_data = ts_data,
+	.on_close = ts_close,
+	.on_reset = ts_reset,
+	.on_writable = ts_writable,
+	.on_ask = ts_ask,
+	.on_ack = ts_ack,
+};
+
+/* Codec per policy: full = DRE + LZ, lz = LZ only, tfo = none. */
+static int make_codec(struct px_relay *r)
+{
+	if (r->policy != PROTO_POLICY_FULL && r->policy != PROTO_POLICY_LZ)
+		return 0;
+	dre_enc_opts o = { .link_bps = r->env->link_bps, .frame_max = FRAME_MAX, .retain = 1,
+			   .no_dedup = r->policy == PROTO_POLICY_LZ };
+	r->enc = dre_enc_new(r->env->store, &o);
+	r->dec = dre_dec_new(r->env->store);
+	if (!r->enc || !r->dec)
+		return -1;
+	dre_dec_set_ask(r->dec, dec_ask, r);
+	return 0;
+}
+
+struct px_relay *px_relay_new(struct px_relay_env *env, struct bufferevent *bev, tun_stream *s,
+			      int policy, const char *src, const char *dst, int connecting)
+{
+	struct px_relay *r = calloc(1, sizeof *r);
+	if (!r) {
+		bufferevent_free(bev);
+		if (s)
+			tun_stream_reset(s, PROTO_RST_INTERNAL);
+		tun_stream_free(s);
+		return NULL;
+	}
+	env->active++;
+	r->env = env;
+	r->bev = bev;
+	r->policy = policy;
+	r->connecting = connecting;
+	clock_gettime(CLOCK_MONOTONIC, &r->t0);
+	snprintf(r->src, sizeof r->src, "%s", src);
+	snprintf(r->dst, sizeof r->dst, "%s", dst);
+	r->st = stats_stream_open(env->stats, src, dst, policy_name(policy));
+	if (make_codec(r) || !(r->flush_ev = evtimer_new(env->base, flush_cb, r))) {
+		r->ts = s;
+		relay_abort(r, PROTO_RST_INTERNAL, "out of memory");
+		return NULL;
+	}
+	bufferevent_setcb(bev, lan_read_cb, lan_write_cb, lan_event_cb, r);
+	bufferevent_setwatermark(bev, EV_WRITE, LAN_LOWAT, 0);
+	bufferevent_set_max_single_read(bev, READ_CHUNK);
+	if (s)
+		px_relay_attach(r, s);
+	if (!connecting)
+		bufferevent_enable(bev, EV_READ | EV_WRITE);
+	log_info("open %s -> %s (%s)", src, dst, policy_name(policy));
+	return r;
+}
+
+void px_relay_attach(struct px_relay *r, tun_stream *s)
+{
+	r->ts = s;
+	tun_stream_set_cbs(s, &px_relay_stream_cbs, r);
+}
+
+void px_relay_connected(struct px_relay *r)
+{
+	r->connecting = 0;
+	bufferevent_enable(r->bev, EV_READ | EV_WRITE);
+	pump(r);
+}
+
+void px_relay_fail(struct px_relay *r, int code, const char *why)
+{
+	relay_abort(r, code, why);
+}
+
+struct bufferevent *px_relay_bev(struct px_relay *r)
+{
+	return r->bev;
+}

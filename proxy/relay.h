@@ -1,0 +1,59 @@
+/* relay.h: one client connection carried through the tunnel: a LAN socket
+ * bound to a tunnel stream, with a DRE encoder towards the WAN and a decoder
+ * from it (policy full or lz), or raw bytes (tfo).  Also the plain splice used
+ * when a connection goes direct (fail open, passthrough).
+ *
+ * Backpressure both ways: LAN reading stops while the stream's send queue is
+ * full; decoding pauses and tunnel credit is withheld while the LAN socket's
+ * output is above its high mark.  Every byte arrives intact or both ends are
+ * reset.  All on one event base thread. */
+#ifndef WANOPT_RELAY_H
+#define WANOPT_RELAY_H
+
+#include <stdint.h>
+
+#include "dre.h"
+#include "tun.h"
+
+struct event_base;
+struct bufferevent;
+struct stats;
+
+/* What every relay of a node (or of one worker thread) shares. */
+struct px_relay_env {
+	struct event_base *base;
+	dre_store *store;       /* the node's segment store (thread-safe) */
+	struct stats *stats;    /* the stats registry (thread-safe) */
+	uint64_t link_bps;      /* WAN rate hint for the residual coder (0: unknown) */
+	unsigned active;        /* relays alive on this env */
+	void (*on_idle)(struct px_relay_env *env); /* active dropped to 0 (drain) */
+};
+
+struct px_relay;
+
+/* Bind a connected (or connecting) LAN bufferevent to stream s, which carries
+ * policy (enum proto_policy).  src/dst label the connection in stats and logs.
+ * connecting: the LAN socket is still connecting (core side); call
+ * px_relay_connected when it is.  Takes ownership of bev and s; on failure
+ * both are released and NULL returned. */
+struct px_relay *px_relay_new(struct px_relay_env *env, struct bufferevent *bev, tun_stream *s,
+			      int policy, const char *src, const char *dst, int connecting);
+/* The LAN connection (core side) came up: start reading from it. */
+void px_relay_connected(struct px_relay *r);
+/* The LAN connection (core side) failed: reset the stream with code. */
+void px_relay_fail(struct px_relay *r, int code, const char *why);
+/* The LAN bufferevent of r. */
+struct bufferevent *px_relay_bev(struct px_relay *r);
+/* The tunnel stream callbacks a relay installs (for tun_*_open). */
+extern const tun_stream_cbs px_relay_stream_cbs;
+/* Attach the stream after px_relay_new was given s == NULL (edge: the stream
+ * is opened with the relay as callback argument). */
+void px_relay_attach(struct px_relay *r, tun_stream *s);
+
+/* Splice two sockets directly (fail open, passthrough): a pair of
+ * bufferevents pointing at each other with watermarks.  b may still be
+ * connecting.  Takes ownership of both. */
+int px_splice_new(struct px_relay_env *env, struct bufferevent *a, struct bufferevent *b,
+		  const char *src, const char *dst);
+
+#endif

@@ -1,0 +1,229 @@
+/*
+ * warm.c: pre-positioning.  `wanopt warm --stats=HOST:PORT FILE...` asks the
+ * proxy serving that stats address (POST /warm, one absolute path per line) to
+ * push the files' chunks through the tunnel into its peers' stores: each file
+ * goes as a stream flagged PROTO_OPEN_F_WARM, through a relay whose LAN side is
+ * a bufferevent pair fed from the file; the peer decodes into its store and
+ * delivers nothing.  The HTTP answer comes when every push has ended.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+
+#include "log.h"
+#include "stats.h"
+#include "warm.h"
+
+#define FEED_CHUNK (256u << 10)
+#define FEED_HIWAT (1u << 20)
+
+struct warm_job {
+	struct evhttp_request *req;
+	unsigned pending, started, failed;
+	uint64_t bytes;
+};
+
+/* One file pushed to one peer: feeds the pair end the relay does not own. */
+struct warm_feed {
+	struct warm_job *job;
+	struct bufferevent *b;
+	int fd;
+	uint64_t bytes;
+};
+
+static void job_done(struct warm_job *j)
+{
+	struct evbuffer *out = evbuffer_new();
+	if (out) {
+		evbuffer_add_printf(out, "{\"streams\":%u,\"failed\":%u,\"bytes\":%llu}\n", j->started, j->failed,
+				    (unsigned long long)j->bytes);
+		evhttp_send_reply(j->req, j->failed ? 500 : 200, j->failed ? "Incomplete" : "OK", out);
+		evbuffer_free(out);
+	}
+	free(j);
+}
+
+static void feed_free(struct warm_feed *f, int ok)
+{
+	struct warm_job *j = f->job;
+	if (f->fd >= 0)
+		close(f->fd);
+	bufferevent_free(f->b);
+	j->bytes += f->bytes;
+	if (!ok)
+		j->failed++;
+	free(f);
+	if (--j->pending == 0)
+		job_done(j);
+}
+
+/* Keep about FEED_HIWAT of the file queued; at its end, signal EOF. */
+static void feed_more(struct bufferevent *b, void *arg)
+{
+	struct warm_feed *f = arg;
+	struct evbuffer *out = bufferevent_get_output(b);
+	while (f->fd >= 0 && evbuffer_get_length(out) < FEED_HIWAT) {
+		char buf[64 << 10];
+		ssize_t n = read(f->fd, buf, sizeof buf);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n < 0)
+				log_warn("warm: read failed: %s", strerror(errno));
+			close(f->fd);
+			f->fd = -1;
+			bufferevent_flush(b, EV_WRITE, BEV_FINISHED);
+			break;
+		}
+		f->bytes += (uint64_t)n;
+		bufferevent_write(b, buf, (size_t)n);
+	}
+}
+
+/* The relay let go of its end: the push ended (cleanly if all was read). */
+static void feed_event(struct bufferevent *b, short what, void *arg)
+{
+	struct warm_feed *f = arg;
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+		feed_free(f, f->fd < 0);
+}
+
+static void feed_read(struct bufferevent *b, void *arg)
+{
+	evbuffer_drain(bufferevent_get_input(b), evbuffer_get_length(bufferevent_get_input(b)));
+}
+
+/* Start pushing path to every peer; counts streams into job. */
+static void warm_file(struct px_warm *w, struct warm_job *j, const char *path)
+{
+	for (int i = 0;; i++) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			log_warn("warm: %s: %s", path, strerror(errno));
+			j->failed++;
+			return;
+		}
+		struct bufferevent *pair[2];
+		if (bufferevent_pair_new(w->env->base, 0, pair)) {
+			close(fd);
+			j->failed++;
+			return;
+		}
+		struct px_relay *r = px_relay_new(w->env, pair[0], NULL, PROTO_POLICY_FULL, "warm", path, 0);
+		if (!r) {
+			bufferevent_free(pair[1]);
+			close(fd);
+			j->failed++;
+			return;
+		}
+		tun_open_info oi = { .policy = PROTO_POLICY_FULL, .flags = PROTO_OPEN_F_WARM };
+		tun_target_parse(&oi.target, "warm", 9);
+		int err = 0;
+		tun_stream *s = w->open(w->arg, i, &oi, &px_relay_stream_cbs, r, &err);
+		if (!s) {
+			bufferevent_free(pair[1]);
+			close(fd);
+			px_relay_fail(r, PROTO_RST_INTERNAL, i ? "no more peers" : tun_strerror(err));
+			if (i == 0) {
+				log_warn("warm: %s: no tunnel to a peer is up", path);
+				j->failed++;
+			}
+			return;
+		}
+		px_relay_attach(r, s);
+		struct warm_feed *f = calloc(1, sizeof *f);
+		if (!f) {
+			bufferevent_free(pair[1]);
+			close(fd);
+			j->failed++;
+			continue;
+		}
+		f->job = j;
+		f->b = pair[1];
+		f->fd = fd;
+		j->pending++;
+		j->started++;
+		bufferevent_setcb(pair[1], feed_read, feed_more, feed_event, f);
+		bufferevent_setwatermark(pair[1], EV_WRITE, FEED_HIWAT / 2, 0);
+		bufferevent_enable(pair[1], EV_READ | EV_WRITE);
+		feed_more(pair[1], f);
+		log_info("warm: pushing %s to peer %d", path, i);
+	}
+}
+
+static void warm_http(struct evhttp_request *req, void *arg)
+{
+	struct px_warm *w = arg;
+	if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
+		evhttp_send_error(req, 405, "POST a list of absolute paths, one per line");
+		return;
+	}
+	struct warm_job *j = calloc(1, sizeof *j);
+	if (!j) {
+		evhttp_send_error(req, 500, "out of memory");
+		return;
+	}
+	j->req = req;
+	j->pending = 1; /* held while starting */
+	struct evbuffer *in = evhttp_request_get_input_buffer(req);
+	char *line;
+	size_t n;
+	while ((line = evbuffer_readln(in, &n, EVBUFFER_EOL_ANY))) {
+		if (n && line[0] == '/')
+			warm_file(w, j, line);
+		else if (n) {
+			log_warn("warm: '%s': not an absolute path", line);
+			j->failed++;
+		}
+		free(line);
+	}
+	if (--j->pending == 0)
+		job_done(j);
+}
+
+int px_warm_serve(struct px_warm *w, struct stats_http *h)
+{
+	struct evhttp *http = stats_http_evhttp(h);
+	if (!http)
+		return 0; /* no stats address: nothing to serve warm on */
+	return evhttp_set_cb(http, "/warm", warm_http, w) ? -1 : 0;
+}
+
+/* Receiving side: discards what the sink relay delivers, and ends its own
+ * direction at once (nothing goes back). */
+static void sink_read(struct bufferevent *b, void *arg)
+{
+	evbuffer_drain(bufferevent_get_input(b), evbuffer_get_length(bufferevent_get_input(b)));
+}
+
+static void sink_event(struct bufferevent *b, short what, void *arg)
+{
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+		bufferevent_free(b);
+}
+
+int px_warm_accept(struct px_relay_env *env, tun_stream *s, const char *peer)
+{
+	struct bufferevent *pair[2];
+	if (bufferevent_pair_new(env->base, 0, pair)) {
+		tun_stream_reset(s, PROTO_RST_INTERNAL);
+		tun_stream_free(s);
+		return -1;
+	}
+	bufferevent_setcb(pair[1], sink_read, NULL, sink_event, NULL);
+	bufferevent_enable(pair[1], EV_READ | EV_WRITE);
+	if (!px_relay_new(env, pair[0], s, PROTO_POLICY_FULL, peer, "warm (into the store)", 0)) {
+		bufferevent_free(pair[1]);
+		return -1;
+	}
+	bufferevent_flush(pair[1], EV_WRITE, BEV_FINISHED);
+	return 0;
+}
