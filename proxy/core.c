@@ -5,9 +5,13 @@
  * Host-name targets are resolved asynchronously and checked after resolution,
  * before any byte reaches them.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <event2/bufferevent.h>
 #include <event2/dns.h>
@@ -21,20 +25,41 @@
 #include "tfo.h"
 #include "warm.h"
 
-struct px_core {
-	struct px_node node;
-	struct px_daemon *d;
+#define WORKERS_MAX 64
+
+struct px_core;
+
+/* One worker: an event loop on its own thread (or the main one when there is a
+ * single worker) with its own tunnel listener on the shared port (the kernel
+ * spreads edges across them with SO_REUSEPORT) and its own relays.  The store
+ * and stats are shared (thread-safe). */
+struct worker {
+	struct px_core *k;
+	int idx;
+	pthread_t th;
+	struct px_relay_env env;
 	tun_server *srv;
 	struct evdns_base *dns;
 	tun_conn **conns; /* connections up, for warm pushes */
 	size_t nconns, capconns;
 	struct px_warm warm;
+	atomic_uint up;
+	int draining, threaded;
+};
+
+struct px_core {
+	struct px_node node;
+	struct px_daemon *d;
+	struct worker *w;
+	struct px_warm *warms[WORKERS_MAX];
+	int nw;
+	atomic_int busy_workers; /* draining: workers with streams left */
 	int draining;
 };
 
 /* A name target being resolved. */
 struct resolving {
-	struct px_core *core;
+	struct worker *core;
 	struct px_relay *r;
 	uint16_t port;
 	char name[PROTO_HOSTNAME_MAX + 1];
@@ -42,7 +67,7 @@ struct resolving {
 
 static void conn_up(tun_conn *c, void *arg)
 {
-	struct px_core *k = arg;
+	struct worker *k = arg;
 	const tun_hello *h = tun_conn_hello(c);
 	log_info("tunnel up: %s (version %u, store %02x%02x%02x%02x)", tun_conn_peer(c), tun_conn_version(c),
 		 h->store_id[0], h->store_id[1], h->store_id[2], h->store_id[3]);
@@ -55,15 +80,19 @@ static void conn_up(tun_conn *c, void *arg)
 		k->capconns = cap;
 	}
 	k->conns[k->nconns++] = c;
+	atomic_fetch_add(&k->up, 1);
 }
 
 static void conn_down(tun_conn *c, void *arg, const char *why)
 {
-	struct px_core *k = arg;
+	struct worker *k = arg;
 	log_warn("tunnel down: %s", why);
-	for (size_t i = 0; i < k->nconns; i++)
-		if (k->conns[i] == c)
+	for (size_t i = 0; i < k->nconns; i++) {
+		if (k->conns[i] == c) {
 			k->conns[i] = k->conns[--k->nconns];
+			atomic_fetch_sub(&k->up, 1);
+		}
+	}
 }
 
 static void conn_error(void *arg, const char *msg)
@@ -74,7 +103,10 @@ static void conn_error(void *arg, const char *msg)
 static unsigned core_tunnels_up(void *arg)
 {
 	struct px_core *k = arg;
-	return k->srv ? tun_server_up(k->srv) : 0;
+	unsigned n = 0;
+	for (int i = 0; i < k->nw; i++)
+		n += atomic_load(&k->w[i].up);
+	return n;
 }
 
 static int policy_ok(int p)
@@ -83,10 +115,10 @@ static int policy_ok(int p)
 }
 
 /* Check dst against `allow`, then start connecting r's LAN side to it. */
-static void dial(struct px_core *k, struct px_relay *r, struct bufferevent *bev, const struct sockaddr *sa,
+static void dial(struct worker *w, struct px_relay *r, struct bufferevent *bev, const struct sockaddr *sa,
 		 socklen_t len)
 {
-	const struct conf *c = px_daemon_conf(k->d);
+	const struct conf *c = px_daemon_conf(w->k->d);
 	char dname[96];
 	tfo_addr_str(sa, dname, sizeof dname);
 	uint16_t port = ntohs(sa->sa_family == AF_INET ? ((const struct sockaddr_in *)sa)->sin_port
@@ -109,6 +141,7 @@ static void resolved(int err, struct evutil_addrinfo *ai, void *arg)
 	} else {
 		dial(rs->core, rs->r, px_relay_bev(rs->r), ai->ai_addr, ai->ai_addrlen);
 	}
+
 	if (ai)
 		evutil_freeaddrinfo(ai);
 	free(rs);
@@ -116,10 +149,10 @@ static void resolved(int err, struct evutil_addrinfo *ai, void *arg)
 
 static void core_stream(tun_conn *c, tun_stream *s, const tun_open_info *o, void *arg)
 {
-	struct px_core *k = arg;
+	struct worker *k = arg;
 	char dname[300];
 	if (o->flags & PROTO_OPEN_F_WARM) {
-		px_warm_accept(&k->node.env, s, tun_conn_peer(c));
+		px_warm_accept(&k->env, s, tun_conn_peer(c));
 		return;
 	}
 	if (k->draining) {
@@ -128,14 +161,14 @@ static void core_stream(tun_conn *c, tun_stream *s, const tun_open_info *o, void
 		return;
 	}
 	tun_target_format(&o->target, dname, sizeof dname);
-	struct bufferevent *bev = bufferevent_socket_new(k->node.env.base, -1, BEV_OPT_CLOSE_ON_FREE);
+	struct bufferevent *bev = bufferevent_socket_new(k->env.base, -1, BEV_OPT_CLOSE_ON_FREE);
 	if (!bev) {
 		tun_stream_reset(s, PROTO_RST_INTERNAL);
 		tun_stream_free(s);
 		return;
 	}
 	/* the relay exists at once: data that came with the OPEN waits in its output */
-	struct px_relay *r = px_relay_new(&k->node.env, bev, s, policy_ok(o->policy), tun_conn_peer(c), dname, 1);
+	struct px_relay *r = px_relay_new(&k->env, bev, s, policy_ok(o->policy), tun_conn_peer(c), dname, 1);
 	if (!r)
 		return;
 	if (o->target.type == PROTO_ADDR_NAME) {
@@ -172,10 +205,15 @@ static void core_stream(tun_conn *c, tun_stream *s, const tun_open_info *o, void
 	dial(k, r, bev, (struct sockaddr *)&ss, sl);
 }
 
+static int core_warm_peers(void *arg)
+{
+	return (int)((struct worker *)arg)->nconns;
+}
+
 static tun_stream *core_warm_open(void *arg, int i, const tun_open_info *o, const tun_stream_cbs *cbs,
 				  void *cbarg, int *err)
 {
-	struct px_core *k = arg;
+	struct worker *k = arg;
 	if ((size_t)i >= k->nconns) {
 		*err = TUN_EDOWN;
 		return NULL;
@@ -183,31 +221,95 @@ static tun_stream *core_warm_open(void *arg, int i, const tun_open_info *o, cons
 	return tun_conn_open(k->conns[i], o, cbs, cbarg, err);
 }
 
+/* Socket hook: every worker's listener shares the port. */
+static void worker_fd(void *arg, int fd, int phase)
+{
+	struct worker *w = arg;
+	int one = 1;
+	if (phase == TUN_FD_LISTEN && w->k->nw > 1)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+	px_node_on_fd(&w->k->node, fd, phase);
+}
+
+static void worker_idle(struct px_relay_env *env);
+
+/* Set a worker up on base: DNS, tunnel listener, warm.  0 or -1 (logged). */
+static int worker_init(struct px_core *k, struct worker *w, struct event_base *base)
+{
+	const struct conf *c = px_daemon_conf(k->d);
+	const struct conf_addr *l = conf_listen(c);
+	char err[512];
+	w->k = k;
+	w->env = k->node.env;
+	w->env.base = base;
+	w->env.active = 0;
+	w->env.on_idle = worker_idle;
+	if (!(w->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS)))
+		log_warn("no DNS resolver configured: host-name targets will fail");
+	tun_cbs cbs = { .on_up = conn_up, .on_down = conn_down, .on_stream = core_stream,
+			.on_error = conn_error, .on_fd = worker_fd };
+	w->srv = tun_server_new(base, &k->node.tcfg, l->host, l->port, &cbs, w, err, sizeof err);
+	if (!w->srv) {
+		log_error("tunnel listener %s:%u: %s", l->host, l->port, err);
+		return -1;
+	}
+	w->warm.env = &w->env;
+	w->warm.open = core_warm_open;
+	w->warm.npeers = core_warm_peers;
+	w->warm.arg = w;
+	k->warms[w->idx] = &w->warm;
+	return 0;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	event_base_dispatch(w->env.base);
+	return NULL;
+}
+
+/* How many workers: `workers`, 0 meaning one per CPU; one if the port is
+ * ephemeral (listeners could not share it). */
+static int worker_count(const struct conf *c)
+{
+	long n = conf_workers(c);
+	if (!n)
+		n = sysconf(_SC_NPROCESSORS_ONLN);
+	if (n < 1 || conf_listen(c)->port == 0)
+		n = 1;
+	return n > WORKERS_MAX ? WORKERS_MAX : (int)n;
+}
+
 static int core_start(struct px_daemon *d, void *arg)
 {
 	struct px_core *k = arg;
 	const struct conf *c = px_daemon_conf(d);
-	char err[512];
 	k->d = d;
 	k->node.tunnels_up = core_tunnels_up;
 	k->node.role = k;
 	if (px_node_start(&k->node, d, PROTO_ROLE_CORE))
 		return -1;
-	if (!(k->dns = evdns_base_new(k->node.env.base, EVDNS_BASE_INITIALIZE_NAMESERVERS)))
-		log_warn("no DNS resolver configured: host-name targets will fail");
-	tun_cbs cbs = { .on_up = conn_up, .on_down = conn_down, .on_stream = core_stream,
-			.on_error = conn_error, .on_fd = px_node_on_fd }; /* arg k: its node comes first */
-	const struct conf_addr *l = conf_listen(c);
-	k->srv = tun_server_new(k->node.env.base, &k->node.tcfg, l->host, l->port, &cbs, k, err, sizeof err);
-	if (!k->srv) {
-		log_error("tunnel listener %s:%u: %s", l->host, l->port, err);
+	k->nw = worker_count(c);
+	if (!(k->w = calloc((size_t)k->nw, sizeof *k->w)))
 		return -1;
+	for (int i = 0; i < k->nw; i++) {
+		struct worker *w = &k->w[i];
+		w->idx = i;
+		struct event_base *base = k->nw == 1 ? k->node.env.base : event_base_new();
+		if (!base || worker_init(k, w, base))
+			return -1;
 	}
-	log_info("core %s: tunnel listener on %s:%u", k->node.name, l->host, tun_server_port(k->srv));
-	k->warm.env = &k->node.env;
-	k->warm.open = core_warm_open;
-	k->warm.arg = k;
-	if (px_warm_serve(&k->warm, px_daemon_http(d)))
+	for (int i = 0; k->nw > 1 && i < k->nw; i++) {
+		if (pthread_create(&k->w[i].th, NULL, worker_main, &k->w[i])) {
+			log_error("cannot start worker threads");
+			return -1;
+		}
+		k->w[i].threaded = 1;
+	}
+	const struct conf_addr *l = conf_listen(c);
+	log_info("core %s: tunnel listener on %s:%u, %d worker%s", k->node.name, l->host,
+		 tun_server_port(k->w[0].srv), k->nw, k->nw > 1 ? "s" : "");
+	if (px_warm_serve(k->warms, k->nw, k->node.env.base, px_daemon_http(d)))
 		log_warn("warm: cannot serve /warm on the stats address");
 	return 0;
 }
@@ -219,32 +321,61 @@ static int core_reload(struct px_daemon *d, const struct conf *old, const struct
 	return 0; /* allow and optimize are read from the live configuration */
 }
 
-static void core_idle(struct px_relay_env *env)
+/* On the main thread: one more worker has no streams left. */
+static void worker_done(evutil_socket_t fd, short what, void *arg)
 {
-	struct px_core *k = (struct px_core *)((char *)env - offsetof(struct px_core, node.env));
-	if (k->draining)
+	struct px_core *k = arg;
+	if (atomic_fetch_sub(&k->busy_workers, 1) == 1)
 		px_daemon_exit(k->d, 0);
+}
+
+static void worker_idle(struct px_relay_env *env)
+{
+	struct worker *w = (struct worker *)((char *)env - offsetof(struct worker, env));
+	if (w->draining) {
+		w->draining = 0;
+		event_base_once(w->k->node.env.base, -1, EV_TIMEOUT, worker_done, w->k, NULL);
+	}
+}
+
+/* On a worker's thread: refuse new streams, tell edges, wait for the rest. */
+static void worker_drain(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	w->draining = 1;
+	for (size_t i = 0; i < w->nconns; i++)
+		tun_conn_goaway(w->conns[i], "core shutting down");
+	if (!w->env.active)
+		worker_idle(&w->env);
 }
 
 static void core_drain(struct px_daemon *d, void *arg)
 {
 	struct px_core *k = arg;
 	k->draining = 1;
-	for (size_t i = 0; i < k->nconns; i++)
-		tun_conn_goaway(k->conns[i], "core shutting down");
-	log_info("draining: %u streams left", k->node.env.active);
-	k->node.env.on_idle = core_idle;
-	if (!k->node.env.active)
-		px_daemon_exit(d, 0);
+	atomic_store(&k->busy_workers, k->nw);
+	for (int i = 0; i < k->nw; i++)
+		event_base_once(k->w[i].env.base, -1, EV_TIMEOUT, worker_drain, &k->w[i], NULL);
+	log_info("draining");
 }
 
 static void core_stop(struct px_daemon *d, void *arg)
 {
 	struct px_core *k = arg;
-	tun_server_free(k->srv);
-	if (k->dns)
-		evdns_base_free(k->dns, 1);
-	free(k->conns);
+	for (int i = 0; k->w && i < k->nw; i++) {
+		struct worker *w = &k->w[i];
+		if (w->threaded) {
+			event_base_loopexit(w->env.base, NULL);
+			pthread_join(w->th, NULL);
+		}
+		tun_server_free(w->srv);
+		if (w->dns)
+			evdns_base_free(w->dns, 1);
+		free(w->conns);
+		if (w->env.base && w->env.base != k->node.env.base)
+			event_base_free(w->env.base);
+	}
+	free(k->w);
 	px_node_stop(&k->node);
 }
 

@@ -34,12 +34,32 @@ struct fwd {
 
 static void tun_up(tun_conn *c, void *arg)
 {
+	struct px_edge *e = arg;
 	log_info("tunnel up: %s (version %u)", tun_conn_peer(c), tun_conn_version(c));
+	if (e->nup < (int)(sizeof e->up / sizeof e->up[0]))
+		e->up[e->nup++] = c;
 }
 
 static void tun_down(tun_conn *c, void *arg, const char *why)
 {
+	struct px_edge *e = arg;
 	log_warn("tunnel down: %s", why);
+	for (int i = 0; i < e->nup; i++)
+		if (e->up[i] == c)
+			e->up[i] = e->up[--e->nup];
+}
+
+/* The smallest smoothed RTT among the tunnel connections. */
+static uint64_t edge_tunnel_rtt(void *arg)
+{
+	struct px_edge *e = arg;
+	uint64_t best = 0;
+	for (int i = 0; i < e->nup; i++) {
+		uint64_t r = tun_conn_rtt_us(e->up[i]);
+		if (r && (!best || r < best))
+			best = r;
+	}
+	return best;
 }
 
 static void tun_error(void *arg, const char *msg)
@@ -277,6 +297,7 @@ static int edge_start(struct px_daemon *d, void *arg)
 	char err[512];
 	e->d = d;
 	e->node.tunnels_up = edge_tunnels_up;
+	e->node.tunnel_rtt = edge_tunnel_rtt;
 	e->node.role = e;
 	if (px_node_start(&e->node, d, PROTO_ROLE_EDGE))
 		return -1;

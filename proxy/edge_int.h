@@ -18,6 +18,8 @@ struct px_edge {
 	struct px_warm warm;
 	int draining;
 	unsigned errors;            /* tunnel errors since the last connect */
+	tun_conn *up[16];           /* tunnel connections up (tunnels <= 16) */
+	int nup;
 };
 
 /* tun_cbs.on_stream: the core opened a stream towards us (warm pushes). */

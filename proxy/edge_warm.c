@@ -28,12 +28,21 @@ static tun_stream *edge_warm_open(void *arg, int i, const tun_open_info *o, cons
 	return tun_client_open(e->tc, o, cbs, cbarg, err);
 }
 
+static int edge_warm_peers(void *arg)
+{
+	struct px_edge *e = arg;
+	return tun_client_up(e->tc) ? 1 : 0;
+}
+
 int px_edge_warm_start(struct px_edge *e)
 {
 	e->warm.env = &e->node.env;
 	e->warm.open = edge_warm_open;
+	e->warm.npeers = edge_warm_peers;
 	e->warm.arg = e;
-	return px_warm_serve(&e->warm, px_daemon_http(e->d));
+	static struct px_warm *ws[1];
+	ws[0] = &e->warm;
+	return px_warm_serve(ws, 1, e->node.env.base, px_daemon_http(e->d));
 }
 
 void px_edge_warm_stop(struct px_edge *e)

@@ -26,6 +26,8 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	stats_set(s, STATS_STORE_EVICTIONS, ss.evicted_chunks);
 	if (n->tunnels_up)
 		stats_set(s, STATS_TUNNELS_UP, n->tunnels_up(n->role));
+	if (n->tunnel_rtt)
+		stats_set(s, STATS_TUNNEL_RTT_US, n->tunnel_rtt(n->role));
 	if (++n->ticks % SYNC_EVERY == 0 && dre_store_sync(n->store))
 		log_warn("store %s: sync failed", conf_store(px_daemon_conf(n->d)));
 }

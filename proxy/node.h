@@ -24,6 +24,7 @@ struct px_node {
 	uint64_t rate_bps;
 	uint32_t rtt_us;
 	unsigned (*tunnels_up)(void *arg); /* role's count of live tunnel connections */
+	uint64_t (*tunnel_rtt)(void *arg); /* role's tunnel RTT in us (0: unknown), or NULL */
 	void *role;
 };
 

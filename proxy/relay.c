@@ -49,6 +49,7 @@ struct px_relay {
 	uint64_t acked;           /* frames we acknowledged to the peer */
 	uint64_t peer_acked;      /* frames the peer acknowledged to us */
 	dre_codec_stats last;     /* encoder figures already added to stats */
+	uint64_t last_dec_ref;    /* decoder reference bytes already added */
 	unsigned lan_eof : 1;     /* the LAN side sent FIN */
 	unsigned wan_closed : 1;  /* we sent CLOSE */
 	unsigned wan_eof : 1;     /* the peer sent CLOSE */
@@ -75,12 +76,16 @@ static const char *policy_name(int p)
 	return p >= 0 && p <= PROTO_POLICY_MAX ? n[p] : "?";
 }
 
-/* Add the encoder's new hit and LZ figures to the stream's stats. */
+/* Add the codec's new hit and LZ figures to the stream's stats: DRE hits
+ * count bytes that crossed as references, in either direction. */
 static void stats_sync(struct px_relay *r)
 {
 	if (!r->enc)
 		return;
 	dre_codec_stats s;
+	dre_dec_get_stats(r->dec, &s);
+	stats_stream_add(r->st, STATS_DRE_HIT, s.ref_bytes - r->last_dec_ref);
+	r->last_dec_ref = s.ref_bytes;
 	dre_enc_get_stats(r->enc, &s);
 	stats_stream_add(r->st, STATS_DRE_HIT, s.ref_bytes - r->last.ref_bytes);
 	stats_stream_add(r->st, STATS_LZ_IN, s.lz_in - r->last.lz_in);
@@ -226,6 +231,7 @@ static void credit_and_ack(struct px_relay *r)
 {
 	if (!r->ts)
 		return;
+	stats_sync(r);
 	int paused = r->dec && dre_dec_paused(r->dec);
 	if (r->held && !paused && evbuffer_get_length(bufferevent_get_output(r->bev)) < LAN_HIWAT) {
 		tun_stream_consumed(r->ts, r->held);

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,10 +26,21 @@
 #define FEED_CHUNK (256u << 10)
 #define FEED_HIWAT (1u << 20)
 
+/* One POST /warm: its files go to every worker's peers; the answer is sent
+ * from the HTTP server's thread once the last push ended. */
 struct warm_job {
 	struct evhttp_request *req;
-	unsigned pending, started, failed;
-	uint64_t bytes;
+	struct event_base *http_base;
+	atomic_uint pending, started, failed;
+	atomic_ullong bytes;
+	char **paths;
+	size_t npaths;
+};
+
+/* A job handed to one worker's thread. */
+struct warm_post {
+	struct px_warm *w;
+	struct warm_job *j;
 };
 
 /* One file pushed to one peer: feeds the pair end the relay does not own. */
@@ -39,16 +51,31 @@ struct warm_feed {
 	uint64_t bytes;
 };
 
-static void job_done(struct warm_job *j)
+/* On the HTTP thread: answer and free the job. */
+static void job_done(evutil_socket_t fd, short what, void *arg)
 {
+	struct warm_job *j = arg;
 	struct evbuffer *out = evbuffer_new();
+	unsigned failed = atomic_load(&j->failed), started = atomic_load(&j->started);
+	if (!started && !failed)
+		failed = 1; /* nothing could be pushed: no peer */
 	if (out) {
-		evbuffer_add_printf(out, "{\"streams\":%u,\"failed\":%u,\"bytes\":%llu}\n", j->started, j->failed,
-				    (unsigned long long)j->bytes);
-		evhttp_send_reply(j->req, j->failed ? 500 : 200, j->failed ? "Incomplete" : "OK", out);
+		evbuffer_add_printf(out, "{\"streams\":%u,\"failed\":%u,\"bytes\":%llu}\n", started, failed,
+				    (unsigned long long)atomic_load(&j->bytes));
+		evhttp_send_reply(j->req, failed ? 500 : 200, failed ? "Incomplete" : "OK", out);
 		evbuffer_free(out);
 	}
+	for (size_t i = 0; i < j->npaths; i++)
+		free(j->paths[i]);
+	free(j->paths);
 	free(j);
+}
+
+/* Drop one hold on the job; the last one schedules the answer. */
+static void job_release(struct warm_job *j)
+{
+	if (atomic_fetch_sub(&j->pending, 1) == 1)
+		event_base_once(j->http_base, -1, EV_TIMEOUT, job_done, j, NULL);
 }
 
 static void feed_free(struct warm_feed *f, int ok)
@@ -57,12 +84,11 @@ static void feed_free(struct warm_feed *f, int ok)
 	if (f->fd >= 0)
 		close(f->fd);
 	bufferevent_free(f->b);
-	j->bytes += f->bytes;
+	atomic_fetch_add(&j->bytes, f->bytes);
 	if (!ok)
-		j->failed++;
+		atomic_fetch_add(&j->failed, 1);
 	free(f);
-	if (--j->pending == 0)
-		job_done(j);
+	job_release(j);
 }
 
 /* Keep about FEED_HIWAT of the file queued; at its end, signal EOF. */
@@ -104,24 +130,25 @@ static void feed_read(struct bufferevent *b, void *arg)
 /* Start pushing path to every peer; counts streams into job. */
 static void warm_file(struct px_warm *w, struct warm_job *j, const char *path)
 {
-	for (int i = 0;; i++) {
+	int n = w->npeers(w->arg);
+	for (int i = 0; i < n; i++) {
 		int fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0) {
 			log_warn("warm: %s: %s", path, strerror(errno));
-			j->failed++;
+			atomic_fetch_add(&j->failed, 1);
 			return;
 		}
 		struct bufferevent *pair[2];
 		if (bufferevent_pair_new(w->env->base, 0, pair)) {
 			close(fd);
-			j->failed++;
+			atomic_fetch_add(&j->failed, 1);
 			return;
 		}
 		struct px_relay *r = px_relay_new(w->env, pair[0], NULL, PROTO_POLICY_FULL, "warm", path, 0);
 		if (!r) {
 			bufferevent_free(pair[1]);
 			close(fd);
-			j->failed++;
+			atomic_fetch_add(&j->failed, 1);
 			return;
 		}
 		tun_open_info oi = { .policy = PROTO_POLICY_FULL, .flags = PROTO_OPEN_F_WARM };
@@ -131,26 +158,23 @@ static void warm_file(struct px_warm *w, struct warm_job *j, const char *path)
 		if (!s) {
 			bufferevent_free(pair[1]);
 			close(fd);
-			px_relay_fail(r, PROTO_RST_INTERNAL, i ? "no more peers" : tun_strerror(err));
-			if (i == 0) {
-				log_warn("warm: %s: no tunnel to a peer is up", path);
-				j->failed++;
-			}
-			return;
+			px_relay_fail(r, PROTO_RST_INTERNAL, tun_strerror(err));
+			atomic_fetch_add(&j->failed, 1);
+			continue;
 		}
 		px_relay_attach(r, s);
 		struct warm_feed *f = calloc(1, sizeof *f);
 		if (!f) {
 			bufferevent_free(pair[1]);
 			close(fd);
-			j->failed++;
+			atomic_fetch_add(&j->failed, 1);
 			continue;
 		}
 		f->job = j;
 		f->b = pair[1];
 		f->fd = fd;
-		j->pending++;
-		j->started++;
+		atomic_fetch_add(&j->pending, 1);
+		atomic_fetch_add(&j->started, 1);
 		bufferevent_setcb(pair[1], feed_read, feed_more, feed_event, f);
 		bufferevent_setwatermark(pair[1], EV_WRITE, FEED_HIWAT / 2, 0);
 		bufferevent_enable(pair[1], EV_READ | EV_WRITE);
@@ -159,9 +183,25 @@ static void warm_file(struct px_warm *w, struct warm_job *j, const char *path)
 	}
 }
 
+/* On a worker's thread: push every file of the job to that worker's peers. */
+static void warm_run(evutil_socket_t fd, short what, void *arg)
+{
+	struct warm_post *p = arg;
+	for (size_t i = 0; i < p->j->npaths; i++)
+		warm_file(p->w, p->j, p->j->paths[i]);
+	job_release(p->j);
+	free(p);
+}
+
+struct warm_server {
+	struct px_warm **ws;
+	int n;
+	struct event_base *base;
+};
+
 static void warm_http(struct evhttp_request *req, void *arg)
 {
-	struct px_warm *w = arg;
+	struct warm_server *sv = arg;
 	if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
 		evhttp_send_error(req, 405, "POST a list of absolute paths, one per line");
 		return;
@@ -172,29 +212,53 @@ static void warm_http(struct evhttp_request *req, void *arg)
 		return;
 	}
 	j->req = req;
-	j->pending = 1; /* held while starting */
+	j->http_base = sv->base;
+	atomic_init(&j->pending, 1); /* held while posting */
 	struct evbuffer *in = evhttp_request_get_input_buffer(req);
 	char *line;
 	size_t n;
 	while ((line = evbuffer_readln(in, &n, EVBUFFER_EOL_ANY))) {
-		if (n && line[0] == '/')
-			warm_file(w, j, line);
-		else if (n) {
+		char **np = realloc(j->paths, (j->npaths + 1) * sizeof *np);
+		if (n && line[0] == '/' && np) {
+			j->paths = np;
+			j->paths[j->npaths++] = line;
+			continue;
+		}
+		if (np)
+			j->paths = np;
+		if (n) {
 			log_warn("warm: '%s': not an absolute path", line);
-			j->failed++;
+			atomic_fetch_add(&j->failed, 1);
 		}
 		free(line);
 	}
-	if (--j->pending == 0)
-		job_done(j);
+	for (int i = 0; i < sv->n; i++) {
+		struct warm_post *p = malloc(sizeof *p);
+		if (!p)
+			continue;
+		p->w = sv->ws[i];
+		p->j = j;
+		atomic_fetch_add(&j->pending, 1);
+		if (event_base_once(p->w->env->base, -1, EV_TIMEOUT, warm_run, p, NULL)) {
+			free(p);
+			job_release(j);
+		}
+	}
+	job_release(j);
 }
 
-int px_warm_serve(struct px_warm *w, struct stats_http *h)
+int px_warm_serve(struct px_warm **ws, int n, struct event_base *http_base, struct stats_http *h)
 {
+	static struct warm_server sv; /* one per process: the stats server is */
 	struct evhttp *http = stats_http_evhttp(h);
 	if (!http)
 		return 0; /* no stats address: nothing to serve warm on */
-	return evhttp_set_cb(http, "/warm", warm_http, w) ? -1 : 0;
+	evhttp_set_max_body_size(http, 1 << 20); /* path lists; GETs carry no body */
+	evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST);
+	sv.ws = ws;
+	sv.n = n;
+	sv.base = http_base;
+	return evhttp_set_cb(http, "/warm", warm_http, &sv) ? -1 : 0;
 }
 
 /* Receiving side: discards what the sink relay delivers, and ends its own
