@@ -54,7 +54,8 @@ dre_enc *dre_enc_new(dre_store *st, const dre_enc_opts *o)
 	e->lzkind = pick_lz(o);
 	if (getrandom(&e->seed, sizeof e->seed, 0) != sizeof e->seed)
 		e->seed = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ULL ^ (uint64_t)getpid();
-	if (dre_cdc_init(&e->cdc, CHUNK_MIN, CHUNK_AVG, CHUNK_MAX) || !(e->fp = dre_fp_new()) ||
+	if (dre_cdc_init(&e->cdc, o->chunk_min ? o->chunk_min : CHUNK_MIN, o->chunk_avg ? o->chunk_avg : CHUNK_AVG,
+			 o->chunk_max ? o->chunk_max : CHUNK_MAX) || !(e->fp = dre_fp_new()) ||
 	    !(e->lz = dre_lz_new(e->lzkind, o->level, 0)) || !(e->win = malloc(DRE_DELTA_WIN)) ||
 	    !(e->ins = malloc(DRE_DELTA_INS_MAX * sizeof *e->ins)) || (o->threaded && dre_enc_work_start(e))) {
 		dre_enc_free(e);

@@ -96,6 +96,7 @@ typedef struct dre_enc_opts {
 	int no_dedup;         /* 1: LZ only (optimize = lz): no chunk references, nothing stored */
 	size_t frame_max;     /* input bytes per frame; 0 = default (1 MiB) */
 	int retain;           /* 1: keep what is needed to answer dre_enc_learn until acked */
+	uint32_t chunk_min, chunk_avg, chunk_max; /* CDC sizes; 0 = defaults (2K/4K/16K) */
 	int threaded;         /* 1: residual coding and output on a helper thread, overlapping
 				 the next frame; `out` is then called from that thread */
 } dre_enc_opts;

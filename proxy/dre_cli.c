@@ -12,6 +12,7 @@
 
 #include "cmd.h"
 #include "dre.h"
+#include "dre_proto.h"
 
 #define IO_BLOCK (1u << 20)
 
@@ -41,6 +42,7 @@ static void dre_usage(FILE *f)
 		"  --frame SIZE       input bytes per frame (default 1M)\n"
 		"  --no-dedup         LZ only: no references, nothing stored\n"
 		"  --sync             make the store durable (fdatasync) before exiting\n"
+		"  --chunks MIN:AVG:MAX  content-defined chunk sizes in bytes (default 2048:4096:16384)\n"
 		"  -v, --verbose      print what was sent how on stderr\n"
 		"  --json             stats as JSON\n");
 }
@@ -77,7 +79,7 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		{ "link-rate", required_argument, 0, 'r' }, { "frame", required_argument, 0, 'f' },
 		{ "no-dedup", no_argument, 0, 'n' },    { "json", no_argument, 0, 'j' },
 		{ "verbose", no_argument, 0, 'v' },     { "help", no_argument, 0, 'h' },
-		{ "sync", no_argument, 0, 'y' },
+		{ "sync", no_argument, 0, 'y' },         { "chunks", required_argument, 0, 'c' },
 		{ 0, 0, 0, 0 } };
 	int ch;
 	uint64_t v;
@@ -123,6 +125,15 @@ static int parse_args(int argc, char **argv, struct cli *c)
 			break;
 		case 'n': c->eo.no_dedup = 1; break;
 		case 'y': c->sync = 1; break;
+		case 'c':
+			if (sscanf(optarg, "%u:%u:%u", &c->eo.chunk_min, &c->eo.chunk_avg, &c->eo.chunk_max) != 3 ||
+			    c->eo.chunk_min < 64 || c->eo.chunk_min >= c->eo.chunk_avg ||
+			    c->eo.chunk_avg >= c->eo.chunk_max || c->eo.chunk_max > DRE_CHUNK_MAX) {
+				fprintf(stderr, "wanopt dre: --chunks '%s': want MIN:AVG:MAX bytes, 64 <= MIN < AVG < MAX <= %u\n",
+					optarg, DRE_CHUNK_MAX);
+				return 2;
+			}
+			break;
 		case 'j': c->json = 1; break;
 		case 'v': c->verbose = 1; break;
 		case 'h': dre_usage(stdout); exit(0);
