@@ -313,6 +313,22 @@ static int retain_frame(dre_enc *e)
 	return 0;
 }
 
+/* Run fast path: if the next bytes are exactly the chunk after the cursor
+ * (read back from the store and compared), send them as part of the run with
+ * no chunking or hashing.  Returns the chunk length consumed, 0 if not. */
+static size_t run_fast(dre_enc *e, const uint8_t *p, size_t n)
+{
+	if (!e->cur.tag || (!e->cur.next && !dre_store_find(e->st, e->cur.tag, &e->cur)) || !e->cur.next)
+		return 0;
+	dre_ent ent;
+	if (!dre_store_find(e->st, e->cur.next, &ent) || ent.len > n || ent.len > DRE_DELTA_WIN ||
+	    dre_store_read(e->st, &ent, e->win) || memcmp(e->win, p, ent.len))
+		return 0;
+	if (enc_hit(e, &ent, 0, ent.len) || retain_chunk(e, ent.tag, p, ent.len))
+		return 0;
+	return ent.len;
+}
+
 /* Encode p[0..n) (whole chunks, final or not) as one frame. */
 static int enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *used, dre_out_fn out,
 		     void *arg)
@@ -322,8 +338,13 @@ static int enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *
 	e->ops.len = e->lits.len = 0;
 	e->cur_ch.len = e->cur_raw.len = 0;
 	while (pos < n && pos < e->o.frame_max && !rc) {
-		size_t c = e->o.no_dedup ? (n - pos < e->cdc.max ? n - pos : e->cdc.max)
-					 : dre_cdc_cut(&e->cdc, p + pos, n - pos, final);
+		size_t c = e->o.no_dedup ? 0 : run_fast(e, p + pos, n - pos);
+		if (c) {
+			pos += c;
+			continue;
+		}
+		c = e->o.no_dedup ? (n - pos < e->cdc.max ? n - pos : e->cdc.max)
+				  : dre_cdc_cut(&e->cdc, p + pos, n - pos, final);
 		if (!c)
 			break;
 		rc = enc_chunk(e, p + pos, (uint32_t)c);
