@@ -103,9 +103,11 @@ fuzz: deps-quiet
 demo: all
 	@bash scripts/demo.sh
 
-bench: bench-dre
+bench: bench-dre bench-proxy
 bench-dre: all
 	@bash bench/dre.sh
+bench-proxy: all
+	@bash bench/proxy.sh
 
 # Installs the binary, the example configs (into $(SHAREDIR); into
 # $(SYSCONFDIR) only where absent, never overwriting a site's config), the

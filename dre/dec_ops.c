@@ -42,7 +42,7 @@ static int out_stored(struct opctx *c, uint64_t tag)
 		return DRE_EMISS;
 	if (e.len > c->f->h.raw_len - d->out.len)
 		return DRE_ECORRUPT;
-	int rc = dre_store_read(d->st, &e, d->out.p + d->out.len);
+	int rc = dre_store_read_fast(d->st, &e, d->out.p + d->out.len); /* frame checksum covers it */
 	if (rc)
 		return rc == DRE_EMISS ? DRE_EMISS : rc;
 	d->out.len += e.len;
@@ -109,7 +109,7 @@ static int win_cover(dre_dec *d, uint64_t need)
 			return DRE_EMISS;
 		if (d->win_len + e.len > DRE_DELTA_WIN)
 			return DRE_ECORRUPT;
-		int rc = dre_store_read(d->st, &e, d->win + d->win_len);
+		int rc = dre_store_read_fast(d->st, &e, d->win + d->win_len);
 		if (rc)
 			return rc;
 		d->win_tag[d->win_cnt] = t;

@@ -37,10 +37,7 @@ static int sops_run(dre_store *st, dre_fp *fp, uint64_t *prev, const struct dre_
 			if (rc == 0 && *prev)
 				dre_store_link(st, *prev, tag);
 		} else {
-			if (*prev)
-				dre_store_link(st, *prev, tag);
-			if (dre_store_find(st, tag, &e))
-				dre_store_touch(st, &e);
+			dre_store_hit(st, *prev, tag);
 		}
 		*prev = tag;
 	}

@@ -111,12 +111,17 @@ int dre_store_put_after(dre_store *st, const uint8_t h[32], const void *p, uint3
 /* Copy a chunk's payload into buf (e->len bytes) and verify its record
  * checksum; 0, DRE_EMISS (evicted since), or DRE_EIO. */
 int dre_store_read(dre_store *st, const dre_ent *e, void *buf);
+/* As dre_store_read without the payload checksum: for bytes that a frame
+ * checksum (or a comparison) covers anyway. */
+int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf);
 /* 1 if the chunk stored for e has exactly SHA-256 h (not just the tag). */
 int dre_store_same(dre_store *st, const dre_ent *e, const uint8_t h[32]);
 /* Record that chunk b followed chunk a, if a has no successor yet. */
 void dre_store_link(dre_store *st, uint64_t a, uint64_t b);
 /* Called on a reference hit: keeps hot chunks from being evicted first. */
 void dre_store_touch(dre_store *st, const dre_ent *e);
+/* Both for a chunk just output by reference: link it after prev, touch it. */
+void dre_store_hit(dre_store *st, uint64_t prev, uint64_t tag);
 
 /* ---- residual compression (lz.c). */
 typedef struct dre_lzc dre_lzc;

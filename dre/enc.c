@@ -174,11 +174,15 @@ static int enc_hit(dre_enc *e, const dre_ent *ent, int k, uint32_t len)
 		if (!rc)
 			rc = dre_buf_add(&e->ops, b, 9);
 	}
+	int cont = k == 0 && e->prev == e->cur.tag; /* prev already links to it */
 	e->cur = *ent;
 	e->delta_fails = 0;
 	e->st_ref += len;
 	dre_store_touch(e->st, ent);
-	chunk_out(e, ent->tag);
+	if (cont)
+		e->prev = ent->tag;
+	else
+		chunk_out(e, ent->tag);
 	return rc;
 }
 
@@ -192,7 +196,7 @@ static size_t win_fill(dre_enc *e)
 	for (int i = 0; t && i < WIN_CHUNKS; i++) {
 		dre_ent w;
 		if (!dre_store_find(e->st, t, &w) || n + w.len > DRE_DELTA_WIN ||
-		    dre_store_read(e->st, &w, e->win + n))
+		    dre_store_read_fast(e->st, &w, e->win + n))
 			break;
 		e->win_tag[i] = t;
 		e->win_end[i] = (uint32_t)(n + w.len);
@@ -322,7 +326,7 @@ static size_t run_fast(dre_enc *e, const uint8_t *p, size_t n)
 		return 0;
 	dre_ent ent;
 	if (!dre_store_find(e->st, e->cur.next, &ent) || ent.len > n || ent.len > DRE_DELTA_WIN ||
-	    dre_store_read(e->st, &ent, e->win) || memcmp(e->win, p, ent.len))
+	    dre_store_read_fast(e->st, &ent, e->win) || memcmp(e->win, p, ent.len))
 		return 0;
 	if (enc_hit(e, &ent, 0, ent.len) || retain_chunk(e, ent.tag, p, ent.len))
 		return 0;

@@ -292,8 +292,9 @@ int dre_store_put_after(dre_store *st, const uint8_t h[32], const void *p, uint3
 	return rc;
 }
 
-/* Read header and payload of e's record and check them; caller holds the lock. */
-static int read_locked(dre_store *st, const dre_ent *e, uint8_t hdr[DRE_REC_HDR], void *buf)
+/* Read header and payload of e's record and check them (the payload's
+ * checksum only if verify); caller holds the lock. */
+static int read_locked(dre_store *st, const dre_ent *e, uint8_t hdr[DRE_REC_HDR], void *buf, int verify)
 {
 	dre_ent *cur = dre_idx_get(&st->idx, e->tag);
 	if (!cur)
@@ -309,7 +310,7 @@ static int read_locked(dre_store *st, const dre_ent *e, uint8_t hdr[DRE_REC_HDR]
 	}
 	uint32_t len;
 	memcpy(&len, hdr + 4, 4);
-	if (len != cur->len || dre_fp_tag(hdr + 8) != cur->tag || dre_rec_check(hdr, buf)) {
+	if (len != cur->len || dre_fp_tag(hdr + 8) != cur->tag || dre_rec_check(hdr, verify ? buf : NULL)) {
 		/* the data on disk went bad: forget the chunk rather than serve it */
 		st->data_bytes -= cur->len;
 		st->bad_reads++;
@@ -323,7 +324,16 @@ int dre_store_read(dre_store *st, const dre_ent *e, void *buf)
 {
 	uint8_t hdr[DRE_REC_HDR];
 	pthread_mutex_lock(&st->mu);
-	int rc = read_locked(st, e, hdr, buf);
+	int rc = read_locked(st, e, hdr, buf, 1);
+	pthread_mutex_unlock(&st->mu);
+	return rc;
+}
+
+int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf)
+{
+	uint8_t hdr[DRE_REC_HDR];
+	pthread_mutex_lock(&st->mu);
+	int rc = read_locked(st, e, hdr, buf, 0);
 	pthread_mutex_unlock(&st->mu);
 	return rc;
 }
@@ -332,17 +342,15 @@ int dre_store_same(dre_store *st, const dre_ent *e, const uint8_t h[32])
 {
 	uint8_t hdr[DRE_REC_HDR];
 	pthread_mutex_lock(&st->mu);
-	int rc = read_locked(st, e, hdr, NULL);
+	int rc = read_locked(st, e, hdr, NULL, 0);
 	pthread_mutex_unlock(&st->mu);
 	return rc == 0 && memcmp(hdr + 8, h, 32) == 0;
 }
 
-void dre_store_link(dre_store *st, uint64_t a, uint64_t b)
+/* Record b as a's successor if a has none (LINK record); lock held. */
+static void link_locked(dre_store *st, uint64_t a, uint64_t b)
 {
-	if (st->readonly || !a || !b || a == b)
-		return;
-	pthread_mutex_lock(&st->mu);
-	dre_ent *e = dre_idx_get(&st->idx, a);
+	dre_ent *e = a && b && a != b ? dre_idx_get(&st->idx, a) : NULL;
 	if (e && !e->next) {
 		uint8_t hdr[DRE_REC_HDR], ab[32] = { 0 };
 		uint32_t file, off;
@@ -353,18 +361,26 @@ void dre_store_link(dre_store *st, uint64_t a, uint64_t b)
 		if (append_rec(st, hdr, NULL, 0, &file, &off) == 0)
 			act_note(st, a, b, 0, DRE_IDX_LINK);
 	}
+}
+
+void dre_store_link(dre_store *st, uint64_t a, uint64_t b)
+{
+	if (st->readonly)
+		return;
+	pthread_mutex_lock(&st->mu);
+	link_locked(st, a, b);
 	pthread_mutex_unlock(&st->mu);
 }
 
-void dre_store_touch(dre_store *st, const dre_ent *e)
+/* Copy a chunk in the oldest quarter of the files forward; lock held. */
+static void touch_locked(dre_store *st, const dre_ent *e)
 {
 	if (st->readonly || st->nfiles < 4)
 		return;
-	pthread_mutex_lock(&st->mu);
 	dre_ent *cur = dre_idx_get(&st->idx, e->tag);
 	if (cur && cur->file < st->files[st->nfiles / 4].num) {
 		uint8_t hdr[DRE_REC_HDR], *buf = malloc(cur->len);
-		if (buf && read_locked(st, cur, hdr, buf) == 0) {
+		if (buf && read_locked(st, cur, hdr, buf, 1) == 0) {
 			uint32_t file, off, len = cur->len;
 			uint8_t h2[DRE_REC_HDR];
 			dre_rec_header(h2, DRE_REC_CHUNK, len, hdr + 8, 0, buf);
@@ -377,6 +393,26 @@ void dre_store_touch(dre_store *st, const dre_ent *e)
 			}
 		}
 		free(buf);
+	}
+}
+
+void dre_store_touch(dre_store *st, const dre_ent *e)
+{
+	pthread_mutex_lock(&st->mu);
+	touch_locked(st, e);
+	pthread_mutex_unlock(&st->mu);
+}
+
+void dre_store_hit(dre_store *st, uint64_t prev, uint64_t tag)
+{
+	if (st->readonly)
+		return;
+	pthread_mutex_lock(&st->mu);
+	link_locked(st, prev, tag);
+	dre_ent *e = dre_idx_get(&st->idx, tag);
+	if (e) {
+		dre_ent copy = *e;
+		touch_locked(st, &copy);
 	}
 	pthread_mutex_unlock(&st->mu);
 }
