@@ -100,6 +100,11 @@ int dre_dec_set_threaded(dre_dec *d, int on)
 	return dre_dec_work_start(d);
 }
 
+void dre_dec_set_peer(dre_dec *d, int peer)
+{
+	d->peer_bit = peer >= 0 && peer < DRE_PEER_SLOTS ? 1u << peer : 0;
+}
+
 void dre_dec_set_ask(dre_dec *d, dre_ask_fn ask, void *arg)
 {
 	d->ask = ask;

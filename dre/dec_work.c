@@ -16,7 +16,7 @@ int dre_dec_sop(dre_dec *d, uint32_t kind, uint32_t len, uint64_t arg)
 
 /* Run ops[0..n) against data; *prev carries the chain between calls. */
 static int sops_run(dre_store *st, dre_fp *fp, uint64_t *prev, const struct dre_sop *ops, size_t n,
-		    const uint8_t *data)
+		    const uint8_t *data, uint32_t peer_bit)
 {
 	for (size_t i = 0; i < n; i++) {
 		const struct dre_sop *o = &ops[i];
@@ -39,6 +39,7 @@ static int sops_run(dre_store *st, dre_fp *fp, uint64_t *prev, const struct dre_
 		} else {
 			dre_store_hit(st, *prev, tag);
 		}
+		dre_store_mark(st, tag, peer_bit); /* what the peer sent, it holds */
 		*prev = tag;
 	}
 	return 0;
@@ -70,7 +71,7 @@ static void *work_main(void *arg)
 			break;
 		pthread_mutex_unlock(&w->mu);
 		int rc = sops_run(d->st, w->fp, &d->prev, (struct dre_sop *)w->ops.p,
-				  w->ops.len / sizeof(struct dre_sop), w->data.p);
+				  w->ops.len / sizeof(struct dre_sop), w->data.p, d->peer_bit);
 		pthread_mutex_lock(&w->mu);
 		if (rc && !w->err)
 			w->err = rc;
@@ -127,7 +128,7 @@ int dre_dec_sync(dre_dec *d)
 		return rc;
 	size_t n = d->sops.len / sizeof(struct dre_sop);
 	rc = sops_run(d->st, d->fp, &d->prev, (struct dre_sop *)d->sops.p + d->sops_done,
-		      n - d->sops_done, d->out.p);
+		      n - d->sops_done, d->out.p, d->peer_bit);
 	d->sops_done = n;
 	return rc;
 }

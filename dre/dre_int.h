@@ -97,7 +97,7 @@ typedef struct dre_ent {
 	uint32_t file; /* data file number */
 	uint32_t off;  /* offset of the record in that file */
 	uint32_t len;  /* payload length */
-	uint32_t spare;
+	uint32_t peers; /* bit i: peer slot i is known to hold this chunk */
 } dre_ent;
 
 /* Look a tag up; 1 and *e filled if present, else 0. */
@@ -120,6 +120,8 @@ int dre_store_same(dre_store *st, const dre_ent *e, const uint8_t h[32]);
 void dre_store_link(dre_store *st, uint64_t a, uint64_t b);
 /* Called on a reference hit: keeps hot chunks from being evicted first. */
 void dre_store_touch(dre_store *st, const dre_ent *e);
+/* Peer slot bits (see dre_store_peer) that chunk tag is known to be held by. */
+void dre_store_mark(dre_store *st, uint64_t tag, uint32_t bits);
 /* Both for a chunk just output by reference: link it after prev, touch it. */
 void dre_store_hit(dre_store *st, uint64_t prev, uint64_t tag);
 

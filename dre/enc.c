@@ -52,6 +52,7 @@ dre_enc *dre_enc_new(dre_store *st, const dre_enc_opts *o)
 	if (e->o.frame_max > DRE_FRAME_RAW_MAX / 2)
 		e->o.frame_max = DRE_FRAME_RAW_MAX / 2;
 	e->lzkind = pick_lz(o);
+	e->peer_bit = o->peer > 0 && o->peer <= DRE_PEER_SLOTS ? 1u << (o->peer - 1) : 0;
 	if (getrandom(&e->seed, sizeof e->seed, 0) != sizeof e->seed)
 		e->seed = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ULL ^ (uint64_t)getpid();
 	if (dre_cdc_init(&e->cdc, o->chunk_min ? o->chunk_min : CHUNK_MIN, o->chunk_avg ? o->chunk_avg : CHUNK_AVG,
@@ -90,6 +91,12 @@ void dre_enc_free(dre_enc *e)
 	free(e->win);
 	free(e->ins);
 	free(e);
+}
+
+/* Does the peer hold this stored chunk (as far as we know)? */
+static int peer_has(const dre_enc *e, const dre_ent *ent)
+{
+	return !e->peer_bit || (ent->peers & e->peer_bit);
 }
 
 /* Append an op code and up to two varints to the op list. */
@@ -195,7 +202,7 @@ static size_t win_fill(dre_enc *e)
 	uint64_t t = e->cur.tag;
 	for (int i = 0; t && i < WIN_CHUNKS; i++) {
 		dre_ent w;
-		if (!dre_store_find(e->st, t, &w) || n + w.len > DRE_DELTA_WIN ||
+		if (!dre_store_find(e->st, t, &w) || !peer_has(e, &w) || n + w.len > DRE_DELTA_WIN ||
 		    dre_store_read_fast(e->st, &w, e->win + n))
 			break;
 		e->win_tag[i] = t;
@@ -268,7 +275,7 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len)
 	if (dre_fp_sha256(e->fp, p, len, h))
 		return DRE_EINVAL;
 	uint64_t tag = dre_fp_tag(h);
-	if (dre_store_find(e->st, tag, &ent) && ent.len == len && dre_store_same(e->st, &ent, h)) {
+	if (dre_store_find(e->st, tag, &ent) && ent.len == len && peer_has(e, &ent) && dre_store_same(e->st, &ent, h)) {
 		int k = e->cur.tag ? run_position(e, tag) : -1;
 		if ((rc = enc_hit(e, &ent, k, len)))
 			return rc;
@@ -289,6 +296,7 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len)
 		return rc;
 	if (rc == 0 && prev)
 		dre_store_link(e->st, prev, tag);
+	dre_store_mark(e->st, tag, e->peer_bit); /* the peer stores what it gets */
 	e->prev = tag;
 	return retain_chunk(e, tag, p, len);
 }
@@ -325,7 +333,7 @@ static size_t run_fast(dre_enc *e, const uint8_t *p, size_t n)
 	if (!e->cur.tag || (!e->cur.next && !dre_store_find(e->st, e->cur.tag, &e->cur)) || !e->cur.next)
 		return 0;
 	dre_ent ent;
-	if (!dre_store_find(e->st, e->cur.next, &ent) || ent.len > n || ent.len > DRE_DELTA_WIN ||
+	if (!dre_store_find(e->st, e->cur.next, &ent) || !peer_has(e, &ent) || ent.len > n || ent.len > DRE_DELTA_WIN ||
 	    dre_store_read_fast(e->st, &ent, e->win) || memcmp(e->win, p, ent.len))
 		return 0;
 	if (enc_hit(e, &ent, 0, ent.len) || retain_chunk(e, ent.tag, p, ent.len))

@@ -53,6 +53,7 @@ struct dre_enc {
 	uint64_t run;          /* pending RUN/SKIP count */
 	uint32_t run_skip;
 	int delta_fails;
+	uint32_t peer_bit;     /* the peer's slot bit, 0: untracked (assumed to hold all) */
 	uint8_t *win;          /* delta base window */
 	uint64_t win_tag[8];
 	uint32_t win_end[8];

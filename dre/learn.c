@@ -47,6 +47,7 @@ int dre_enc_learn(dre_enc *e, uint64_t seq, dre_out_fn out, void *arg)
 			if (!dre_store_find(e->st, c->tag, &ent) || ent.len != c->len ||
 			    dre_store_read(e->st, &ent, e->lits.p + e->lits.len))
 				return DRE_EMISS;
+			dre_store_mark(e->st, c->tag, e->peer_bit);
 		}
 		e->lits.len += c->len;
 	}

@@ -435,6 +435,8 @@ int dre_store_sync(dre_store *st)
 		return 0;
 	pthread_mutex_lock(&st->mu);
 	int rc = st->nfiles && fdatasync(st->files[st->nfiles - 1].fd) ? DRE_EIO : 0;
+	if (!rc)
+		rc = dre_store_save_peers(st);
 	pthread_mutex_unlock(&st->mu);
 	return rc;
 }
@@ -521,6 +523,7 @@ dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, s
 	}
 	if (dre_store_recover(st, o->create, err, errlen))
 		goto fail;
+	dre_store_load_peers(st);
 	if (!st->readonly && enforce_limit(st)) {
 		seterr(err, errlen, "%s: cannot evict down to the size limit", dir);
 		goto fail;

@@ -39,6 +39,9 @@ struct dre_store {
 	uint64_t data_bytes, disk_bytes;
 	uint64_t evicted_chunks, evicted_bytes, dropped_records, lookups, hits;
 	uint64_t io_errors, bad_reads, copied_forward;
+	uint8_t peer_id[DRE_PEER_SLOTS][16]; /* store id of each peer slot */
+	int npeers;
+	uint32_t peers_dirty;   /* slots whose knowledge changed since saved */
 };
 
 void dre_rec_header(uint8_t h[DRE_REC_HDR], uint32_t magic, uint32_t len, const uint8_t hash[32],
@@ -50,6 +53,10 @@ int dre_store_rotate(dre_store *st);
 /* Read file num's .idx if it is intact and covers `size` bytes: 0 and a
  * malloc()ed array, or -1. */
 int dre_store_load_idx(dre_store *st, uint32_t num, uint64_t size, struct dre_idxent **out, size_t *n);
+/* Write the knowledge files of peers that changed (lock held). */
+int dre_store_save_peers(dre_store *st);
+/* Load DIR/peers/ after the index is built. */
+void dre_store_load_peers(dre_store *st);
 /* Lock DIR, read or create its STORE file, load every data file. */
 int dre_store_recover(dre_store *st, int create, char *err, size_t errlen);
 

@@ -72,6 +72,13 @@ int dre_store_sync(dre_store *st);
 void dre_store_get_stats(dre_store *st, dre_store_stats *s);
 /* The store's identity: random at creation, so a wiped store gets a new one. */
 uint64_t dre_store_id(const dre_store *st);
+/* Peers: the encoder references only chunks a peer is known to hold.  A peer
+ * is named by its store id (16 bytes, e.g. from the tunnel HELLO); it gets one
+ * of DRE_PEER_SLOTS slots, whose knowledge is saved with dre_store_sync and
+ * loaded at open.  Returns the slot, or -1 when all slots are taken (that peer
+ * is then not tracked: treated as holding everything this store holds). */
+#define DRE_PEER_SLOTS 32
+int dre_store_peer(dre_store *st, const uint8_t id[16]);
 /* Check the index against the data files (tests, debug): 0 or DRE_ESTORE. */
 int dre_store_check(dre_store *st, char *err, size_t errlen);
 
@@ -96,6 +103,8 @@ typedef struct dre_enc_opts {
 	int no_dedup;         /* 1: LZ only (optimize = lz): no chunk references, nothing stored */
 	size_t frame_max;     /* input bytes per frame; 0 = default (1 MiB) */
 	int retain;           /* 1: keep what is needed to answer dre_enc_learn until acked */
+	int peer;             /* peer slot (dre_store_peer) + 1, or 0: untracked peer assumed
+				 to hold everything (lock-step stores, as with wanopt dre) */
 	uint32_t chunk_min, chunk_avg, chunk_max; /* CDC sizes; 0 = defaults (2K/4K/16K) */
 	int threaded;         /* 1: residual coding and output on a helper thread, overlapping
 				 the next frame; `out` is then called from that thread */
@@ -140,6 +149,9 @@ void dre_dec_free(dre_dec *d);
 /* 1: store new chunks on a helper thread while the next frame is rebuilt
  * (faster on a multi-core host; the callbacks stay on the caller's thread). */
 int dre_dec_set_threaded(dre_dec *d, int on);
+/* What this decoder stores came from peer slot `peer` (dre_store_peer): mark
+ * it as held by that peer too. */
+void dre_dec_set_peer(dre_dec *d, int peer);
 /* Without an ask callback a miss fails the stream with DRE_EMISS. */
 void dre_dec_set_ask(dre_dec *d, dre_ask_fn ask, void *arg);
 /* Feed any number of encoded bytes; decoded bytes go to out, in order, and

@@ -401,17 +401,23 @@ const tun_stream_cbs px_relay_stream_cbs = {
 	.on_ack = ts_ack,
 };
 
-/* Codec per policy: full = DRE + LZ, lz = LZ only, tfo = none. */
-static int make_codec(struct px_relay *r)
+/* Codec per policy: full = DRE + LZ, lz = LZ only, tfo = none.  The encoder
+ * references only what the peer's store (its id from the tunnel HELLO) is
+ * known to hold; the decoder records what the peer sent as held by it. */
+static int make_codec(struct px_relay *r, tun_stream *s)
 {
 	if (r->policy != PROTO_POLICY_FULL && r->policy != PROTO_POLICY_LZ)
 		return 0;
+	tun_conn *c = tun_stream_conn(s);
+	const tun_hello *h = c ? tun_conn_hello(c) : NULL;
+	int slot = h ? dre_store_peer(r->env->store, h->store_id) : -1;
 	dre_enc_opts o = { .link_bps = r->env->link_bps, .frame_max = FRAME_MAX, .retain = 1,
-			   .no_dedup = r->policy == PROTO_POLICY_LZ };
+			   .no_dedup = r->policy == PROTO_POLICY_LZ, .peer = slot + 1 };
 	r->enc = dre_enc_new(r->env->store, &o);
 	r->dec = dre_dec_new(r->env->store);
 	if (!r->enc || !r->dec)
 		return -1;
+	dre_dec_set_peer(r->dec, slot);
 	dre_dec_set_ask(r->dec, dec_ask, r);
 	return 0;
 }
@@ -436,7 +442,7 @@ struct px_relay *px_relay_new(struct px_relay_env *env, struct bufferevent *bev,
 	snprintf(r->src, sizeof r->src, "%s", src);
 	snprintf(r->dst, sizeof r->dst, "%s", dst);
 	r->st = stats_stream_open(env->stats, src, dst, policy_name(policy));
-	if (make_codec(r) || !(r->flush_ev = evtimer_new(env->base, flush_cb, r))) {
+	if (!(r->flush_ev = evtimer_new(env->base, flush_cb, r)) || (s && make_codec(r, s))) {
 		r->ts = s;
 		relay_abort(r, PROTO_RST_INTERNAL, "out of memory");
 		return NULL;
@@ -444,8 +450,10 @@ struct px_relay *px_relay_new(struct px_relay_env *env, struct bufferevent *bev,
 	bufferevent_setcb(bev, lan_read_cb, lan_write_cb, lan_event_cb, r);
 	bufferevent_setwatermark(bev, EV_WRITE, LAN_LOWAT, 0);
 	bufferevent_set_max_single_read(bev, READ_CHUNK);
-	if (s)
-		px_relay_attach(r, s);
+	if (s) {
+		r->ts = s;
+		tun_stream_set_cbs(s, &px_relay_stream_cbs, r);
+	}
 	if (!connecting)
 		bufferevent_enable(bev, EV_READ | EV_WRITE);
 	log_info("open %s -> %s (%s)", src, dst, policy_name(policy));
@@ -456,6 +464,8 @@ void px_relay_attach(struct px_relay *r, tun_stream *s)
 {
 	r->ts = s;
 	tun_stream_set_cbs(s, &px_relay_stream_cbs, r);
+	if (!r->enc && make_codec(r, s))
+		relay_abort(r, PROTO_RST_INTERNAL, "out of memory");
 }
 
 void px_relay_connected(struct px_relay *r)

@@ -47,7 +47,8 @@ struct bufferevent *px_relay_bev(struct px_relay *r);
 /* The tunnel stream callbacks a relay installs (for tun_*_open). */
 extern const tun_stream_cbs px_relay_stream_cbs;
 /* Attach the stream after px_relay_new was given s == NULL (edge: the stream
- * is opened with the relay as callback argument). */
+ * is opened with the relay as callback argument).  On failure r is released
+ * (both ends reset). */
 void px_relay_attach(struct px_relay *r, tun_stream *s);
 
 /* Splice two sockets directly (fail open, passthrough): a pair of

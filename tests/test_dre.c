@@ -403,6 +403,70 @@ static void test_store_errors(void **state)
 	t_rmstore(da);
 }
 
+/* Encode with store sa for peer slot `peer` (tracked), decode with sb (no ask
+ * path: a reference sb lacks fails the test); returns the encoded size. */
+static size_t send_to(dre_store *sa, int peer, dre_store *sb, int from_slot, const uint8_t *p, size_t n)
+{
+	struct tbuf enc = { 0 }, dec = { 0 };
+	dre_enc_opts o = { .frame_max = 64 << 10, .peer = peer + 1 };
+	dre_enc *e = dre_enc_new(sa, &o);
+	dre_dec *d = dre_dec_new(sb);
+	dre_dec_set_peer(d, from_slot);
+	assert_int_equal(t_encode(e, p, n, 100000, &enc), 0);
+	assert_int_equal(t_decode(d, enc.p, enc.len, 100000, &dec), 0);
+	assert_int_equal(dre_dec_finish(d), 0);
+	assert_int_equal(dec.len, n);
+	assert_memory_equal(dec.p, p, n);
+	size_t size = enc.len;
+	dre_enc_free(e);
+	dre_dec_free(d);
+	free(enc.p);
+	free(dec.p);
+	return size;
+}
+
+/* One store serving two peers: a chunk one peer holds is not referenced to the
+ * other; knowledge survives a restart. */
+static void test_peer_knowledge(void **state)
+{
+	char da[64], db[64], dc[64];
+	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0), *sc = t_store(dc, 0);
+	uint8_t idb[16] = "branch-b-store!", idc[16] = "branch-c-store!", ida[16] = "core-store-id!!";
+	int pb = dre_store_peer(sa, idb), pc = dre_store_peer(sa, idc);
+	assert_true(pb >= 0 && pc >= 0 && pb != pc);
+	assert_int_equal(dre_store_peer(sa, idb), pb);
+	size_t n = 2 << 20;
+	uint8_t *p = malloc(n);
+	t_fill_text(p, n);
+	size_t first_b = send_to(sa, pb, sb, dre_store_peer(sb, ida), p, n);
+	assert_true(send_to(sa, pb, sb, dre_store_peer(sb, ida), p, n) < 2000);
+	/* C has never seen it: literals, no references it cannot resolve */
+	size_t first_c = send_to(sa, pc, sc, dre_store_peer(sc, ida), p, n);
+	assert_true(first_c > first_b / 2);
+	assert_true(send_to(sa, pc, sc, dre_store_peer(sc, ida), p, n) < 2000);
+	/* restart the sender: it still knows what B and C hold */
+	assert_int_equal(dre_store_sync(sa), 0);
+	dre_store_close(sa);
+	sa = t_reopen(da, 0);
+	pc = dre_store_peer(sa, idc); /* slots are looked up by id again after a restart */
+	assert_true(pc >= 0);
+	assert_true(send_to(sa, pc, sc, dre_store_peer(sc, ida), p, n) < 2000);
+	/* a new peer D gets literals */
+	char dd[64];
+	dre_store *sd = t_store(dd, 0);
+	uint8_t idd[16] = "branch-d-store!";
+	assert_true(send_to(sa, dre_store_peer(sa, idd), sd, 0, p, n) > first_b / 2);
+	free(p);
+	dre_store_close(sa);
+	dre_store_close(sb);
+	dre_store_close(sc);
+	dre_store_close(sd);
+	t_rmstore(da);
+	t_rmstore(db);
+	t_rmstore(dc);
+	t_rmstore(dd);
+}
+
 static int pause_out(void *arg, const void *p, size_t n)
 {
 	tbuf_out(arg, p, n);
@@ -460,6 +524,7 @@ int main(void)
 		cmocka_unit_test(test_ask_learn_after_wipe),
 		cmocka_unit_test(test_store_errors),
 		cmocka_unit_test(test_decoder_pause),
+		cmocka_unit_test(test_peer_knowledge),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
