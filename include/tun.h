@@ -102,7 +102,8 @@ typedef struct tun_stream_cbs {
 	/* The peer half-closed: no more on_data. */
 	void (*on_close)(tun_stream *s, void *arg);
 	/* The stream died: peer RESET (code from enum proto_reset) or the tunnel
-	 * went down (PROTO_RST_TUNNEL_DOWN).  No more callbacks but free is due. */
+	 * went down before it finished both ways (PROTO_RST_TUNNEL_DOWN).  No
+	 * more callbacks; free is still due. */
 	void (*on_reset)(tun_stream *s, void *arg, int code);
 	/* The send queue drained below half the high mark after being full. */
 	void (*on_writable)(tun_stream *s, void *arg);
@@ -231,6 +232,9 @@ tun_stream *tun_client_open(tun_client *c, const tun_open_info *o,
 			    const tun_stream_cbs *cbs, void *arg, int *err);
 /* Number of connections up. */
 unsigned tun_client_up(const tun_client *c);
+/* Drain (SIGTERM): GOAWAY on every connection, no redialing; connections
+ * close as their streams finish (tun_client_up reaches 0). */
+void tun_client_drain(tun_client *c, const char *text);
 
 /* Listen on host:port (port 0: any; see tun_server_port). */
 tun_server *tun_server_new(struct event_base *base, const tun_config *cfg,
@@ -241,5 +245,8 @@ void tun_server_free(tun_server *s);
 uint16_t tun_server_port(const tun_server *s);
 /* Number of connections up. */
 unsigned tun_server_up(const tun_server *s);
+/* Drain (SIGTERM): stop accepting, GOAWAY on every connection; they close
+ * as their streams finish (tun_server_up reaches 0). */
+void tun_server_drain(tun_server *s, const char *text);
 
 #endif

@@ -50,6 +50,12 @@ static void pair_stream(tun_conn *c, tun_stream *s, const tun_open_info *o, void
 	p->accept(p, s, o);
 }
 
+static void pair_down(tun_conn *c, void *arg, const char *why)
+{
+	(void)c; (void)arg;
+	fprintf(stderr, "  down: %s\n", why);
+}
+
 static int cond_pair_up(void *arg)
 {
 	struct pair *p = arg;
@@ -61,8 +67,8 @@ static int cond_pair_up(void *arg)
 static void pair_start(struct pair *p, uint32_t srv_window, size_t cl_hiwat)
 {
 	tun_config sc = tt_config("core", "ca"), cc = tt_config("edge", "ca");
-	tun_cbs scb = { .on_up = pair_srv_up, .on_stream = pair_stream };
-	tun_cbs ccb = { .on_up = pair_up };
+	tun_cbs scb = { .on_up = pair_srv_up, .on_stream = pair_stream, .on_down = pair_down };
+	tun_cbs ccb = { .on_up = pair_up, .on_down = pair_down };
 	char err[512];
 
 	sc.window = srv_window;
@@ -461,6 +467,46 @@ static void test_ask_ack_reset_goaway(void **state)
 	pair_stop(&p);
 }
 
+static int cond_server_drained(void *arg)
+{
+	struct pair *p = arg;
+
+	return tun_server_up(p->srv) == 0 && tun_client_up(p->cl) == 0;
+}
+
+static void test_drain(void **state)
+{
+	static struct owner so[1], co;
+	struct pair p = { .accept = accept_owner, .sowners = so };
+	int never = 0;
+
+	(void)state;
+	memset(so, 0, sizeof(so));
+	co = (struct owner){ .to_send = 3 << 20, .expect = 1 << 20, .seed_out = 3, .seed_in = 4 };
+	so[0] = (struct owner){ .to_send = 1 << 20, .expect = 3 << 20, .seed_out = 4, .seed_in = 3 };
+	pair_start(&p, 0, 0);
+	owner_open(&p, &co, 0);
+	assert_true(tt_run_until(p.base, cond_has_stream, &so[0], 5000));
+	/* the core drains: the running stream completes, then all closes */
+	tun_server_drain(p.srv, "shutting down");
+	tun_client_drain(p.cl, "shutting down");
+	if (!tt_run_until(p.base, tt_flag, &so[0].closed_rcvd, 10000) ||
+	    !tt_run_until(p.base, tt_flag, &co.closed_rcvd, 10000))
+		fail_msg("core got %zu/%zu reset %d sent %zu; edge got %zu/%zu reset %d sent %zu queued %zu",
+			 so[0].got, so[0].expect, so[0].reset, so[0].sent, co.got, co.expect, co.reset,
+			 co.sent, tun_stream_queued(co.s));
+	assert_int_equal(so[0].got, co.to_send);
+	assert_int_equal(co.got, so[0].to_send);
+	assert_false(so[0].bad || co.bad);
+	assert_int_equal(so[0].reset + co.reset, 0);
+	tun_stream_free(co.s);
+	tun_stream_free(so[0].s);
+	assert_true(tt_run_until(p.base, cond_server_drained, &p, 5000));
+	tt_run_until(p.base, tt_flag, &never, 100);
+	assert_int_equal(tun_client_up(p.cl), 0);   /* no redial */
+	pair_stop(&p);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -482,6 +528,7 @@ int main(void)
 		cmocka_unit_test(test_slow_receiver_bounds_sender),
 		cmocka_unit_test(test_interactive_not_stalled_by_bulk),
 		cmocka_unit_test(test_ask_ack_reset_goaway),
+		cmocka_unit_test(test_drain),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -8,7 +8,10 @@
  * conn_fail() is the one place a connection leaves the running states.  It
  * resets the streams (through mux_free), reports on_down (was up) or on_error
  * (was not), sends a GOAWAY naming the reason when TLS is up, and frees the
- * connection once that is flushed (or after a second).
+ * connection once that is flushed and the peer closed too (a lingering
+ * close: input is read and dropped meanwhile, so that unread bytes never
+ * make the kernel answer with a RST that destroys what we sent), or after
+ * the keepalive timeout.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,7 +36,7 @@ enum conn_state {
 	CS_TLS,         /* TLS handshake in progress */
 	CS_HELLO,       /* TLS up, our HELLO queued, waiting for the peer's */
 	CS_UP,          /* HELLO exchanged: streams flow */
-	CS_CLOSING,     /* failed or closed: flushing a GOAWAY, then freed */
+	CS_CLOSING,     /* failed or closed: flushing a GOAWAY, reading to EOF, then freed */
 };
 
 /* Bytes of frames kept in the TLS output buffer: enough to fill TLS records,
@@ -61,6 +64,8 @@ struct tun_conn {
 	uint32_t caps;
 	int goaway_rcvd;            /* the peer sent GOAWAY: no new streams here */
 	int goaway_sent;            /* we sent GOAWAY: close once the streams are done */
+	int io_dead;                /* the socket failed or hit EOF: nothing to flush */
+	int shut_wr;                /* CLOSING: output flushed, TCP write side shut */
 	char goaway_text[PROTO_GOAWAY_TEXT_MAX + 1];
 	uint64_t last_rx_us, rtt_us;
 	tun_stats st;               /* the mux's counters, kept when it is freed */
@@ -287,8 +292,10 @@ static void conn_write(struct bufferevent *bev, void *arg)
 	tun_conn *c = arg;
 
 	if (c->state == CS_CLOSING) {
-		if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-			conn_destroy(c);
+		if (evbuffer_get_length(bufferevent_get_output(bev)) == 0 && !c->shut_wr) {
+			c->shut_wr = 1;
+			shutdown(bufferevent_getfd(bev), SHUT_WR);
+		}
 		return;
 	}
 	conn_pump(-1, 0, c);
@@ -331,6 +338,7 @@ static void conn_event(struct bufferevent *bev, short what, void *arg)
 		conn_destroy(c);
 		return;
 	}
+	c->io_dead = 1;
 	tun_tls_reason(bev, what, reason, sizeof(reason));
 	if (c->goaway_rcvd)
 		snprintf(why, sizeof(why), "peer went away: %s", c->goaway_text);
@@ -401,7 +409,7 @@ static void conn_fail(tun_conn *c, uint32_t code, const char *why)
 		ep->cbs.on_down(c, ep->arg, msg);
 	else if (!was_up && ep->cbs.on_error)
 		ep->cbs.on_error(ep->arg, msg);
-	if (!tls) {
+	if (!tls || c->io_dead) {
 		conn_destroy(c);
 		return;
 	}
@@ -412,9 +420,9 @@ static void conn_fail(tun_conn *c, uint32_t code, const char *why)
 	n = tun_frame_encode(&ga, buf, sizeof(buf));
 	if (n > 0)
 		bufferevent_write(c->bev, buf, (size_t)n);
-	bufferevent_disable(c->bev, EV_READ);
 	bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
-	struct timeval tv = tv_ms(1000);
+	bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
+	struct timeval tv = tv_ms(ep->cfg.keepalive_timeout_ms);
 	event_add(c->hs_timer, &tv);
 }
 
@@ -577,6 +585,17 @@ void tun_ep_close_all(struct tun_ep *ep)
 
 /* ---- public accessors ----------------------------------------------------- */
 
+/* GOAWAY on every connection that is up; each closes once drained. */
+void tun_ep_goaway(struct tun_ep *ep, const char *text)
+{
+	tun_conn *c, *next;
+
+	for (c = TAILQ_FIRST(&ep->conns); c; c = next) {
+		next = TAILQ_NEXT(c, link);
+		tun_conn_goaway(c, text);
+	}
+}
+
 /* The up connection taking new streams with the fewest streams, or NULL. */
 tun_conn *tun_ep_least_loaded(struct tun_ep *ep)
 {
@@ -628,5 +647,5 @@ void tun_conn_goaway(tun_conn *c, const char *text)
 	if (!c->m || c->state != CS_UP || c->goaway_sent)
 		return;
 	c->goaway_sent = 1;
-	mux_goaway(c->m, PROTO_GOAWAY_NORMAL, text);
+	mux_goaway(c->m, PROTO_GOAWAY_NORMAL, text);   /* kicks the pump: closes if idle */
 }

@@ -31,7 +31,7 @@ struct tun_client {
 	char host[256];
 	char port[8];
 	char peer[300];            /* "host:port" for messages */
-	int freeing;
+	int freeing;               /* being freed or drained: no redialing */
 	struct client_slot slots[TUN_MAX_CONNS];
 };
 
@@ -175,6 +175,15 @@ unsigned tun_client_up(const tun_client *c)
 	return c->ep.nup;
 }
 
+/* GOAWAY everywhere; no more dialing. */
+void tun_client_drain(tun_client *c, const char *text)
+{
+	c->freeing = 1;
+	for (unsigned i = 0; i < c->ep.cfg.conns; i++)
+		event_del(c->slots[i].retry);
+	tun_ep_goaway(&c->ep, text);
+}
+
 /* ---- server ------------------------------------------------------------- */
 
 /* A connection arrived. */
@@ -264,6 +273,13 @@ void tun_server_free(tun_server *s)
 	tun_ep_close_all(&s->ep);
 	SSL_CTX_free(s->ep.ssl);
 	free(s);
+}
+
+/* Stop accepting; GOAWAY everywhere. */
+void tun_server_drain(tun_server *s, const char *text)
+{
+	evconnlistener_disable(s->lis);
+	tun_ep_goaway(&s->ep, text);
 }
 
 /* The bound port. */

@@ -574,7 +574,9 @@ void mux_free(mux *m)
 	}
 	for (s = list; s; s = next) {
 		next = s->hnext;
-		if (!(s->flags & SF_OWNER_GONE) && s->cbs.on_reset)
+		/* a stream finished both ways lost nothing: no reset for it */
+		if (!(s->flags & SF_OWNER_GONE) && s->cbs.on_reset &&
+		    (s->flags & (SF_FIN_SENT | SF_FIN_RCVD)) != (SF_FIN_SENT | SF_FIN_RCVD))
 			s->cbs.on_reset(s, s->arg, PROTO_RST_TUNNEL_DOWN);
 		s->flags &= ~SF_TEARDOWN;
 		if (s->flags & SF_OWNER_GONE)

@@ -43,8 +43,8 @@ typedef struct mux_cfg {
 
 /* Create a mux; NULL if out of memory.  cfg and ops are copied. */
 mux *mux_new(const mux_cfg *cfg, const mux_ops *ops, void *arg);
-/* Free; every live stream gets on_reset(PROTO_RST_TUNNEL_DOWN) and stays a
- * dead handle for its owner to free.  Accepts NULL. */
+/* Free; every unfinished stream gets on_reset(PROTO_RST_TUNNEL_DOWN); all stay
+ * dead handles for their owners to free.  Accepts NULL. */
 void mux_free(mux *m);
 /* Queue our HELLO (first thing to send). */
 int mux_send_hello(mux *m, const tun_hello *h);
