@@ -39,6 +39,8 @@ enum conn_state {
 	CS_CLOSING,     /* failed or closed: flushing a GOAWAY, reading to EOF, then freed */
 };
 
+/* Stream ids left when a connection retires (GOAWAY, replaced, drained). */
+#define CONN_RETIRE_IDS 1024u
 /* Bytes of frames kept in the TLS output buffer: enough to fill TLS records,
  * small enough that scheduling decisions stay fresh. */
 #define CONN_OUT_TARGET (64u * 1024)
@@ -213,21 +215,26 @@ static void ops_pong(void *arg, uint64_t val)
 	c->rtt_us = c->rtt_us ? (7 * c->rtt_us + rtt) / 8 : rtt;
 }
 
+/* c takes no new streams: its client slot dials a replacement now. */
+static void conn_detach_slot(tun_conn *c)
+{
+	int slot = c->slot;
+
+	if (slot >= 0 && c->ep->conn_gone) {
+		c->slot = -1;
+		c->ep->conn_gone(c->ep, slot, 1);
+	}
+}
+
 /* The peer goes away: take no new streams here; keep its reason. */
 static void ops_goaway(void *arg, uint32_t code, const char *text)
 {
 	tun_conn *c = arg;
 
-	int slot = c->slot;
-
 	c->goaway_rcvd = 1;
 	snprintf(c->goaway_text, sizeof(c->goaway_text), "%s", text[0] ? text : "no reason given");
 	(void)code;
-	/* a client slot dials a replacement while this one drains */
-	if (slot >= 0 && c->ep->conn_gone) {
-		c->slot = -1;
-		c->ep->conn_gone(c->ep, slot, 1);
-	}
+	conn_detach_slot(c);
 }
 
 static const mux_ops conn_mux_ops = {
@@ -602,7 +609,7 @@ tun_conn *tun_ep_least_loaded(struct tun_ep *ep)
 	tun_conn *best = NULL, *c;
 
 	TAILQ_FOREACH(c, &ep->conns, link) {
-		if (c->state != CS_UP || c->goaway_rcvd)
+		if (c->state != CS_UP || c->goaway_rcvd || c->goaway_sent)
 			continue;
 		if (!best || mux_streams(c->m) < mux_streams(best->m))
 			best = c;
@@ -634,11 +641,19 @@ tun_stream *tun_conn_open(tun_conn *c, const tun_open_info *o,
 		*err = TUN_EDOWN;
 		return NULL;
 	}
-	if (c->goaway_rcvd) {
+	tun_stream *s;
+
+	if (c->goaway_rcvd || c->goaway_sent) {
 		*err = TUN_EGOAWAY;
 		return NULL;
 	}
-	return mux_open(c->m, o, cbs, arg, err);
+	s = mux_open(c->m, o, cbs, arg, err);
+	if (s && mux_ids_left(c->m) < CONN_RETIRE_IDS) {
+		/* ids running out: retire c, a fresh connection takes over */
+		tun_conn_goaway(c, "stream ids exhausted: reconnecting");
+		conn_detach_slot(c);
+	}
+	return s;
 }
 
 /* Send GOAWAY on c. */

@@ -24,6 +24,8 @@
 #include "frame.h"
 #include "mux_int.h"
 
+/* Highest stream id we open; then the connection must be replaced. */
+#define MUX_LAST_SID 0xfffffff0u
 /* Most bytes of control frames we queue before declaring the peer abusive. */
 #define MUX_CTL_MAX (1u << 20)
 
@@ -627,6 +629,12 @@ int mux_ready(const mux *m)
 	return m->hello_rcvd;
 }
 
+/* Stream ids we can still open (ids are u32 and never reused). */
+uint32_t mux_ids_left(const mux *m)
+{
+	return m->next_sid >= MUX_LAST_SID ? 0 : (MUX_LAST_SID - m->next_sid) / 2;
+}
+
 /* Counters. */
 void mux_get_stats(const mux *m, tun_stats *st)
 {
@@ -647,7 +655,7 @@ tun_stream *mux_open(mux *m, const tun_open_info *o, const tun_stream_cbs *cbs,
 	tun_frame chk = { .type = PROTO_OPEN, .sid = 1, .u.open = *o };
 
 	*err = !m->hello_rcvd ? TUN_EDOWN : m->goaway_rcvd ? TUN_EGOAWAY :
-	       m->n_ours >= m->peer_max_streams || m->next_sid > 0x7ffffffeu ? TUN_ELIMIT :
+	       m->n_ours >= m->peer_max_streams || mux_ids_left(m) == 0 ? TUN_ELIMIT :
 	       tun_frame_encode(&chk, m->scratch, sizeof(m->scratch)) < 0 ? TUN_EINVAL : TUN_OK;
 	if (*err != TUN_OK)
 		return NULL;

@@ -68,6 +68,8 @@ tun_stream *mux_open(mux *m, const tun_open_info *o, const tun_stream_cbs *cbs,
 		     void *arg, int *err);
 /* Streams open (either side, not yet finished). */
 unsigned mux_streams(const mux *m);
+/* Stream ids we can still open; at 0 mux_open fails with TUN_ELIMIT. */
+uint32_t mux_ids_left(const mux *m);
 /* Counters of the mux. */
 void mux_get_stats(const mux *m, tun_stats *st);
 
