@@ -185,6 +185,11 @@ typedef struct tun_config {
 	uint32_t max_streams;       /* streams a peer may open on one connection (0: default) */
 	size_t sendq_hiwat;         /* per-stream send queue high mark (0: 256 KiB) */
 	size_t sendq_max;           /* per-stream hard limit (0: hiwat + 4 MiB) */
+	size_t quantum;             /* DATA bytes per stream per scheduling turn, 1..PROTO_MAX_PAYLOAD
+	                             * (0: PROTO_MAX_PAYLOAD); smaller on slow links */
+	size_t out_buffer;          /* frame bytes kept queued for TLS beyond the socket buffer
+	                             * (0: 64 KiB); an interactive frame may wait behind this
+	                             * much: about 10 ms of link rate is a good value */
 	unsigned keepalive_ms;      /* PING interval (0: 5000) */
 	unsigned keepalive_timeout_ms; /* silence before the connection is declared dead (0: 3 x interval) */
 	unsigned handshake_timeout_ms; /* TCP+TLS+HELLO must finish in this (0: 10000) */

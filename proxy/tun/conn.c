@@ -41,9 +41,6 @@ enum conn_state {
 
 /* Stream ids left when a connection retires (GOAWAY, replaced, drained). */
 #define CONN_RETIRE_IDS 1024u
-/* Bytes of frames kept in the TLS output buffer: enough to fill TLS records,
- * small enough that scheduling decisions stay fresh. */
-#define CONN_OUT_TARGET (64u * 1024)
 /* Most connections of a server still in their handshake: unauthenticated
  * peers cannot make it hold more. */
 #define CONN_MAX_PENDING 256
@@ -115,6 +112,10 @@ int tun_ep_init(struct tun_ep *ep, struct event_base *base, const tun_config *cf
 	c->max_streams = c->max_streams ? c->max_streams : PROTO_DEFAULT_STREAMS;
 	c->sendq_hiwat = c->sendq_hiwat ? c->sendq_hiwat : 256 * 1024;
 	c->sendq_max = c->sendq_max ? c->sendq_max : c->sendq_hiwat + 4 * 1024 * 1024;
+	c->quantum = c->quantum ? c->quantum : PROTO_MAX_PAYLOAD;
+	/* the output buffer: enough to fill TLS records, small enough that
+	 * scheduling decisions stay fresh */
+	c->out_buffer = c->out_buffer ? c->out_buffer : 64 * 1024;
 	c->keepalive_ms = c->keepalive_ms ? c->keepalive_ms : 5000;
 	c->keepalive_timeout_ms = c->keepalive_timeout_ms ? c->keepalive_timeout_ms : 3 * c->keepalive_ms;
 	c->handshake_timeout_ms = c->handshake_timeout_ms ? c->handshake_timeout_ms : 10000;
@@ -126,7 +127,8 @@ int tun_ep_init(struct tun_ep *ep, struct event_base *base, const tun_config *cf
 	if (c->window < PROTO_MIN_WINDOW || c->window > PROTO_MAX_WINDOW ||
 	    c->max_streams > PROTO_MAX_STREAMS || c->conns > 8 ||
 	    c->version_min > c->version_max || c->role > PROTO_ROLE_TOOL ||
-	    c->sendq_max < c->sendq_hiwat || c->backoff_min_ms > c->backoff_max_ms) {
+	    c->sendq_max < c->sendq_hiwat || c->backoff_min_ms > c->backoff_max_ms ||
+	    c->quantum > PROTO_MAX_PAYLOAD || c->out_buffer < 1024) {
 		snprintf(err, errlen, "tunnel configuration: a value is out of range");
 		return TUN_EINVAL;
 	}
@@ -252,7 +254,7 @@ static void conn_pump(evutil_socket_t fd, short what, void *arg)
 	(void)fd; (void)what;
 	if (!c->m || c->state == CS_CLOSING)
 		return;
-	mux_output(c->m, bufferevent_get_output(c->bev), CONN_OUT_TARGET);
+	mux_output(c->m, bufferevent_get_output(c->bev), c->ep->cfg.out_buffer);
 	if (c->state == CS_UP && (c->goaway_rcvd || c->goaway_sent) && mux_streams(c->m) == 0 && !mux_pending(c->m))
 		conn_fail(c, PROTO_GOAWAY_NORMAL, "drained after GOAWAY");
 }
@@ -316,7 +318,7 @@ static void conn_tls_up(tun_conn *c)
 			.window = cfg->window, .max_streams = cfg->max_streams, .role = cfg->role };
 	mux_cfg mc = { .conn = c, .odd = c->ep->client, .window = cfg->window,
 		       .max_streams = cfg->max_streams, .sendq_hiwat = cfg->sendq_hiwat,
-		       .sendq_max = cfg->sendq_max };
+		       .sendq_max = cfg->sendq_max, .quantum = cfg->quantum };
 
 	memcpy(h.store_id, cfg->store_id, sizeof(h.store_id));
 	snprintf(h.name, sizeof(h.name), "%s", c->ep->node_name);
@@ -491,7 +493,7 @@ static void conn_start_tls(tun_conn *c)
 	bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
 	c->state = CS_TLS;
 	bufferevent_setcb(c->bev, conn_read, conn_write, conn_event, c);
-	bufferevent_setwatermark(c->bev, EV_WRITE, CONN_OUT_TARGET / 2, 0);
+	bufferevent_setwatermark(c->bev, EV_WRITE, c->ep->cfg.out_buffer / 2, 0);
 	bufferevent_setwatermark(c->bev, EV_READ, 0, CONN_IN_MAX);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 }
@@ -617,6 +619,7 @@ tun_conn *tun_ep_least_loaded(struct tun_ep *ep)
 	return best;
 }
 
+/* Accessors (see tun.h): plain reads of the connection's fields. */
 const char *tun_conn_peer(const tun_conn *c) { return c->peer; }
 const tun_hello *tun_conn_hello(const tun_conn *c) { return c->state == CS_UP ? &c->hello : NULL; }
 unsigned tun_conn_version(const tun_conn *c) { return c->version; }
