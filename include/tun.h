@@ -136,9 +136,10 @@ void tun_stream_reset(tun_stream *s, int code);
 int tun_stream_ask(tun_stream *s, uint64_t seq);
 /* Send ACK(seq): our DRE decoder applied frames up to seq. */
 int tun_stream_ack(tun_stream *s, uint64_t seq);
-/* Release the owner's handle.  A stream whose both directions closed (or
- * whose CLOSE is queued after a received CLOSE) finishes sending first;
- * otherwise it is reset (PROTO_RST_CANCEL).  Accepts NULL. */
+/* Release the owner's handle.  If the owner closed its direction and the
+ * peer closed its own, the queued bytes and the CLOSE still go out; any other
+ * live stream is reset (PROTO_RST_CANCEL): free without close is an abort.
+ * Accepts NULL. */
 void tun_stream_free(tun_stream *s);
 uint32_t tun_stream_id(const tun_stream *s);
 /* Its connection, or NULL once the stream is dead. */

@@ -389,6 +389,43 @@ static void test_interactive_not_stalled_by_bulk(void **state)
 	tun_stream_free(so[1].s);
 }
 
+/* ---- fairness between bulk streams -------------------------------------- */
+
+static void test_round_robin_fair(void **state)
+{
+	static struct owner so[4], co[4];
+	struct pair p = { .accept = accept_owner, .sowners = so };
+	size_t lo = SIZE_MAX, hi = 0;
+	int never = 0;
+
+	(void)state;
+	memset(so, 0, sizeof(so));
+	for (int i = 0; i < 4; i++) {
+		co[i] = (struct owner){ .to_send = SIZE_MAX / 2, .seed_out = (uint8_t)i };
+		so[i] = (struct owner){ .expect = SIZE_MAX / 2, .seed_in = (uint8_t)i };
+	}
+	pair_start(&p, 0, 0);
+	for (unsigned i = 0; i < 4; i++)
+		owner_open(&p, &co[i], i);
+	tt_run_until(p.base, tt_flag, &never, 400);
+	for (int i = 0; i < 4; i++) {
+		assert_false(so[i].bad);
+		lo = so[i].got < lo ? so[i].got : lo;
+		hi = so[i].got > hi ? so[i].got : hi;
+	}
+	fprintf(stderr, "  4 bulk streams: least %.1f MB, most %.1f MB\n", lo / 1e6, hi / 1e6);
+	assert_true(lo > (1 << 20));
+	assert_true(lo * 10 >= hi * 8);   /* within 20 % of each other */
+	for (int i = 0; i < 4; i++)
+		tun_stream_free(co[i].s);
+	/* freed without closing: an abort the core's owners hear about */
+	assert_true(tt_run_until(p.base, tt_flag, &so[3].reset, 5000));
+	assert_int_equal(so[0].reset, 1000 + PROTO_RST_CANCEL);
+	for (int i = 0; i < 4; i++)
+		tun_stream_free(so[i].s);
+	pair_stop(&p);
+}
+
 /* ---- control routing and GOAWAY ------------------------------------------ */
 
 static int cond_has_stream(void *arg)
@@ -527,6 +564,7 @@ int main(void)
 		cmocka_unit_test(test_many_streams_byte_exact),
 		cmocka_unit_test(test_slow_receiver_bounds_sender),
 		cmocka_unit_test(test_interactive_not_stalled_by_bulk),
+		cmocka_unit_test(test_round_robin_fair),
 		cmocka_unit_test(test_ask_ack_reset_goaway),
 		cmocka_unit_test(test_drain),
 	};
