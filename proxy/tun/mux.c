@@ -348,11 +348,14 @@ static int in_stream(mux *m, tun_stream *s, const tun_frame *f, char *err, size_
 	return perr(err, errlen, TUN_EPROTO, "unexpected frame", f);
 }
 
-/* GOAWAY from the peer: our streams above its last accepted id are refused. */
+/* GOAWAY from the peer: our streams above its last accepted id are refused.
+ * The connection hears first, so owners reopening from on_reset go elsewhere. */
 static void in_goaway(mux *m, const tun_frame *f)
 {
 	m->goaway_rcvd = 1;
 	m->goaway_last = f->u.goaway.last_sid;
+	if (m->ops.on_goaway)
+		m->ops.on_goaway(m->arg, f->u.goaway.code, f->u.goaway.text);
 	for (size_t i = 0; i < m->tab_size; i++) {
 		for (tun_stream *s = m->tab[i]; s; s = s->hnext) {
 			if (!sid_ours(m, s->sid) || s->sid <= m->goaway_last || (s->flags & SF_DEAD))
@@ -362,8 +365,6 @@ static void in_goaway(mux *m, const tun_frame *f)
 				s->cbs.on_reset(s, s->arg, PROTO_RST_REFUSED);
 		}
 	}
-	if (m->ops.on_goaway)
-		m->ops.on_goaway(m->arg, f->u.goaway.code, f->u.goaway.text);
 }
 
 /* Route one decoded frame. */
