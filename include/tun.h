@@ -11,10 +11,13 @@
  *   tun_stream  one byte stream in each direction, owned by the layer above.
  *
  * Everything runs on the caller's libevent base, from one thread; nothing is
- * thread-safe.  The process must ignore SIGPIPE (TLS writes use write(2)).  Errors never go to a log: they are returned (enum tun_err,
- * tun_strerror), written into the caller's buffer, or reported through the
- * on_error/on_down callbacks as a message naming the peer address.  Do not
- * free a tun_client/tun_server from inside one of its callbacks.
+ * thread-safe (a multi-threaded core runs one tun_server per worker base,
+ * all on one port with SO_REUSEPORT set from the on_fd TUN_FD_LISTEN hook).
+ * The process must ignore SIGPIPE (TLS writes use write(2)).  Errors never
+ * go to a log: they are returned (enum tun_err, tun_strerror), written into
+ * the caller's buffer, or reported through the on_error/on_down callbacks as
+ * a message naming the peer address.  Do not free a tun_client/tun_server
+ * from inside one of its callbacks.
  *
  * Stream ownership: the owner gets a tun_stream from tun_conn_open /
  * tun_client_open or from the on_stream callback, and must call
@@ -128,7 +131,9 @@ size_t tun_stream_room(const tun_stream *s);
 size_t tun_stream_queued(const tun_stream *s);
 /* n bytes delivered by on_data were drained by the owner: grant credit. */
 void tun_stream_consumed(tun_stream *s, size_t n);
-/* Half-close: CLOSE goes out after the queued bytes. */
+/* Half-close: CLOSE goes out after the queued bytes.  An owner whose peer
+ * may still ASK for a DRE frame (learn) closes only once on_ack covered its
+ * last frame: no DATA can follow a CLOSE. */
 int tun_stream_close(tun_stream *s);
 /* Abort with a code (enum proto_reset).  The stream is dead; free is due. */
 void tun_stream_reset(tun_stream *s, int code);
