@@ -11,10 +11,13 @@
  *   tun_stream  one byte stream in each direction, owned by the layer above.
  *
  * Everything runs on the caller's libevent base, from one thread; nothing is
- * thread-safe.  The process must ignore SIGPIPE (TLS writes use write(2)).  Errors never go to a log: they are returned (enum tun_err,
- * tun_strerror), written into the caller's buffer, or reported through the
- * on_error/on_down callbacks as a message naming the peer address.  Do not
- * free a tun_client/tun_server from inside one of its callbacks.
+ * thread-safe (a multi-threaded core runs one tun_server per worker base,
+ * all on one port with SO_REUSEPORT set from the on_fd TUN_FD_LISTEN hook).
+ * The process must ignore SIGPIPE (TLS writes use write(2)).  Errors never
+ * go to a log: they are returned (enum tun_err, tun_strerror), written into
+ * the caller's buffer, or reported through the on_error/on_down callbacks as
+ * a message naming the peer address.  Do not free a tun_client/tun_server
+ * from inside one of its callbacks.
  *
  * Stream ownership: the owner gets a tun_stream from tun_conn_open /
  * tun_client_open or from the on_stream callback, and must call
@@ -102,7 +105,8 @@ typedef struct tun_stream_cbs {
 	/* The peer half-closed: no more on_data. */
 	void (*on_close)(tun_stream *s, void *arg);
 	/* The stream died: peer RESET (code from enum proto_reset) or the tunnel
-	 * went down (PROTO_RST_TUNNEL_DOWN).  No more callbacks but free is due. */
+	 * went down before it finished both ways (PROTO_RST_TUNNEL_DOWN).  No
+	 * more callbacks; free is still due. */
 	void (*on_reset)(tun_stream *s, void *arg, int code);
 	/* The send queue drained below half the high mark after being full. */
 	void (*on_writable)(tun_stream *s, void *arg);
@@ -127,7 +131,9 @@ size_t tun_stream_room(const tun_stream *s);
 size_t tun_stream_queued(const tun_stream *s);
 /* n bytes delivered by on_data were drained by the owner: grant credit. */
 void tun_stream_consumed(tun_stream *s, size_t n);
-/* Half-close: CLOSE goes out after the queued bytes. */
+/* Half-close: CLOSE goes out after the queued bytes.  An owner whose peer
+ * may still ASK for a DRE frame (learn) closes only once on_ack covered its
+ * last frame: no DATA can follow a CLOSE. */
 int tun_stream_close(tun_stream *s);
 /* Abort with a code (enum proto_reset).  The stream is dead; free is due. */
 void tun_stream_reset(tun_stream *s, int code);
@@ -135,9 +141,10 @@ void tun_stream_reset(tun_stream *s, int code);
 int tun_stream_ask(tun_stream *s, uint64_t seq);
 /* Send ACK(seq): our DRE decoder applied frames up to seq. */
 int tun_stream_ack(tun_stream *s, uint64_t seq);
-/* Release the owner's handle.  A stream whose both directions closed (or
- * whose CLOSE is queued after a received CLOSE) finishes sending first;
- * otherwise it is reset (PROTO_RST_CANCEL).  Accepts NULL. */
+/* Release the owner's handle.  If the owner closed its direction and the
+ * peer closed its own, the queued bytes and the CLOSE still go out; any other
+ * live stream is reset (PROTO_RST_CANCEL): free without close is an abort.
+ * Accepts NULL. */
 void tun_stream_free(tun_stream *s);
 uint32_t tun_stream_id(const tun_stream *s);
 /* Its connection, or NULL once the stream is dead. */
@@ -184,6 +191,11 @@ typedef struct tun_config {
 	uint32_t max_streams;       /* streams a peer may open on one connection (0: default) */
 	size_t sendq_hiwat;         /* per-stream send queue high mark (0: 256 KiB) */
 	size_t sendq_max;           /* per-stream hard limit (0: hiwat + 4 MiB) */
+	size_t quantum;             /* DATA bytes per stream per scheduling turn, 1..PROTO_MAX_PAYLOAD
+	                             * (0: PROTO_MAX_PAYLOAD); smaller on slow links */
+	size_t out_buffer;          /* frame bytes kept queued for TLS beyond the socket buffer
+	                             * (0: 64 KiB); an interactive frame may wait behind this
+	                             * much: about 10 ms of link rate is a good value */
 	unsigned keepalive_ms;      /* PING interval (0: 5000) */
 	unsigned keepalive_timeout_ms; /* silence before the connection is declared dead (0: 3 x interval) */
 	unsigned handshake_timeout_ms; /* TCP+TLS+HELLO must finish in this (0: 10000) */
@@ -231,6 +243,9 @@ tun_stream *tun_client_open(tun_client *c, const tun_open_info *o,
 			    const tun_stream_cbs *cbs, void *arg, int *err);
 /* Number of connections up. */
 unsigned tun_client_up(const tun_client *c);
+/* Drain (SIGTERM): GOAWAY on every connection, no redialing; connections
+ * close as their streams finish (tun_client_up reaches 0). */
+void tun_client_drain(tun_client *c, const char *text);
 
 /* Listen on host:port (port 0: any; see tun_server_port). */
 tun_server *tun_server_new(struct event_base *base, const tun_config *cfg,
@@ -241,5 +256,8 @@ void tun_server_free(tun_server *s);
 uint16_t tun_server_port(const tun_server *s);
 /* Number of connections up. */
 unsigned tun_server_up(const tun_server *s);
+/* Drain (SIGTERM): stop accepting, GOAWAY on every connection; they close
+ * as their streams finish (tun_server_up reaches 0). */
+void tun_server_drain(tun_server *s, const char *text);
 
 #endif

@@ -50,6 +50,12 @@ static void pair_stream(tun_conn *c, tun_stream *s, const tun_open_info *o, void
 	p->accept(p, s, o);
 }
 
+static void pair_down(tun_conn *c, void *arg, const char *why)
+{
+	(void)c; (void)arg;
+	fprintf(stderr, "  down: %s\n", why);
+}
+
 static int cond_pair_up(void *arg)
 {
 	struct pair *p = arg;
@@ -57,16 +63,21 @@ static int cond_pair_up(void *arg)
 	return p->up[0] && p->up[1];
 }
 
+/* Scheduling settings for the edge in the next pair_start (0: defaults). */
+static size_t g_quantum, g_out_buffer;
+
 /* Start a core and an edge; srv_window: the core's per-stream window. */
 static void pair_start(struct pair *p, uint32_t srv_window, size_t cl_hiwat)
 {
 	tun_config sc = tt_config("core", "ca"), cc = tt_config("edge", "ca");
-	tun_cbs scb = { .on_up = pair_srv_up, .on_stream = pair_stream };
-	tun_cbs ccb = { .on_up = pair_up };
+	tun_cbs scb = { .on_up = pair_srv_up, .on_stream = pair_stream, .on_down = pair_down };
+	tun_cbs ccb = { .on_up = pair_up, .on_down = pair_down };
 	char err[512];
 
 	sc.window = srv_window;
 	cc.sendq_hiwat = cl_hiwat;
+	cc.quantum = g_quantum;
+	cc.out_buffer = g_out_buffer;
 	p->base = event_base_new();
 	p->srv = tun_server_new(p->base, &sc, "127.0.0.1", 0, &scb, p, err, sizeof(err));
 	if (!p->srv)
@@ -334,7 +345,8 @@ static int cond_echoed(void *arg)
 	return r->o->got >= r->want || r->o->reset;
 }
 
-static void test_interactive_not_stalled_by_bulk(void **state)
+/* An interactive echo stream against a saturating bulk stream. */
+static void interactive_run(size_t quantum, size_t out_buffer)
 {
 	static struct owner so[2], bulk, inter;
 	struct pair p = { .accept = accept_owner, .sowners = so };
@@ -342,13 +354,15 @@ static void test_interactive_not_stalled_by_bulk(void **state)
 	double worst = 0, sum = 0;
 	const int rounds = 20;
 
-	(void)state;
+	g_quantum = quantum;
+	g_out_buffer = out_buffer;
 	memset(so, 0, sizeof(so));
 	bulk = (struct owner){ .to_send = SIZE_MAX / 2, .seed_out = 9 };
 	so[0] = (struct owner){ .expect = SIZE_MAX / 2, .seed_in = 9 };
 	inter = (struct owner){ .seed_in = 0, .keep_open = 1 };
 	so[1] = (struct owner){ .seed_in = 0, .echo = 1, .keep_open = 1 };
 	pair_start(&p, 0, 0);
+	g_quantum = g_out_buffer = 0;
 	owner_open(&p, &bulk, 0);
 	int never = 0;
 	tt_run_until(p.base, tt_flag, &never, 300);   /* the bulk stream saturates */
@@ -368,8 +382,8 @@ static void test_interactive_not_stalled_by_bulk(void **state)
 			worst = rtt;
 	}
 	size_t bulk_moved = so[0].got - bulk_before;
-	fprintf(stderr, "  interactive RTT avg %.2f ms, worst %.2f ms; bulk moved %.1f MB meanwhile\n",
-		sum / rounds, worst, bulk_moved / 1e6);
+	fprintf(stderr, "  quantum %zu, out buffer %zu: interactive RTT avg %.2f ms, worst %.2f ms; "
+		"bulk moved %.1f MB meanwhile\n", quantum, out_buffer, sum / rounds, worst, bulk_moved / 1e6);
 	assert_false(inter.bad);
 	assert_false(so[0].bad);
 	assert_true(worst < 500);
@@ -381,6 +395,50 @@ static void test_interactive_not_stalled_by_bulk(void **state)
 		assert_int_equal(so[i].reset, 1000 + PROTO_RST_TUNNEL_DOWN);
 	tun_stream_free(so[0].s);
 	tun_stream_free(so[1].s);
+}
+
+static void test_interactive_not_stalled_by_bulk(void **state)
+{
+	(void)state;
+	interactive_run(0, 0);
+	interactive_run(4096, 8192);   /* as configured for a slow link */
+}
+
+/* ---- fairness between bulk streams -------------------------------------- */
+
+static void test_round_robin_fair(void **state)
+{
+	static struct owner so[4], co[4];
+	struct pair p = { .accept = accept_owner, .sowners = so };
+	size_t lo = SIZE_MAX, hi = 0;
+	int never = 0;
+
+	(void)state;
+	memset(so, 0, sizeof(so));
+	for (int i = 0; i < 4; i++) {
+		co[i] = (struct owner){ .to_send = SIZE_MAX / 2, .seed_out = (uint8_t)i };
+		so[i] = (struct owner){ .expect = SIZE_MAX / 2, .seed_in = (uint8_t)i };
+	}
+	pair_start(&p, 0, 0);
+	for (unsigned i = 0; i < 4; i++)
+		owner_open(&p, &co[i], i);
+	tt_run_until(p.base, tt_flag, &never, 400);
+	for (int i = 0; i < 4; i++) {
+		assert_false(so[i].bad);
+		lo = so[i].got < lo ? so[i].got : lo;
+		hi = so[i].got > hi ? so[i].got : hi;
+	}
+	fprintf(stderr, "  4 bulk streams: least %.1f MB, most %.1f MB\n", lo / 1e6, hi / 1e6);
+	assert_true(lo > (1 << 20));
+	assert_true(lo * 10 >= hi * 8);   /* within 20 % of each other */
+	for (int i = 0; i < 4; i++)
+		tun_stream_free(co[i].s);
+	/* freed without closing: an abort the core's owners hear about */
+	assert_true(tt_run_until(p.base, tt_flag, &so[3].reset, 5000));
+	assert_int_equal(so[0].reset, 1000 + PROTO_RST_CANCEL);
+	for (int i = 0; i < 4; i++)
+		tun_stream_free(so[i].s);
+	pair_stop(&p);
 }
 
 /* ---- control routing and GOAWAY ------------------------------------------ */
@@ -461,6 +519,46 @@ static void test_ask_ack_reset_goaway(void **state)
 	pair_stop(&p);
 }
 
+static int cond_server_drained(void *arg)
+{
+	struct pair *p = arg;
+
+	return tun_server_up(p->srv) == 0 && tun_client_up(p->cl) == 0;
+}
+
+static void test_drain(void **state)
+{
+	static struct owner so[1], co;
+	struct pair p = { .accept = accept_owner, .sowners = so };
+	int never = 0;
+
+	(void)state;
+	memset(so, 0, sizeof(so));
+	co = (struct owner){ .to_send = 3 << 20, .expect = 1 << 20, .seed_out = 3, .seed_in = 4 };
+	so[0] = (struct owner){ .to_send = 1 << 20, .expect = 3 << 20, .seed_out = 4, .seed_in = 3 };
+	pair_start(&p, 0, 0);
+	owner_open(&p, &co, 0);
+	assert_true(tt_run_until(p.base, cond_has_stream, &so[0], 5000));
+	/* the core drains: the running stream completes, then all closes */
+	tun_server_drain(p.srv, "shutting down");
+	tun_client_drain(p.cl, "shutting down");
+	if (!tt_run_until(p.base, tt_flag, &so[0].closed_rcvd, 10000) ||
+	    !tt_run_until(p.base, tt_flag, &co.closed_rcvd, 10000))
+		fail_msg("core got %zu/%zu reset %d sent %zu; edge got %zu/%zu reset %d sent %zu queued %zu",
+			 so[0].got, so[0].expect, so[0].reset, so[0].sent, co.got, co.expect, co.reset,
+			 co.sent, tun_stream_queued(co.s));
+	assert_int_equal(so[0].got, co.to_send);
+	assert_int_equal(co.got, so[0].to_send);
+	assert_false(so[0].bad || co.bad);
+	assert_int_equal(so[0].reset + co.reset, 0);
+	tun_stream_free(co.s);
+	tun_stream_free(so[0].s);
+	assert_true(tt_run_until(p.base, cond_server_drained, &p, 5000));
+	tt_run_until(p.base, tt_flag, &never, 100);
+	assert_int_equal(tun_client_up(p.cl), 0);   /* no redial */
+	pair_stop(&p);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -481,7 +579,9 @@ int main(void)
 		cmocka_unit_test(test_many_streams_byte_exact),
 		cmocka_unit_test(test_slow_receiver_bounds_sender),
 		cmocka_unit_test(test_interactive_not_stalled_by_bulk),
+		cmocka_unit_test(test_round_robin_fair),
 		cmocka_unit_test(test_ask_ack_reset_goaway),
+		cmocka_unit_test(test_drain),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -536,6 +536,54 @@ static void test_ipv6_and_server_name(void **state)
 	event_base_free(base);
 }
 
+static int fd_phases[5];
+
+/* Tuning hook: count phases; share listening ports between servers. */
+static void on_fd_hook(void *arg, int fd, int phase)
+{
+	int one = 1;
+
+	(void)arg;
+	fd_phases[phase]++;
+	if (phase == TUN_FD_LISTEN)
+		assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)), 0);
+}
+
+static void test_fd_hook_and_reuseport(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct side s[3] = { 0 };
+	tun_config sc = tt_config("core", "ca"), cc = tt_config("edge", "ca");
+	tun_cbs cbs = side_cbs;
+	char err[512];
+	tun_server *a, *b;
+	tun_client *cl;
+
+	(void)state;
+	cbs.on_fd = on_fd_hook;
+	a = tun_server_new(base, &sc, "127.0.0.1", 0, &cbs, &s[0], err, sizeof(err));
+	assert_non_null(a);
+	/* a second worker's server on the same port */
+	b = tun_server_new(base, &sc, "127.0.0.1", tun_server_port(a), &cbs, &s[1], err, sizeof(err));
+	if (!b)
+		fail_msg("second server: %s", err);
+	cc.conns = 4;
+	cl = tun_client_new(base, &cc, "127.0.0.1", tun_server_port(a), &cbs, &s[2], err, sizeof(err));
+	assert_non_null(cl);
+	assert_true(tt_run_until(base, tt_flag, &s[2].up, 5000));
+	int never = 0;
+	tt_run_until(base, tt_flag, &never, 200);
+	assert_int_equal(s[0].up + s[1].up, 4);
+	assert_int_equal(fd_phases[TUN_FD_LISTEN], 2);
+	assert_int_equal(fd_phases[TUN_FD_PRE_CONNECT], 4);
+	assert_int_equal(fd_phases[TUN_FD_CONNECTED], 4);
+	assert_int_equal(fd_phases[TUN_FD_ACCEPTED], 4);
+	tun_client_free(cl);
+	tun_server_free(a);
+	tun_server_free(b);
+	event_base_free(base);
+}
+
 static void test_handshake_timeout(void **state)
 {
 	struct event_base *base = event_base_new();
@@ -611,6 +659,7 @@ int main(void)
 		cmocka_unit_test(test_ipv6_and_server_name),
 		cmocka_unit_test(test_bad_config),
 		cmocka_unit_test(test_handshake_timeout),
+		cmocka_unit_test(test_fd_hook_and_reuseport),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

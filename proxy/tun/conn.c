@@ -8,7 +8,10 @@
  * conn_fail() is the one place a connection leaves the running states.  It
  * resets the streams (through mux_free), reports on_down (was up) or on_error
  * (was not), sends a GOAWAY naming the reason when TLS is up, and frees the
- * connection once that is flushed (or after a second).
+ * connection once that is flushed and the peer closed too (a lingering
+ * close: input is read and dropped meanwhile, so that unread bytes never
+ * make the kernel answer with a RST that destroys what we sent), or after
+ * the keepalive timeout.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,12 +36,11 @@ enum conn_state {
 	CS_TLS,         /* TLS handshake in progress */
 	CS_HELLO,       /* TLS up, our HELLO queued, waiting for the peer's */
 	CS_UP,          /* HELLO exchanged: streams flow */
-	CS_CLOSING,     /* failed or closed: flushing a GOAWAY, then freed */
+	CS_CLOSING,     /* failed or closed: flushing a GOAWAY, reading to EOF, then freed */
 };
 
-/* Bytes of frames kept in the TLS output buffer: enough to fill TLS records,
- * small enough that scheduling decisions stay fresh. */
-#define CONN_OUT_TARGET (64u * 1024)
+/* Stream ids left when a connection retires (GOAWAY, replaced, drained). */
+#define CONN_RETIRE_IDS 1024u
 /* Most connections of a server still in their handshake: unauthenticated
  * peers cannot make it hold more. */
 #define CONN_MAX_PENDING 256
@@ -61,6 +63,8 @@ struct tun_conn {
 	uint32_t caps;
 	int goaway_rcvd;            /* the peer sent GOAWAY: no new streams here */
 	int goaway_sent;            /* we sent GOAWAY: close once the streams are done */
+	int io_dead;                /* the socket failed or hit EOF: nothing to flush */
+	int shut_wr;                /* CLOSING: output flushed, TCP write side shut */
 	char goaway_text[PROTO_GOAWAY_TEXT_MAX + 1];
 	uint64_t last_rx_us, rtt_us;
 	tun_stats st;               /* the mux's counters, kept when it is freed */
@@ -108,6 +112,10 @@ int tun_ep_init(struct tun_ep *ep, struct event_base *base, const tun_config *cf
 	c->max_streams = c->max_streams ? c->max_streams : PROTO_DEFAULT_STREAMS;
 	c->sendq_hiwat = c->sendq_hiwat ? c->sendq_hiwat : 256 * 1024;
 	c->sendq_max = c->sendq_max ? c->sendq_max : c->sendq_hiwat + 4 * 1024 * 1024;
+	c->quantum = c->quantum ? c->quantum : PROTO_MAX_PAYLOAD;
+	/* the output buffer: enough to fill TLS records, small enough that
+	 * scheduling decisions stay fresh */
+	c->out_buffer = c->out_buffer ? c->out_buffer : 64 * 1024;
 	c->keepalive_ms = c->keepalive_ms ? c->keepalive_ms : 5000;
 	c->keepalive_timeout_ms = c->keepalive_timeout_ms ? c->keepalive_timeout_ms : 3 * c->keepalive_ms;
 	c->handshake_timeout_ms = c->handshake_timeout_ms ? c->handshake_timeout_ms : 10000;
@@ -119,7 +127,8 @@ int tun_ep_init(struct tun_ep *ep, struct event_base *base, const tun_config *cf
 	if (c->window < PROTO_MIN_WINDOW || c->window > PROTO_MAX_WINDOW ||
 	    c->max_streams > PROTO_MAX_STREAMS || c->conns > 8 ||
 	    c->version_min > c->version_max || c->role > PROTO_ROLE_TOOL ||
-	    c->sendq_max < c->sendq_hiwat || c->backoff_min_ms > c->backoff_max_ms) {
+	    c->sendq_max < c->sendq_hiwat || c->backoff_min_ms > c->backoff_max_ms ||
+	    c->quantum > PROTO_MAX_PAYLOAD || c->out_buffer < 1024) {
 		snprintf(err, errlen, "tunnel configuration: a value is out of range");
 		return TUN_EINVAL;
 	}
@@ -208,21 +217,26 @@ static void ops_pong(void *arg, uint64_t val)
 	c->rtt_us = c->rtt_us ? (7 * c->rtt_us + rtt) / 8 : rtt;
 }
 
+/* c takes no new streams: its client slot dials a replacement now. */
+static void conn_detach_slot(tun_conn *c)
+{
+	int slot = c->slot;
+
+	if (slot >= 0 && c->ep->conn_gone) {
+		c->slot = -1;
+		c->ep->conn_gone(c->ep, slot, 1);
+	}
+}
+
 /* The peer goes away: take no new streams here; keep its reason. */
 static void ops_goaway(void *arg, uint32_t code, const char *text)
 {
 	tun_conn *c = arg;
 
-	int slot = c->slot;
-
 	c->goaway_rcvd = 1;
 	snprintf(c->goaway_text, sizeof(c->goaway_text), "%s", text[0] ? text : "no reason given");
 	(void)code;
-	/* a client slot dials a replacement while this one drains */
-	if (slot >= 0 && c->ep->conn_gone) {
-		c->slot = -1;
-		c->ep->conn_gone(c->ep, slot, 1);
-	}
+	conn_detach_slot(c);
 }
 
 static const mux_ops conn_mux_ops = {
@@ -240,7 +254,7 @@ static void conn_pump(evutil_socket_t fd, short what, void *arg)
 	(void)fd; (void)what;
 	if (!c->m || c->state == CS_CLOSING)
 		return;
-	mux_output(c->m, bufferevent_get_output(c->bev), CONN_OUT_TARGET);
+	mux_output(c->m, bufferevent_get_output(c->bev), c->ep->cfg.out_buffer);
 	if (c->state == CS_UP && (c->goaway_rcvd || c->goaway_sent) && mux_streams(c->m) == 0 && !mux_pending(c->m))
 		conn_fail(c, PROTO_GOAWAY_NORMAL, "drained after GOAWAY");
 }
@@ -287,8 +301,10 @@ static void conn_write(struct bufferevent *bev, void *arg)
 	tun_conn *c = arg;
 
 	if (c->state == CS_CLOSING) {
-		if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-			conn_destroy(c);
+		if (evbuffer_get_length(bufferevent_get_output(bev)) == 0 && !c->shut_wr) {
+			c->shut_wr = 1;
+			shutdown(bufferevent_getfd(bev), SHUT_WR);
+		}
 		return;
 	}
 	conn_pump(-1, 0, c);
@@ -302,7 +318,7 @@ static void conn_tls_up(tun_conn *c)
 			.window = cfg->window, .max_streams = cfg->max_streams, .role = cfg->role };
 	mux_cfg mc = { .conn = c, .odd = c->ep->client, .window = cfg->window,
 		       .max_streams = cfg->max_streams, .sendq_hiwat = cfg->sendq_hiwat,
-		       .sendq_max = cfg->sendq_max };
+		       .sendq_max = cfg->sendq_max, .quantum = cfg->quantum };
 
 	memcpy(h.store_id, cfg->store_id, sizeof(h.store_id));
 	snprintf(h.name, sizeof(h.name), "%s", c->ep->node_name);
@@ -331,6 +347,7 @@ static void conn_event(struct bufferevent *bev, short what, void *arg)
 		conn_destroy(c);
 		return;
 	}
+	c->io_dead = 1;
 	tun_tls_reason(bev, what, reason, sizeof(reason));
 	if (c->goaway_rcvd)
 		snprintf(why, sizeof(why), "peer went away: %s", c->goaway_text);
@@ -401,7 +418,7 @@ static void conn_fail(tun_conn *c, uint32_t code, const char *why)
 		ep->cbs.on_down(c, ep->arg, msg);
 	else if (!was_up && ep->cbs.on_error)
 		ep->cbs.on_error(ep->arg, msg);
-	if (!tls) {
+	if (!tls || c->io_dead) {
 		conn_destroy(c);
 		return;
 	}
@@ -412,9 +429,9 @@ static void conn_fail(tun_conn *c, uint32_t code, const char *why)
 	n = tun_frame_encode(&ga, buf, sizeof(buf));
 	if (n > 0)
 		bufferevent_write(c->bev, buf, (size_t)n);
-	bufferevent_disable(c->bev, EV_READ);
 	bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
-	struct timeval tv = tv_ms(1000);
+	bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
+	struct timeval tv = tv_ms(ep->cfg.keepalive_timeout_ms);
 	event_add(c->hs_timer, &tv);
 }
 
@@ -476,7 +493,7 @@ static void conn_start_tls(tun_conn *c)
 	bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
 	c->state = CS_TLS;
 	bufferevent_setcb(c->bev, conn_read, conn_write, conn_event, c);
-	bufferevent_setwatermark(c->bev, EV_WRITE, CONN_OUT_TARGET / 2, 0);
+	bufferevent_setwatermark(c->bev, EV_WRITE, c->ep->cfg.out_buffer / 2, 0);
 	bufferevent_setwatermark(c->bev, EV_READ, 0, CONN_IN_MAX);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 }
@@ -577,13 +594,24 @@ void tun_ep_close_all(struct tun_ep *ep)
 
 /* ---- public accessors ----------------------------------------------------- */
 
+/* GOAWAY on every connection that is up; each closes once drained. */
+void tun_ep_goaway(struct tun_ep *ep, const char *text)
+{
+	tun_conn *c, *next;
+
+	for (c = TAILQ_FIRST(&ep->conns); c; c = next) {
+		next = TAILQ_NEXT(c, link);
+		tun_conn_goaway(c, text);
+	}
+}
+
 /* The up connection taking new streams with the fewest streams, or NULL. */
 tun_conn *tun_ep_least_loaded(struct tun_ep *ep)
 {
 	tun_conn *best = NULL, *c;
 
 	TAILQ_FOREACH(c, &ep->conns, link) {
-		if (c->state != CS_UP || c->goaway_rcvd)
+		if (c->state != CS_UP || c->goaway_rcvd || c->goaway_sent)
 			continue;
 		if (!best || mux_streams(c->m) < mux_streams(best->m))
 			best = c;
@@ -591,6 +619,7 @@ tun_conn *tun_ep_least_loaded(struct tun_ep *ep)
 	return best;
 }
 
+/* Accessors (see tun.h): plain reads of the connection's fields. */
 const char *tun_conn_peer(const tun_conn *c) { return c->peer; }
 const tun_hello *tun_conn_hello(const tun_conn *c) { return c->state == CS_UP ? &c->hello : NULL; }
 unsigned tun_conn_version(const tun_conn *c) { return c->version; }
@@ -615,11 +644,19 @@ tun_stream *tun_conn_open(tun_conn *c, const tun_open_info *o,
 		*err = TUN_EDOWN;
 		return NULL;
 	}
-	if (c->goaway_rcvd) {
+	tun_stream *s;
+
+	if (c->goaway_rcvd || c->goaway_sent) {
 		*err = TUN_EGOAWAY;
 		return NULL;
 	}
-	return mux_open(c->m, o, cbs, arg, err);
+	s = mux_open(c->m, o, cbs, arg, err);
+	if (s && mux_ids_left(c->m) < CONN_RETIRE_IDS) {
+		/* ids running out: retire c, a fresh connection takes over */
+		tun_conn_goaway(c, "stream ids exhausted: reconnecting");
+		conn_detach_slot(c);
+	}
+	return s;
 }
 
 /* Send GOAWAY on c. */
@@ -628,5 +665,5 @@ void tun_conn_goaway(tun_conn *c, const char *text)
 	if (!c->m || c->state != CS_UP || c->goaway_sent)
 		return;
 	c->goaway_sent = 1;
-	mux_goaway(c->m, PROTO_GOAWAY_NORMAL, text);
+	mux_goaway(c->m, PROTO_GOAWAY_NORMAL, text);   /* kicks the pump: closes if idle */
 }

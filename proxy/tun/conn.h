@@ -47,6 +47,8 @@ void tun_conn_accept(struct tun_ep *ep, int fd, const struct sockaddr *sa);
  * on_reset. */
 void tun_ep_close_all(struct tun_ep *ep);
 
+/* tun_conn_goaway on every connection of ep that is up. */
+void tun_ep_goaway(struct tun_ep *ep, const char *text);
 /* The up connection taking new streams with the fewest streams, or NULL. */
 tun_conn *tun_ep_least_loaded(struct tun_ep *ep);
 

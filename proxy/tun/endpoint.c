@@ -23,6 +23,7 @@ struct client_slot {
 	struct tun_client *c;
 	int busy;                  /* a connection is running for this slot */
 	unsigned backoff_ms;       /* delay before the next attempt (0: first) */
+	unsigned attempt;          /* attempts so far: picks among the peer's addresses */
 	struct event *retry;       /* redial timer */
 };
 
@@ -31,7 +32,7 @@ struct tun_client {
 	char host[256];
 	char port[8];
 	char peer[300];            /* "host:port" for messages */
-	int freeing;
+	int freeing;               /* being freed or drained: no redialing */
 	struct client_slot slots[TUN_MAX_CONNS];
 };
 
@@ -43,10 +44,13 @@ struct tun_server {
 
 /* ---- client ------------------------------------------------------------- */
 
-/* Dial for slot i now. */
+/* Dial for slot i now; successive attempts rotate through the addresses
+ * the peer name resolves to (v6 and v4). */
 static void client_dial(tun_client *c, int i)
 {
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV }, *ai;
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
+	struct addrinfo *ai, *pick;
+	unsigned n = 0;
 	char why[512];
 	int rc;
 
@@ -59,7 +63,12 @@ static void client_dial(tun_client *c, int i)
 			c->ep.cbs.on_error(c->ep.arg, why);
 		return;
 	}
-	tun_conn_connect(&c->ep, ai->ai_addr, ai->ai_addrlen, c->peer, i);
+	for (pick = ai; pick; pick = pick->ai_next)
+		n++;
+	n = c->slots[i].attempt++ % n;
+	for (pick = ai; n--; pick = pick->ai_next)
+		;
+	tun_conn_connect(&c->ep, pick->ai_addr, pick->ai_addrlen, c->peer, i);
 	freeaddrinfo(ai);
 }
 
@@ -175,6 +184,15 @@ unsigned tun_client_up(const tun_client *c)
 	return c->ep.nup;
 }
 
+/* GOAWAY everywhere; no more dialing. */
+void tun_client_drain(tun_client *c, const char *text)
+{
+	c->freeing = 1;
+	for (unsigned i = 0; i < c->ep.cfg.conns; i++)
+		event_del(c->slots[i].retry);
+	tun_ep_goaway(&c->ep, text);
+}
+
 /* ---- server ------------------------------------------------------------- */
 
 /* A connection arrived. */
@@ -264,6 +282,13 @@ void tun_server_free(tun_server *s)
 	tun_ep_close_all(&s->ep);
 	SSL_CTX_free(s->ep.ssl);
 	free(s);
+}
+
+/* Stop accepting; GOAWAY everywhere. */
+void tun_server_drain(tun_server *s, const char *text)
+{
+	evconnlistener_disable(s->lis);
+	tun_ep_goaway(&s->ep, text);
 }
 
 /* The bound port. */

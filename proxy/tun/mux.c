@@ -24,6 +24,8 @@
 #include "frame.h"
 #include "mux_int.h"
 
+/* Highest stream id we open; then the connection must be replaced. */
+#define MUX_LAST_SID 0xfffffff0u
 /* Most bytes of control frames we queue before declaring the peer abusive. */
 #define MUX_CTL_MAX (1u << 20)
 
@@ -346,11 +348,14 @@ static int in_stream(mux *m, tun_stream *s, const tun_frame *f, char *err, size_
 	return perr(err, errlen, TUN_EPROTO, "unexpected frame", f);
 }
 
-/* GOAWAY from the peer: our streams above its last accepted id are refused. */
+/* GOAWAY from the peer: our streams above its last accepted id are refused.
+ * The connection hears first, so owners reopening from on_reset go elsewhere. */
 static void in_goaway(mux *m, const tun_frame *f)
 {
 	m->goaway_rcvd = 1;
 	m->goaway_last = f->u.goaway.last_sid;
+	if (m->ops.on_goaway)
+		m->ops.on_goaway(m->arg, f->u.goaway.code, f->u.goaway.text);
 	for (size_t i = 0; i < m->tab_size; i++) {
 		for (tun_stream *s = m->tab[i]; s; s = s->hnext) {
 			if (!sid_ours(m, s->sid) || s->sid <= m->goaway_last || (s->flags & SF_DEAD))
@@ -360,8 +365,6 @@ static void in_goaway(mux *m, const tun_frame *f)
 				s->cbs.on_reset(s, s->arg, PROTO_RST_REFUSED);
 		}
 	}
-	if (m->ops.on_goaway)
-		m->ops.on_goaway(m->arg, f->u.goaway.code, f->u.goaway.text);
 }
 
 /* Route one decoded frame. */
@@ -574,7 +577,9 @@ void mux_free(mux *m)
 	}
 	for (s = list; s; s = next) {
 		next = s->hnext;
-		if (!(s->flags & SF_OWNER_GONE) && s->cbs.on_reset)
+		/* a stream finished both ways lost nothing: no reset for it */
+		if (!(s->flags & SF_OWNER_GONE) && s->cbs.on_reset &&
+		    (s->flags & (SF_FIN_SENT | SF_FIN_RCVD)) != (SF_FIN_SENT | SF_FIN_RCVD))
 			s->cbs.on_reset(s, s->arg, PROTO_RST_TUNNEL_DOWN);
 		s->flags &= ~SF_TEARDOWN;
 		if (s->flags & SF_OWNER_GONE)
@@ -625,6 +630,12 @@ int mux_ready(const mux *m)
 	return m->hello_rcvd;
 }
 
+/* Stream ids we can still open (ids are u32 and never reused). */
+uint32_t mux_ids_left(const mux *m)
+{
+	return m->next_sid >= MUX_LAST_SID ? 0 : (MUX_LAST_SID - m->next_sid) / 2;
+}
+
 /* Counters. */
 void mux_get_stats(const mux *m, tun_stats *st)
 {
@@ -645,7 +656,7 @@ tun_stream *mux_open(mux *m, const tun_open_info *o, const tun_stream_cbs *cbs,
 	tun_frame chk = { .type = PROTO_OPEN, .sid = 1, .u.open = *o };
 
 	*err = !m->hello_rcvd ? TUN_EDOWN : m->goaway_rcvd ? TUN_EGOAWAY :
-	       m->n_ours >= m->peer_max_streams || m->next_sid > 0x7ffffffeu ? TUN_ELIMIT :
+	       m->n_ours >= m->peer_max_streams || mux_ids_left(m) == 0 ? TUN_ELIMIT :
 	       tun_frame_encode(&chk, m->scratch, sizeof(m->scratch)) < 0 ? TUN_EINVAL : TUN_OK;
 	if (*err != TUN_OK)
 		return NULL;

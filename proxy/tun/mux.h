@@ -43,8 +43,8 @@ typedef struct mux_cfg {
 
 /* Create a mux; NULL if out of memory.  cfg and ops are copied. */
 mux *mux_new(const mux_cfg *cfg, const mux_ops *ops, void *arg);
-/* Free; every live stream gets on_reset(PROTO_RST_TUNNEL_DOWN) and stays a
- * dead handle for its owner to free.  Accepts NULL. */
+/* Free; every unfinished stream gets on_reset(PROTO_RST_TUNNEL_DOWN); all stay
+ * dead handles for their owners to free.  Accepts NULL. */
 void mux_free(mux *m);
 /* Queue our HELLO (first thing to send). */
 int mux_send_hello(mux *m, const tun_hello *h);
@@ -68,6 +68,8 @@ tun_stream *mux_open(mux *m, const tun_open_info *o, const tun_stream_cbs *cbs,
 		     void *arg, int *err);
 /* Streams open (either side, not yet finished). */
 unsigned mux_streams(const mux *m);
+/* Stream ids we can still open; at 0 mux_open fails with TUN_ELIMIT. */
+uint32_t mux_ids_left(const mux *m);
 /* Counters of the mux. */
 void mux_get_stats(const mux *m, tun_stats *st);
 

@@ -148,7 +148,8 @@ int tun_stream_ack(tun_stream *s, uint64_t seq)
 	return TUN_OK;
 }
 
-/* Release the owner's handle: finish gracefully if possible, else reset. */
+/* Release the owner's handle: a stream the owner closed and the peer closed
+ * finishes sending; any other live stream is reset (CANCEL). */
 void tun_stream_free(tun_stream *s)
 {
 	if (!s || (s->flags & SF_OWNER_GONE))
@@ -160,11 +161,8 @@ void tun_stream_free(tun_stream *s)
 			mux_stream_destroy(s);
 		return;
 	}
-	if (!(s->flags & SF_DEAD) && !(s->flags & SF_FIN_RCVD))
-		mux_stream_reset_local(s, PROTO_RST_CANCEL);
-	else if (!(s->flags & SF_DEAD))
-		s->flags |= SF_FIN_QUEUED;
-	mux_stream_activate(s);
+	if (!(s->flags & SF_FIN_RCVD) || !(s->flags & SF_FIN_QUEUED))
+		mux_stream_reset_local(s, PROTO_RST_CANCEL);   /* no-op if dead */
 	mux_stream_reap_check(s);
 	s->m->ops.kick(s->m->arg);
 }
