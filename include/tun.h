@@ -78,6 +78,11 @@ typedef struct tun_hello {
 	char name[PROTO_NAME_MAX + 1];
 } tun_hello;
 
+/* The name every core certificate carries (wanopt pki puts it there) and that
+ * edges require of the server they dial: an edge certificate, which lacks it,
+ * cannot pose as a core. */
+#define PKI_CORE_NAME "wanopt-core"
+
 /* Fill t from "1.2.3.4", "::1" or a host name, and a port.  TUN_EINVAL if bad. */
 int tun_target_parse(tun_target *t, const char *host, uint16_t port);
 /* Fill t from an AF_INET/AF_INET6 socket address.  TUN_EINVAL otherwise. */

@@ -305,6 +305,7 @@ static int edge_start(struct px_daemon *d, void *arg)
 	e->node.tcfg.keepalive_ms = 250;
 	e->node.tcfg.keepalive_timeout_ms = 1000;
 	e->node.tcfg.backoff_max_ms = 5000;
+	e->node.tcfg.peer_name = PKI_CORE_NAME;
 	tun_cbs cbs = { .on_up = tun_up, .on_down = tun_down, .on_stream = px_edge_on_stream,
 			.on_error = tun_error, .on_fd = tun_fd };
 	const struct conf_addr *p = conf_peer(c);

@@ -38,6 +38,10 @@ void px_node_on_fd(void *arg, int fd, int phase)
 	char err[256];
 	if (phase == TUN_FD_LISTEN || phase == TUN_FD_PRE_CONNECT) {
 		struct tfo_opts o = { .cc = n->cc, .rate_bps = n->rate_bps, .rtt_us = n->rtt_us };
+		/* on a known link, keep about 20 ms of unsent data in the kernel, so a
+		 * frame of an interactive stream does not queue behind bulk data */
+		if (n->rate_bps && n->rate_bps / 8 / 50 < TFO_NOTSENT_LOWAT_DEFAULT)
+			o.notsent_lowat = (uint32_t)(n->rate_bps / 8 / 50 > 16384 ? n->rate_bps / 8 / 50 : 16384);
 		struct tfo_tuned t;
 		if (tfo_tune_wan(fd, &o, &t, err, sizeof err))
 			log_warn("WAN socket tuning: %s", err);
@@ -89,6 +93,11 @@ int px_node_start(struct px_node *n, struct px_daemon *d, int role)
 	t->role = (uint8_t)role;
 	t->window = window_for(n->rate_bps, n->rtt_us);
 	t->conns = conf_tunnels(c);
+	if (n->rate_bps) {
+		/* about 10 ms of link rate queued for TLS, and small turns on slow links */
+		t->out_buffer = n->rate_bps / 8 / 100 > 4096 ? n->rate_bps / 8 / 100 : 4096;
+		t->quantum = n->rate_bps < 10000000 ? 4096 : 0;
+	}
 	n->env.base = px_daemon_base(d);
 	n->env.store = n->store;
 	n->env.stats = px_daemon_stats(d);

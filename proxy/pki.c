@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <openssl/bn.h>
+
+#include "tun.h"
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -84,6 +86,20 @@ static char *pki_san(const char *list)
 	}
 	free(copy);
 	return out;
+}
+
+/* 1 if the comma-separated list names name. */
+static int pki_has_name(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *p = list; p && *p;) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		if (len == n && !strncmp(p, name, n))
+			return 1;
+		p = end ? end + 1 : NULL;
+	}
+	return 0;
 }
 
 /* The first entry of a SAN list (the leaf's common name). */
@@ -244,9 +260,14 @@ static int pki_init(const struct pki_opts *o)
 		pki_fail("cannot make the CA", "");
 		goto out;
 	}
+	/* edges require the core's certificate to carry PKI_CORE_NAME (so an edge
+	 * certificate cannot pose as a core): add it to a custom list */
+	char core_san[1024];
+	snprintf(core_san, sizeof core_san, "%s%s%s", o->core_san,
+		 pki_has_name(o->core_san, PKI_CORE_NAME) ? "" : ",", pki_has_name(o->core_san, PKI_CORE_NAME) ? "" : PKI_CORE_NAME);
 	if (pki_write_pair(o->dir, "ca", ca, ca_key) < 0 ||
 	    pki_leaf(o, "edge", o->edge_san, ca, ca_key) < 0 ||
-	    pki_leaf(o, "core", o->core_san, ca, ca_key) < 0)
+	    pki_leaf(o, "core", core_san, ca, ca_key) < 0)
 		goto out;
 	printf("wrote %s/{ca,edge,core}.{crt,key}: copy ca.crt and edge.* to the edge, ca.crt and\n"
 	       "core.* to the core; keep ca.key offline (only `pki issue` needs it).\n", o->dir);
