@@ -24,6 +24,7 @@
 
 #define FEED_CHUNK (256u << 10)
 #define FEED_HIWAT (1u << 20)
+#define WARM_BODY_MAX (1u << 20) /* the POSTed list of paths */
 
 struct warm_job {
 	struct evhttp_request *req;
@@ -194,6 +195,9 @@ int px_warm_serve(struct px_warm *w, struct stats_http *h)
 	struct evhttp *http = stats_http_evhttp(h);
 	if (!http)
 		return 0; /* no stats address: nothing to serve warm on */
+	/* the stats server alone takes only bodiless GET and HEAD */
+	evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST);
+	evhttp_set_max_body_size(http, WARM_BODY_MAX);
 	return evhttp_set_cb(http, "/warm", warm_http, w) ? -1 : 0;
 }
 
