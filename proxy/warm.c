@@ -89,12 +89,13 @@ static void feed_more(struct bufferevent *b, void *arg)
 	}
 }
 
-/* The relay let go of its end: the push ended (cleanly if all was read). */
+/* The relay let go of its end: EOF once the peer acknowledged everything,
+ * ERROR if the stream was reset.  Clean if all was read and delivered. */
 static void feed_event(struct bufferevent *b, short what, void *arg)
 {
 	struct warm_feed *f = arg;
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
-		feed_free(f, f->fd < 0);
+		feed_free(f, !(what & BEV_EVENT_ERROR) && f->fd < 0);
 }
 
 static void feed_read(struct bufferevent *b, void *arg)
