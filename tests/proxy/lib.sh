@@ -178,3 +178,36 @@ px_done() {
 	echo "$(basename "$0" .test.sh): $FAILS failed"
 	exit 1
 }
+
+# Background clients: px_bg NAME pxtool-args... starts one (output in
+# $T/NAME.out); px_bg_wait NAME SECS waits for it to end and sets BG_RC (124
+# if it did not end in time: it is then killed), BG_OUT and BG_SECS.
+px_bg() {
+	local n=$1
+	shift
+	timeout -k 2 "${PXT_LIMIT:-120}" python3 "$PXTOOL" "$@" >"$T/$n.out" 2>&1 &
+	PID[$n]=$!
+}
+px_bg_wait() {
+	local n=$1 secs=$2 t0 i
+	t0=$(date +%s.%N)
+	for i in $(seq $((secs * 20))); do px_alive "$n" || break; sleep 0.05; done
+	BG_RC=0
+	if px_alive "$n"; then
+		kill -KILL "${PID[$n]}" 2>/dev/null
+		wait "${PID[$n]}" 2>/dev/null || true
+		BG_RC=124
+	else
+		wait "${PID[$n]}" 2>/dev/null || BG_RC=$?
+	fi
+	unset "PID[$n]"
+	BG_SECS=$(python3 -c "import time; print('%.1f' % (time.time() - $t0))")
+	BG_OUT=$(cat "$T/$n.out")
+}
+# Waits until FILE exists (SECS, default 10).
+px_wait_file() {
+	local i
+	for i in $(seq $((${2:-10} * 10))); do [ -e "$1" ] && return 0; sleep 0.1; done
+	echo "timed out waiting for $1"
+	return 1
+}

@@ -100,6 +100,8 @@ class Handler(socketserver.BaseRequestHandler):
         if not line:
             return
         cmd = line[0]
+        print("request %s from %s" % (b" ".join(line[:3]).decode(errors="replace"), self.client_address[0]),
+              flush=True)
         try:
             if cmd == b"GET":
                 seed, size = int(line[1]), int(line[2])
