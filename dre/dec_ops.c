@@ -8,6 +8,7 @@ struct opctx {
 	struct dre_qframe *f;
 	const uint8_t *op, *end;
 	uint64_t lit;  /* literal bytes consumed */
+	int stored;    /* output came from the store (REF, RUN, SKIP, DELTA) */
 };
 
 static int get_var(struct opctx *c, uint64_t *v)
@@ -40,6 +41,7 @@ static int out_stored(struct opctx *c, uint64_t tag)
 	dre_ent e;
 	if (!dre_dec_find(d, tag, &e))
 		return DRE_EMISS;
+	c->stored = 1;
 	if (e.len > c->f->h.raw_len - d->out.len)
 		return DRE_ECORRUPT;
 	int rc = dre_store_read_fast(d->st, &e, d->out.p + d->out.len); /* frame checksum covers it */
@@ -132,6 +134,7 @@ static int op_delta(struct opctx *c, uint64_t start)
 		return DRE_ECORRUPT;
 	if (!start)
 		return DRE_EMISS;
+	c->stored = 1;
 	d->win_tag[0] = start;
 	d->win_cnt = 0;
 	d->win_len = 0;
@@ -211,20 +214,26 @@ static int op_one(struct opctx *c)
 	return DRE_ECORRUPT;
 }
 
+/* Chunk successors are first-come on each side, so with concurrent streams
+ * the two stores can disagree on what follows a chunk: a RUN or a delta window
+ * then yields chunks of other lengths, and the frame's lengths stop adding up.
+ * Once the frame has used the store, such an inconsistency is reported as a
+ * checksum failure (askable: the LEARN carries the real bytes), not as a
+ * corrupt stream. */
 int dre_dec_ops(dre_dec *d, struct dre_qframe *f)
 {
-	struct opctx c = { d, f, f->ops, f->ops + f->h.ops_len, 0 };
-	while (c.op < c.end) {
-		int rc = op_one(&c);
-		if (rc)
-			return rc;
-	}
-	return d->out.len == f->h.raw_len && c.lit == f->h.lit_len ? 0 : DRE_ECORRUPT;
+	struct opctx c = { d, f, f->ops, f->ops + f->h.ops_len, 0, 0 };
+	int rc = 0;
+	while (c.op < c.end && !rc)
+		rc = op_one(&c);
+	if (!rc && (d->out.len != f->h.raw_len || c.lit != f->h.lit_len))
+		rc = DRE_ECORRUPT;
+	return rc == DRE_ECORRUPT && c.stored ? DRE_ECHECKSUM : rc;
 }
 
 int dre_dec_learn_ops(dre_dec *d, struct dre_qframe *f)
 {
-	struct opctx c = { d, f, f->ops + 16, f->ops + f->h.ops_len, 0 };
+	struct opctx c = { d, f, f->ops + 16, f->ops + f->h.ops_len, 0, 0 };
 	uint64_t cursor = dre_get_u64(f->ops + 8);
 	while (c.op < c.end) {
 		int op = *c.op++, rc;

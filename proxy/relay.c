@@ -60,6 +60,7 @@ struct px_relay {
 };
 
 static void lan_read_cb(struct bufferevent *bev, void *arg);
+static void finish_lan(struct px_relay *r);
 static void lan_write_cb(struct bufferevent *bev, void *arg);
 static void lan_event_cb(struct bufferevent *bev, short what, void *arg);
 
@@ -105,11 +106,15 @@ static void relay_free(struct px_relay *r, int rst, const char *why)
 	else
 		log_info("close %s -> %s (%s): %s in %.3f s", r->src, r->dst, policy_name(r->policy), sum,
 			 since(&r->t0));
-	if (rst && r->bev) {
+	if (r->bev && bufferevent_getfd(r->bev) < 0) {
+		/* a pair (warm): a clean end already gave the feeder EOF; after a
+		 * reset, freeing alone would leave it waiting forever */
+		struct bufferevent *partner = why ? bufferevent_pair_get_partner(r->bev) : NULL;
+		if (partner)
+			bufferevent_trigger_event(partner, BEV_EVENT_ERROR, 0);
+	} else if (rst && r->bev) {
 		struct linger lg = { 1, 0 };
-		int fd = bufferevent_getfd(r->bev);
-		if (fd >= 0)
-			setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+		setsockopt(bufferevent_getfd(r->bev), SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
 	}
 	if (r->bev)
 		bufferevent_free(r->bev);
@@ -181,7 +186,10 @@ static void try_close_wan(struct px_relay *r)
 	stats_sync(r);
 	tun_stream_close(r->ts);
 	r->wan_closed = 1;
-	maybe_done(r);
+	if (r->lan_shut)
+		maybe_done(r);
+	else
+		finish_lan(r); /* a pair's feeder may be waiting for this (see finish_lan) */
 }
 
 /* Move LAN input into the stream while it has room. */
@@ -267,8 +275,11 @@ static void finish_lan(struct px_relay *r)
 	int fd = bufferevent_getfd(r->bev);
 	if (fd >= 0)
 		shutdown(fd, SHUT_WR);
+	else if (!r->wan_closed)
+		return; /* a pair (warm): its feeder takes EOF as "all delivered", so
+			 * it waits until the peer acknowledged every frame */
 	else
-		bufferevent_flush(r->bev, EV_WRITE, BEV_FINISHED); /* a pair (warm) */
+		bufferevent_flush(r->bev, EV_WRITE, BEV_FINISHED);
 	r->lan_shut = 1;
 	maybe_done(r);
 }

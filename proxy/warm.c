@@ -25,6 +25,7 @@
 
 #define FEED_CHUNK (256u << 10)
 #define FEED_HIWAT (1u << 20)
+#define WARM_BODY_MAX (1u << 20) /* the POSTed list of paths */
 
 /* One POST /warm: its files go to every worker's peers; the answer is sent
  * from the HTTP server's thread once the last push ended. */
@@ -114,12 +115,13 @@ static void feed_more(struct bufferevent *b, void *arg)
 	}
 }
 
-/* The relay let go of its end: the push ended (cleanly if all was read). */
+/* The relay let go of its end: EOF once the peer acknowledged everything,
+ * ERROR if the stream was reset.  Clean if all was read and delivered. */
 static void feed_event(struct bufferevent *b, short what, void *arg)
 {
 	struct warm_feed *f = arg;
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
-		feed_free(f, f->fd < 0);
+		feed_free(f, !(what & BEV_EVENT_ERROR) && f->fd < 0);
 }
 
 static void feed_read(struct bufferevent *b, void *arg)
@@ -253,8 +255,9 @@ int px_warm_serve(struct px_warm **ws, int n, struct event_base *http_base, stru
 	struct evhttp *http = stats_http_evhttp(h);
 	if (!http)
 		return 0; /* no stats address: nothing to serve warm on */
-	evhttp_set_max_body_size(http, 1 << 20); /* path lists; GETs carry no body */
+	/* the stats server alone takes only bodiless GET and HEAD */
 	evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST);
+	evhttp_set_max_body_size(http, WARM_BODY_MAX);
 	sv.ws = ws;
 	sv.n = n;
 	sv.base = http_base;
