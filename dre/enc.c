@@ -87,6 +87,9 @@ void dre_enc_free(dre_enc *e)
 	dre_buf_free(&e->lits);
 	dre_buf_free(&e->out);
 	dre_buf_free(&e->cur_ch);
+	dre_buf_free(&e->eops);
+	dre_buf_free(&e->edata);
+	free(e->pend);
 	dre_buf_free(&e->cur_raw);
 	free(e->win);
 	free(e->ins);
@@ -136,14 +139,6 @@ static int retain_chunk(dre_enc *e, uint64_t tag, const uint8_t *p, uint32_t len
 	return tag ? 0 : dre_buf_add(&e->cur_raw, p, len);
 }
 
-/* Bookkeeping after chunk `tag` was output: link it after prev. */
-static void chunk_out(dre_enc *e, uint64_t tag)
-{
-	if (e->prev)
-		dre_store_link(e->st, e->prev, tag);
-	e->prev = tag;
-}
-
 /* Is `tag` the chunk k steps after the cursor (k < SKIP_MAX+1)?  Returns k or -1. */
 static int run_position(dre_enc *e, uint64_t tag)
 {
@@ -185,11 +180,9 @@ static int enc_hit(dre_enc *e, const dre_ent *ent, int k, uint32_t len)
 	e->cur = *ent;
 	e->delta_fails = 0;
 	e->st_ref += len;
-	dre_store_touch(e->st, ent);
-	if (cont)
-		e->prev = ent->tag;
-	else
-		chunk_out(e, ent->tag);
+	if (!rc)
+		rc = dre_enc_hit(e, cont ? 0 : e->prev, ent->tag); /* link after prev, refresh */
+	e->prev = ent->tag;
 	return rc;
 }
 
@@ -281,6 +274,13 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len)
 			return rc;
 		return retain_chunk(e, tag, p, len);
 	}
+	if (dre_enc_pending(e, h, len)) {
+		/* sent moments ago, not stored yet (helper thread): a reference */
+		dre_ent pe = { .tag = tag, .len = len };
+		if ((rc = enc_hit(e, &pe, -1, len)))
+			return rc;
+		return retain_chunk(e, tag, p, len);
+	}
 	rc = enc_delta(e, p, len);
 	if (rc < 0)
 		return rc;
@@ -290,13 +290,8 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len)
 			return rc;
 		e->st_lit += len;
 	}
-	uint64_t prev = e->prev;
-	rc = dre_store_put_after(e->st, h, p, len, prev, &ent);
-	if (rc < 0)
+	if ((rc = dre_enc_put(e, h, p, len, e->prev)))
 		return rc;
-	if (rc == 0 && prev)
-		dre_store_link(e->st, prev, tag);
-	dre_store_mark(e->st, tag, e->peer_bit); /* the peer stores what it gets */
 	e->prev = tag;
 	return retain_chunk(e, tag, p, len);
 }

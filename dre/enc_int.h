@@ -7,6 +7,8 @@
 #include "dre_int.h"
 
 /* A chunk of a retained frame: tag 0 means raw bytes kept in the frame's raw buffer. */
+struct dre_pend;
+
 struct dre_ret_ch {
 	uint64_t tag;
 	uint32_t len;
@@ -22,14 +24,15 @@ struct dre_ret {
 	size_t rawlen;
 };
 
-/* The helper thread: residual-codes and emits frame N while frame N+1 is cut
- * and fingerprinted. */
+/* A helper thread: residual-codes and emits frame N (or runs its store
+ * operations) while frame N+1 is cut and fingerprinted. */
 struct dre_ework {
 	pthread_t th;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int running, busy, stop, err;
 	dre_buf ops, lits;      /* the job */
+	dre_buf eops, edata;    /* ... and its store operations, run first */
 	int type;
 	size_t raw_n;
 	uint64_t sum;
@@ -64,7 +67,11 @@ struct dre_enc {
 	size_t ret_head, nret;
 	dre_codec_stats stats;
 	uint64_t st_ref, st_delta, st_lit;
-	struct dre_ework w;
+	struct dre_ework w;        /* helper thread: residual coding and output */
+	struct dre_ework ws;       /* helper thread: store operations */
+	dre_buf eops, edata;       /* store operations of the frame being built (threaded) */
+	struct dre_pend *pend;     /* chunks recorded but maybe not stored yet */
+	uint32_t pend_gen;         /* frame generation of the pending table */
 };
 
 /* Emit a frame of `type` (0: just the stream header) built from e->ops and
@@ -74,6 +81,16 @@ int dre_enc_submit(dre_enc *e, int type, size_t raw_n, uint64_t sum, dre_out_fn 
 /* Wait until the helper thread has emitted everything; its sticky error or 0. */
 int dre_enc_wait(dre_enc *e);
 int dre_enc_work_start(dre_enc *e);
+/* Store mutations (enc_store.c): now, or recorded for the helper thread. */
+int dre_enc_put(dre_enc *e, const uint8_t h[32], const uint8_t *p, uint32_t len, uint64_t prev);
+int dre_enc_hit(dre_enc *e, uint64_t prev, uint64_t tag);
+/* 1 if a chunk with SHA-256 h and length len was recorded in the current or
+ * the in-flight frame (not necessarily stored yet). */
+int dre_enc_pending(const dre_enc *e, const uint8_t h[32], uint32_t len);
+/* A frame was handed over: pending entries older than the previous frame expire. */
+void dre_enc_pend_next(dre_enc *e);
+/* Run recorded store operations (the helper thread). */
+int dre_enc_eops_run(dre_store *st, const dre_buf *eops, const dre_buf *data, uint32_t peer_bit);
 void dre_enc_work_stop(dre_enc *e);
 
 #endif

@@ -63,9 +63,9 @@ static int emit(dre_enc *e, int type, size_t raw_n, uint64_t sum, const dre_buf 
 	return out(arg, e->out.p, e->out.len) ? DRE_EOUT : 0;
 }
 
-int dre_enc_wait(dre_enc *e)
+/* Wait until worker w is idle; its sticky error or 0. */
+static int worker_wait(struct dre_ework *w)
 {
-	struct dre_ework *w = &e->w;
 	if (!w->running)
 		return 0;
 	pthread_mutex_lock(&w->mu);
@@ -76,37 +76,72 @@ int dre_enc_wait(dre_enc *e)
 	return err;
 }
 
+static void worker_kick(struct dre_ework *w)
+{
+	pthread_mutex_lock(&w->mu);
+	w->busy = 1;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+static void buf_swap(dre_buf *a, dre_buf *b)
+{
+	dre_buf t = *a;
+	*a = *b;
+	*b = t;
+	a->len = 0;
+}
+
+int dre_enc_wait(dre_enc *e)
+{
+	int a = worker_wait(&e->w), b = worker_wait(&e->ws);
+	return a ? a : b;
+}
+
 int dre_enc_submit(dre_enc *e, int type, size_t raw_n, uint64_t sum, dre_out_fn out, void *arg)
 {
-	struct dre_ework *w = &e->w;
+	struct dre_ework *w = &e->w, *ws = &e->ws;
 	if (!w->running)
 		return emit(e, type, raw_n, sum, &e->ops, &e->lits, out, arg);
 	int rc = dre_enc_wait(e);
 	if (rc)
 		return rc;
-	dre_buf t = w->ops;
-	w->ops = e->ops;
-	e->ops = t;
-	t = w->lits;
-	w->lits = e->lits;
-	e->lits = t;
-	e->ops.len = e->lits.len = 0;
+	/* frame N's coding and its store writes run on two threads while this
+	 * one cuts and hashes frame N+1 */
+	buf_swap(&e->ops, &w->ops);
+	buf_swap(&e->lits, &w->lits);
+	buf_swap(&e->eops, &ws->eops);
+	buf_swap(&e->edata, &ws->edata);
+	dre_enc_pend_next(e);
 	w->type = type;
 	w->raw_n = raw_n;
 	w->sum = sum;
 	w->out = out;
 	w->arg = arg;
-	pthread_mutex_lock(&w->mu);
-	w->busy = 1;
-	pthread_cond_broadcast(&w->cv);
-	pthread_mutex_unlock(&w->mu);
+	worker_kick(ws);
+	worker_kick(w);
 	return 0;
 }
 
+/* Run one job of worker w: store operations (e->ws) or coding and output (e->w). */
+static int worker_job(dre_enc *e, struct dre_ework *w)
+{
+	if (w == &e->ws)
+		return dre_enc_eops_run(e->st, &w->eops, &w->edata, e->peer_bit);
+	return emit(e, w->type, w->raw_n, w->sum, &w->ops, &w->lits, w->out, w->arg);
+}
+
+struct worker_arg {
+	dre_enc *e;
+	struct dre_ework *w;
+};
+
 static void *work_main(void *arg)
 {
-	dre_enc *e = arg;
-	struct dre_ework *w = &e->w;
+	struct worker_arg *wa = arg;
+	dre_enc *e = wa->e;
+	struct dre_ework *w = wa->w;
+	free(wa);
 	pthread_mutex_lock(&w->mu);
 	for (;;) {
 		while (!w->busy && !w->stop)
@@ -114,7 +149,7 @@ static void *work_main(void *arg)
 		if (!w->busy && w->stop)
 			break;
 		pthread_mutex_unlock(&w->mu);
-		int rc = emit(e, w->type, w->raw_n, w->sum, &w->ops, &w->lits, w->out, w->arg);
+		int rc = worker_job(e, w);
 		pthread_mutex_lock(&w->mu);
 		if (rc && !w->err)
 			w->err = rc;
@@ -125,12 +160,16 @@ static void *work_main(void *arg)
 	return NULL;
 }
 
-int dre_enc_work_start(dre_enc *e)
+static int worker_start(dre_enc *e, struct dre_ework *w)
 {
-	struct dre_ework *w = &e->w;
+	struct worker_arg *wa = malloc(sizeof *wa);
+	if (!wa)
+		return DRE_ENOMEM;
+	*wa = (struct worker_arg){ e, w };
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
-	if (pthread_create(&w->th, NULL, work_main, e)) {
+	if (pthread_create(&w->th, NULL, work_main, wa)) {
+		free(wa);
 		pthread_mutex_destroy(&w->mu);
 		pthread_cond_destroy(&w->cv);
 		return DRE_ENOMEM;
@@ -139,9 +178,8 @@ int dre_enc_work_start(dre_enc *e)
 	return 0;
 }
 
-void dre_enc_work_stop(dre_enc *e)
+static void worker_stop(struct dre_ework *w)
 {
-	struct dre_ework *w = &e->w;
 	if (w->running) {
 		pthread_mutex_lock(&w->mu);
 		w->stop = 1;
@@ -154,4 +192,20 @@ void dre_enc_work_stop(dre_enc *e)
 	}
 	dre_buf_free(&w->ops);
 	dre_buf_free(&w->lits);
+	dre_buf_free(&w->eops);
+	dre_buf_free(&w->edata);
+}
+
+int dre_enc_work_start(dre_enc *e)
+{
+	int rc = worker_start(e, &e->ws);
+	if (!rc && (rc = worker_start(e, &e->w)))
+		worker_stop(&e->ws);
+	return rc;
+}
+
+void dre_enc_work_stop(dre_enc *e)
+{
+	worker_stop(&e->w);
+	worker_stop(&e->ws);
 }

@@ -1,0 +1,117 @@
+/* enc_store.c: the encoder's store mutations (store a new chunk, link and
+ * refresh a referenced one).  Without a helper thread they happen at once.
+ * With one, they are recorded in order with the frame and run on the helper
+ * thread before that frame is coded and emitted, so store writes overlap the
+ * next frame's chunking and hashing.  Chunks recorded but not yet stored stay
+ * findable through a small pending table (current and in-flight frame), so a
+ * repeat within that distance is still sent as a reference. */
+#include <stdlib.h>
+
+#include "enc_int.h"
+
+#define PEND_SLOTS 4096 /* power of two; more new chunks than this per two frames lose only dedup */
+
+struct dre_eop {
+	uint32_t kind;  /* EOP_PUT or EOP_HIT */
+	uint32_t len;   /* PUT: chunk length */
+	uint64_t tag;   /* HIT: the referenced chunk */
+	uint64_t prev;  /* the chunk output before it (0: none / already linked) */
+	size_t data;    /* PUT: offset of the bytes in the data buffer */
+	uint8_t h[32];  /* PUT: SHA-256 */
+};
+enum { EOP_PUT = 1, EOP_HIT = 2 };
+
+struct dre_pend {
+	uint64_t tag;
+	uint32_t len, gen;
+	uint8_t h[32];
+};
+
+/* Run recorded operations against the store, in order. */
+int dre_enc_eops_run(dre_store *st, const dre_buf *eops, const dre_buf *data, uint32_t peer_bit)
+{
+	const struct dre_eop *o = (const struct dre_eop *)eops->p;
+	size_t n = eops->len / sizeof *o;
+	for (size_t i = 0; i < n; i++, o++) {
+		if (o->kind == EOP_HIT) {
+			dre_store_hit(st, o->prev, o->tag);
+			continue;
+		}
+		dre_ent ent;
+		int rc = dre_store_put_after(st, o->h, data->p + o->data, o->len, o->prev, &ent);
+		if (rc < 0)
+			return rc;
+		if (rc == 0 && o->prev)
+			dre_store_link(st, o->prev, dre_fp_tag(o->h));
+		dre_store_mark(st, dre_fp_tag(o->h), peer_bit);
+	}
+	return 0;
+}
+
+/* Remember a recorded chunk in the pending table. */
+static void pend_add(dre_enc *e, const uint8_t h[32], uint32_t len)
+{
+	if (!e->pend && !(e->pend = calloc(PEND_SLOTS, sizeof *e->pend)))
+		return;
+	uint64_t tag = dre_fp_tag(h);
+	for (size_t i = tag & (PEND_SLOTS - 1), k = 0; k < 16; k++, i = (i + 1) & (PEND_SLOTS - 1)) {
+		struct dre_pend *p = &e->pend[i];
+		if (p->tag && p->gen + 1 >= e->pend_gen && p->tag != tag)
+			continue; /* a live entry for another chunk */
+		p->tag = tag;
+		p->len = len;
+		p->gen = e->pend_gen;
+		memcpy(p->h, h, 32);
+		return;
+	}
+}
+
+int dre_enc_pending(const dre_enc *e, const uint8_t h[32], uint32_t len)
+{
+	if (!e->pend)
+		return 0;
+	uint64_t tag = dre_fp_tag(h);
+	for (size_t i = tag & (PEND_SLOTS - 1), k = 0; k < 16; k++, i = (i + 1) & (PEND_SLOTS - 1)) {
+		const struct dre_pend *p = &e->pend[i];
+		if (p->tag == tag && p->gen + 1 >= e->pend_gen)
+			return p->len == len && !memcmp(p->h, h, 32);
+		if (!p->tag)
+			return 0;
+	}
+	return 0;
+}
+
+void dre_enc_pend_next(dre_enc *e)
+{
+	e->pend_gen++;
+}
+
+int dre_enc_put(dre_enc *e, const uint8_t h[32], const uint8_t *p, uint32_t len, uint64_t prev)
+{
+	if (!e->ws.running) {
+		dre_ent ent;
+		int rc = dre_store_put_after(e->st, h, p, len, prev, &ent);
+		if (rc < 0)
+			return rc;
+		if (rc == 0 && prev)
+			dre_store_link(e->st, prev, dre_fp_tag(h));
+		dre_store_mark(e->st, dre_fp_tag(h), e->peer_bit); /* the peer stores what it gets */
+		return 0;
+	}
+	struct dre_eop o = { EOP_PUT, len, 0, prev, e->edata.len, { 0 } };
+	memcpy(o.h, h, 32);
+	if (dre_buf_add(&e->edata, p, len) || dre_buf_add(&e->eops, &o, sizeof o))
+		return DRE_ENOMEM;
+	pend_add(e, h, len);
+	return 0;
+}
+
+int dre_enc_hit(dre_enc *e, uint64_t prev, uint64_t tag)
+{
+	if (!e->ws.running) {
+		dre_store_hit(e->st, prev, tag);
+		return 0;
+	}
+	struct dre_eop o = { EOP_HIT, 0, tag, prev, 0, { 0 } };
+	return dre_buf_add(&e->eops, &o, sizeof o);
+}
