@@ -3,7 +3,7 @@
 # Run as root on Debian 12 (apt-get); as another user it only reports what is missing.
 set -eu
 pkgs="build-essential pkg-config libevent-dev libssl-dev libzstd-dev liblz4-dev libcmocka-dev
-      zstd openssl iproute2 nftables iptables python3 clang libclang-rt-14-dev procps"
+      zstd openssl iproute2 nftables iptables python3 clang libclang-rt-14-dev procps time"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
