@@ -180,20 +180,24 @@ static int frame_apply(dre_dec *d, struct dre_qframe *f, dre_out_fn out, void *a
 		return DRE_ENOMEM;
 	int rc = f->h.type == DRE_FT_DATA ? dre_dec_ops(d, f) : dre_dec_learn_ops(d, f);
 	uint64_t key = f->h.type == DRE_FT_DATA ? f->seq : (f->learn_seq | 1ULL << 63);
-	if (!rc && dre_sum64(d->out.p, d->out.len, d->seed ^ key) != f->h.sum)
+	/* with a helper thread and no ask path (a miss is fatal anyway), the
+	 * checksum check and the output go to the helper thread too */
+	struct dre_vjob vj = { f->h.sum, d->seed ^ key, out, arg };
+	int defer = !rc && d->w.running && !d->ask;
+	if (!rc && !defer && dre_sum64(d->out.p, d->out.len, d->seed ^ key) != f->h.sum)
 		rc = DRE_ECHECKSUM;
 	if (!rc) {
 		d->applied = f->h.type == DRE_FT_DATA ? f->seq : f->learn_seq;
 		d->stats.out_bytes += d->out.len;
 		d->stats.frames++;
-		int orc = d->out.len ? out(arg, d->out.p, d->out.len) : 0;
+		int orc = defer || !d->out.len ? 0 : out(arg, d->out.p, d->out.len);
 		if (orc < 0)
 			rc = DRE_EOUT;
 		else if (orc > 0)
 			d->paused = 1;
 	}
 	/* the frame's new chunks are stored even if it failed: they are sound */
-	int crc = dre_dec_commit(d);
+	int crc = dre_dec_commit(d, defer ? &vj : NULL);
 	return rc ? rc : crc;
 }
 
@@ -346,9 +350,10 @@ int dre_dec_write(dre_dec *d, const void *buf, size_t n, dre_out_fn out, void *a
 
 int dre_dec_finish(dre_dec *d)
 {
+	int rc = dre_dec_sync(d); /* also: no callback comes after this returns */
 	if (d->err)
 		return d->err;
-	if ((d->err = dre_dec_sync(d)))
+	if ((d->err = rc))
 		return d->err;
 	if (d->in.len || d->qhead || d->waiting)
 		return d->waiting || d->qhead ? DRE_EMISS : DRE_ECORRUPT;

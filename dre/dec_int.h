@@ -32,12 +32,21 @@ struct dre_sop {
 enum { SOP_PUT = 1, SOP_HIT = 2, SOP_BREAK = 3 };
 
 /* The helper thread: stores the chunks of frame N while frame N+1 is rebuilt. */
+/* A frame's checksum check and output, when the helper thread does them. */
+struct dre_vjob {
+	uint64_t want, seed;      /* expected dre_sum64 and its seed */
+	dre_out_fn out;
+	void *arg;
+};
+
 struct dre_dwork {
 	pthread_t th;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int running, busy, stop, err;
 	dre_buf ops, data;        /* the job: struct dre_sop list and its frame bytes */
+	int verify;               /* ... and, if set, check and output data (vj) first */
+	struct dre_vjob vj;
 	dre_fp *fp;
 };
 
@@ -74,8 +83,10 @@ int dre_dec_sop(dre_dec *d, uint32_t kind, uint32_t len, uint64_t arg);
  * call this and try again).  0 or a store error. */
 int dre_dec_sync(dre_dec *d);
 /* End of a frame: hand its store operations to the helper thread (swapping
- * frame buffers) or run them.  0 or a store error. */
-int dre_dec_commit(dre_dec *d);
+ * frame buffers) or run them.  With vj, the frame's checksum check and output
+ * go along (or are done now, if the frame is not handed over).  0 or an error
+ * (a helper thread's error shows at the next call). */
+int dre_dec_commit(dre_dec *d, const struct dre_vjob *vj);
 /* Start or stop the helper thread; stopping waits for its work. */
 int dre_dec_work_start(dre_dec *d);
 void dre_dec_work_stop(dre_dec *d);

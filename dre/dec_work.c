@@ -59,6 +59,14 @@ static int work_wait(dre_dec *d)
 	return err;
 }
 
+/* Check a rebuilt frame against its checksum, then hand it out. */
+static int verify_out(const struct dre_vjob *vj, const dre_buf *data)
+{
+	if (dre_sum64(data->p, data->len, vj->seed) != vj->want)
+		return DRE_ECHECKSUM;
+	return data->len && vj->out(vj->arg, data->p, data->len) < 0 ? DRE_EOUT : 0;
+}
+
 static void *work_main(void *arg)
 {
 	dre_dec *d = arg;
@@ -69,8 +77,11 @@ static void *work_main(void *arg)
 			pthread_cond_wait(&w->cv, &w->mu);
 		if (!w->busy && w->stop)
 			break;
+		int vrc = w->err || !w->verify ? 0 : 1;
 		pthread_mutex_unlock(&w->mu);
-		int rc = sops_run(d->st, w->fp, &d->prev, (struct dre_sop *)w->ops.p,
+		if (vrc)
+			vrc = verify_out(&w->vj, &w->data);
+		int rc = vrc ? vrc : sops_run(d->st, w->fp, &d->prev, (struct dre_sop *)w->ops.p,
 				  w->ops.len / sizeof(struct dre_sop), w->data.p, d->peer_bit);
 		pthread_mutex_lock(&w->mu);
 		if (rc && !w->err)
@@ -133,17 +144,22 @@ int dre_dec_sync(dre_dec *d)
 	return rc;
 }
 
-int dre_dec_commit(dre_dec *d)
+int dre_dec_commit(dre_dec *d, const struct dre_vjob *vj)
 {
 	struct dre_dwork *w = &d->w;
 	int rc = work_wait(d);
 	if (rc)
 		return rc;
 	if (!w->running || d->sops_done) {
-		rc = dre_dec_sync(d);
+		rc = vj ? verify_out(vj, &d->out) : 0;
+		if (!rc)
+			rc = dre_dec_sync(d);
 		d->sops.len = d->sops_done = 0;
 		return rc;
 	}
+	w->verify = vj != NULL;
+	if (vj)
+		w->vj = *vj;
 	/* hand the frame over: its ops and its bytes; take the worker's old buffers */
 	dre_buf t = w->ops;
 	w->ops = d->sops;

@@ -147,7 +147,10 @@ typedef void (*dre_ask_fn)(void *arg, uint64_t seq);
 dre_dec *dre_dec_new(dre_store *st);
 void dre_dec_free(dre_dec *d);
 /* 1: store new chunks on a helper thread while the next frame is rebuilt
- * (faster on a multi-core host; the callbacks stay on the caller's thread). */
+ * (faster on a multi-core host).  Without an ask callback the helper thread
+ * also checks each frame's checksum and calls `out` (from that thread; a
+ * pause request is then ignored); with one, callbacks stay on the caller's
+ * thread.  A checksum failure seen by the helper thread fails the next call. */
 int dre_dec_set_threaded(dre_dec *d, int on);
 /* What this decoder stores came from peer slot `peer` (dre_store_peer): mark
  * it as held by that peer too. */
@@ -163,7 +166,9 @@ int dre_dec_write(dre_dec *d, const void *buf, size_t n, dre_out_fn out, void *a
 int dre_dec_paused(const dre_dec *d);
 /* Encoded bytes taken but not yet decoded (partial or waiting frames). */
 size_t dre_dec_buffered(const dre_dec *d);
-/* DRE_OK if the stream ended on a frame boundary with nothing pending. */
+/* DRE_OK if the stream ended on a frame boundary with nothing pending.  No
+ * callback comes after dre_dec_finish or dre_dec_free returns (with a helper
+ * thread, output may otherwise still arrive after dre_dec_write returned). */
 int dre_dec_finish(dre_dec *d);
 /* Sequence number of the last frame applied (0 before the first). */
 uint64_t dre_dec_applied(const dre_dec *d);
