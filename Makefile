@@ -92,7 +92,7 @@ fuzz: deps-quiet
 	@mkdir -p $(BUILD)/fuzz
 	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
 	  echo "  FUZZ $$n ($(FUZZ_TIME)s)"; \
-	  clang -O1 -g -std=gnu11 -D_GNU_SOURCE -Iinclude -fsanitize=fuzzer,address,undefined \
+	  clang -O1 -g -std=gnu11 -D_GNU_SOURCE -Iinclude -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	    $$f $(LIB_SRC) $(LIBS) -o $(BUILD)/fuzz/$$n || exit 1; \
 	  mkdir -p $(BUILD)/fuzz/corpus-$$n; \
 	  $(BUILD)/fuzz/$$n -max_total_time=$(FUZZ_TIME) -print_final_stats=0 \

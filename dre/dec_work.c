@@ -138,6 +138,8 @@ int dre_dec_sync(dre_dec *d)
 	if (rc)
 		return rc;
 	size_t n = d->sops.len / sizeof(struct dre_sop);
+	if (n == d->sops_done)
+		return 0;
 	rc = sops_run(d->st, d->fp, &d->prev, (struct dre_sop *)d->sops.p + d->sops_done,
 		      n - d->sops_done, d->out.p, d->peer_bit);
 	d->sops_done = n;

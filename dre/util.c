@@ -38,18 +38,18 @@ static inline uint64_t merge(uint64_t acc, uint64_t v) { return (acc ^ lane(0, v
 /* XXH64 of p[0..n) with `seed`, from the algorithm's published description. */
 uint64_t dre_sum64(const void *vp, size_t n, uint64_t seed)
 {
-	const uint8_t *p = vp, *end = p + n;
+	const uint8_t *p = vp;
+	size_t i = 0;
 	uint64_t acc;
 	if (n >= 32) {
 		uint64_t v1 = seed + P1 + P2, v2 = seed + P2, v3 = seed, v4 = seed - P1;
-		const uint8_t *lim = end - 32;
 		do {
-			v1 = lane(v1, rd64(p));
-			v2 = lane(v2, rd64(p + 8));
-			v3 = lane(v3, rd64(p + 16));
-			v4 = lane(v4, rd64(p + 24));
-			p += 32;
-		} while (p <= lim);
+			v1 = lane(v1, rd64(p + i));
+			v2 = lane(v2, rd64(p + i + 8));
+			v3 = lane(v3, rd64(p + i + 16));
+			v4 = lane(v4, rd64(p + i + 24));
+			i += 32;
+		} while (n - i >= 32);
 		acc = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18);
 		acc = merge(acc, v1);
 		acc = merge(acc, v2);
@@ -59,14 +59,14 @@ uint64_t dre_sum64(const void *vp, size_t n, uint64_t seed)
 		acc = seed + P5;
 	}
 	acc += n;
-	for (; p + 8 <= end; p += 8)
-		acc = rotl(acc ^ lane(0, rd64(p)), 27) * P1 + P4;
-	if (p + 4 <= end) {
-		acc = rotl(acc ^ (uint64_t)rd32(p) * P1, 23) * P2 + P3;
-		p += 4;
+	for (; n - i >= 8; i += 8)
+		acc = rotl(acc ^ lane(0, rd64(p + i)), 27) * P1 + P4;
+	if (n - i >= 4) {
+		acc = rotl(acc ^ (uint64_t)rd32(p + i) * P1, 23) * P2 + P3;
+		i += 4;
 	}
-	for (; p < end; p++)
-		acc = rotl(acc ^ *p * P5, 11) * P1;
+	for (; i < n; i++)
+		acc = rotl(acc ^ p[i] * P5, 11) * P1;
 	acc ^= acc >> 33;
 	acc *= P2;
 	acc ^= acc >> 29;
