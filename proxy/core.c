@@ -44,6 +44,8 @@ struct worker {
 	size_t nconns, capconns;
 	struct px_warm warm;
 	atomic_uint up;
+	atomic_ullong rtt_us;     /* smallest tunnel RTT of this worker's edges, for the gauge */
+	struct event *rtt_ev;
 	int draining, threaded;
 };
 
@@ -98,6 +100,31 @@ static void conn_down(tun_conn *c, void *arg, const char *why)
 static void conn_error(void *arg, const char *msg)
 {
 	log_warn("tunnel refused: %s", msg);
+}
+
+/* On a worker's thread, once a second: publish its smallest tunnel RTT. */
+static void worker_rtt(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	uint64_t best = 0;
+	for (size_t i = 0; i < w->nconns; i++) {
+		uint64_t r = tun_conn_rtt_us(w->conns[i]);
+		if (r && (!best || r < best))
+			best = r;
+	}
+	atomic_store(&w->rtt_us, best);
+}
+
+static uint64_t core_tunnel_rtt(void *arg)
+{
+	struct px_core *k = arg;
+	uint64_t best = 0;
+	for (int i = 0; i < k->nw; i++) {
+		uint64_t r = atomic_load(&k->w[i].rtt_us);
+		if (r && (!best || r < best))
+			best = r;
+	}
+	return best;
 }
 
 static unsigned core_tunnels_up(void *arg)
@@ -253,6 +280,9 @@ static int worker_init(struct px_core *k, struct worker *w, struct event_base *b
 		log_error("tunnel listener %s:%u: %s", l->host, l->port, err);
 		return -1;
 	}
+	struct timeval sec = { 1, 0 };
+	if ((w->rtt_ev = event_new(base, -1, EV_PERSIST, worker_rtt, w)))
+		event_add(w->rtt_ev, &sec);
 	w->warm.env = &w->env;
 	w->warm.open = core_warm_open;
 	w->warm.npeers = core_warm_peers;
@@ -286,6 +316,7 @@ static int core_start(struct px_daemon *d, void *arg)
 	const struct conf *c = px_daemon_conf(d);
 	k->d = d;
 	k->node.tunnels_up = core_tunnels_up;
+	k->node.tunnel_rtt = core_tunnel_rtt;
 	k->node.role = k;
 	if (px_node_start(&k->node, d, PROTO_ROLE_CORE))
 		return -1;
@@ -368,6 +399,8 @@ static void core_stop(struct px_daemon *d, void *arg)
 			event_base_loopexit(w->env.base, NULL);
 			pthread_join(w->th, NULL);
 		}
+		if (w->rtt_ev)
+			event_free(w->rtt_ev);
 		tun_server_free(w->srv);
 		if (w->dns)
 			evdns_base_free(w->dns, 1);
