@@ -33,8 +33,8 @@ struct unit {
 struct pstate {
 	const char *fname;
 	int         line;
-	unsigned    seen[WN_NDIR];     /* bit per enum wn_key */
-	int         seen_line[WN_NDIR][K_NKEYS];
+	unsigned    seen[3];           /* per scope (both, up, down): bit per enum wn_key */
+	int         seen_line[3][K_NKEYS];
 	char       *err;
 	size_t      errlen;
 };
@@ -205,17 +205,23 @@ static int set_text(struct pstate *s, const char *what, const char *v, char *dst
 	return 0;
 }
 
-/* Records that key k was set for the directions in [d0, d1); errors on repeats. */
-static int mark_seen(struct pstate *s, enum wn_key k, int d0, int d1)
+/* Records that key k was set in scope sc (0 both directions, 1 up, 2 down).
+ * A key may be set once per scope; a plain key must come before up./down.
+ * ones, which override it, so that no line silently undoes another. */
+static int mark_seen(struct pstate *s, enum wn_key k, int sc)
 {
-	for (int d = d0; d < d1; d++) {
-		if (s->seen[d] & (1u << k))
-			return perr(s, "'%s' already set at line %d", key_names[k], s->seen_line[d][k]);
-	}
-	for (int d = d0; d < d1; d++) {
-		s->seen[d] |= 1u << k;
-		s->seen_line[d][k] = s->line;
-	}
+	static const char *const pre[3] = { "", "up.", "down." };
+
+	if (s->seen[sc] & (1u << k))
+		return perr(s, "'%s%s' already set at line %d", pre[sc], key_names[k],
+			    s->seen_line[sc][k]);
+	for (int o = 1; sc == 0 && o < 3; o++)
+		if (s->seen[o] & (1u << k))
+			return perr(s, "'%s' after '%s%s' (line %d) would override it: "
+				    "put the plain key first", key_names[k], pre[o], key_names[k],
+				    s->seen_line[o][k]);
+	s->seen[sc] |= 1u << k;
+	s->seen_line[sc][k] = s->line;
 	return 0;
 }
 
@@ -258,7 +264,7 @@ static int parse_line(struct pstate *s, char *line, struct wn_profile *p)
 			    "mtu, name or description; the first six may have an up. or down. prefix)", key);
 	if (k >= K_NDIRKEYS && d1 - d0 != WN_NDIR)
 		return perr(s, "'%s' applies to the whole link and takes no up./down. prefix", key);
-	if (mark_seen(s, (enum wn_key)k, d0, d1) < 0)
+	if (mark_seen(s, (enum wn_key)k, d1 - d0 == WN_NDIR ? 0 : d0 + 1) < 0)
 		return -1;
 	if (k == K_NAME) {
 		if (strspn(val, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
