@@ -31,10 +31,16 @@ static void usage(FILE *f)
 		"       wanem serve|get [opts]      timed TCP transfer (wanem serve --help)\n");
 }
 
-/* Splits "A,B" into two strings (in place). */
-static int split2(char *s, const char **a, const char **b)
+/* Splits "A,B" into two strings, copied into buf (argv stays intact, so
+ * /proc/PID/cmdline still shows what we were started with). */
+static int split2(const char *arg, char *buf, size_t n, const char **a, const char **b)
 {
-	char *c = strchr(s, ',');
+	char *c, *s = buf;
+
+	if (strlen(arg) >= n)
+		return -1;
+	memcpy(buf, arg, strlen(arg) + 1);
+	c = strchr(s, ',');
 
 	if (!c || c == s || !c[1] || strchr(c + 1, ','))
 		return -1;
@@ -44,18 +50,22 @@ static int split2(char *s, const char **a, const char **b)
 	return 0;
 }
 
-/* Parses --addr=IPA,IPB[/N] into the conf. */
-static int parse_addr(char *s, struct wn_emu_conf *c)
+/* Parses --addr=IPA,IPB[/N] into the conf (strings kept in buf). */
+static int parse_addr(const char *arg, char *buf, size_t n, struct wn_emu_conf *c)
 {
-	char *slash = strchr(s, '/'), *end;
+	const char *slash = strchr(arg, '/');
+	char *end;
 
 	if (slash) {
-		*slash = '\0';
 		c->prefix = (int)strtol(slash + 1, &end, 10);
-		if (*end || c->prefix < 1 || c->prefix > 30)
+		if (*end || end == slash + 1 || c->prefix < 1 || c->prefix > 30)
 			return -1;
 	}
-	return split2(s, &c->addr[0], &c->addr[1]);
+	if (split2(arg, buf, n, &c->addr[0], &c->addr[1]) < 0)
+		return -1;
+	if ((end = strchr(buf + strlen(buf) + 1, '/')))
+		*end = '\0';
+	return 0;
 }
 
 /* Asks for real-time scheduling; a failure only costs timing accuracy. */
@@ -80,14 +90,14 @@ static int run_main(int argc, char **argv)
 	struct wn_emu_conf c = { .ns = { "wnm-a", "wnm-b" }, .dev = "wnm0",
 				 .addr = { "10.77.0.1", "10.77.0.2" }, .prefix = 24, .seed = 1 };
 	struct wn_profile p;
-	char err[512], *end;
+	char err[512], *end, nsbuf[160], addrbuf[80];
 	int o, rt = 0;
 
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (o) {
-		case 'n': if (split2(optarg, &c.ns[0], &c.ns[1]) < 0) goto bad; break;
+		case 'n': if (split2(optarg, nsbuf, sizeof nsbuf, &c.ns[0], &c.ns[1]) < 0) goto bad; break;
 		case 'd': c.dev = optarg; break;
-		case 'a': if (parse_addr(optarg, &c) < 0) goto bad; break;
+		case 'a': if (parse_addr(optarg, addrbuf, sizeof addrbuf, &c) < 0) goto bad; break;
 		case 's': c.seed = strtoull(optarg, &end, 0); if (*end) goto bad; break;
 		case 'S': c.stats_path = optarg; break;
 		case 'r': c.ready_path = optarg; break;
