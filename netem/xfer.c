@@ -42,6 +42,28 @@ static double mono(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* --progress: a once-a-second status line on stderr (get only). */
+static struct {
+	int    on;
+	double t0, next;
+} prog;
+
+/* Prints the progress line if a second has passed; final prints it and ends the line. */
+static void progress(long long bytes, int final)
+{
+	double now = mono(), dt;
+
+	if (!prog.on || (!final && now < prog.next))
+		return;
+	/* a terminal gets one line updated each second, a log a line every 10 s */
+	prog.next = now + (prog.on == 2 ? 1 : 10);
+	if (final && prog.on == 1)
+		return;
+	dt = now - prog.t0;
+	fprintf(stderr, "%s      %8.2f MB  %6.1f s  %9.1f KB/s%s", prog.on == 2 ? "\r" : "",
+		bytes / 1e6, dt, dt > 0 ? bytes / 1e3 / dt : 0.0, final || prog.on == 1 ? "\n" : "");
+}
+
 /* Resolves "HOST:PORT" or "[V6]:PORT" (numeric only). */
 static int resolve(const char *hp, struct sockaddr_storage *ss, socklen_t *len)
 {
@@ -123,6 +145,7 @@ static int send_source(const struct xopt *o, int fd, long long *sent, double dea
 		if ((rc = send_all(fd, buf, (size_t)n, deadline)) != 0)
 			break;
 		*sent += n;
+		progress(*sent, 0);
 	}
 	if (in > 0)
 		close(in);
@@ -154,6 +177,7 @@ static int recv_sink(const struct xopt *o, int fd, int out, long long *got, doub
 		if (out >= 0 && write(out, buf, (size_t)n) != n)
 			return -1;
 		*got += n;
+		progress(*got, 0);
 		if (ts && *ts == 0 && mono() - t0 >= o->steady_after)
 			*ts = mono(), *bs = *got;
 	}
@@ -218,6 +242,7 @@ static int parse_opts(int argc, char **argv, struct xopt *o, const char *addrkey
 		{ "listen", 1, 0, 'l' }, { "connect", 1, 0, 'c' }, { "send", 1, 0, 's' },
 		{ "recv", 1, 0, 'r' }, { "send-zero", 1, 0, 'z' }, { "window", 1, 0, 'w' },
 		{ "once", 0, 0, '1' }, { "max-time", 1, 0, 't' }, { "steady-after", 1, 0, 'a' },
+		{ "progress", 0, 0, 'p' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -238,6 +263,7 @@ static int parse_opts(int argc, char **argv, struct xopt *o, const char *addrkey
 		case '1': o->once = 1; break;
 		case 't': o->max_time = atof(optarg); break;
 		case 'a': o->steady_after = atof(optarg); break;
+		case 'p': prog.on = isatty(2) ? 2 : 1; break;
 		default: return -1;
 		}
 	}
@@ -320,7 +346,7 @@ int wn_get_main(int argc, char **argv)
 
 	if (parse_opts(argc, argv, &o, "connect") < 0) {
 		fprintf(stderr, "usage: wanem get --connect=HOST:PORT (--recv=FILE | --send=FILE | "
-			"--send-zero=BYTES) [--window=BYTES] [--max-time=S] [--steady-after=S]\n");
+			"--send-zero=BYTES) [--window=BYTES] [--max-time=S] [--steady-after=S] [--progress]\n");
 		return 2;
 	}
 	if (resolve(o.addr, &ss, &len) < 0) {
@@ -332,7 +358,8 @@ int wn_get_main(int argc, char **argv)
 		fprintf(stderr, "wanem get: %s: %s\n", o.recv, strerror(errno));
 		return 1;
 	}
-	t0 = mono();
+	t0 = prog.t0 = mono();
+	prog.next = t0 + (prog.on == 2 ? 1 : 10);
 	deadline = t0 + o.max_time;
 	if ((s = dial(&o, &ss, len, deadline)) < 0) {
 		fprintf(stderr, "wanem get: connect %s: %s\n", o.addr, strerror(errno));
@@ -367,6 +394,8 @@ int wn_get_main(int argc, char **argv)
 		}
 	}
 	t1 = mono();
+	if (prog.next > t0 + 1.5)     /* a line was printed: finish it */
+		progress(n, 1);
 	close(s);
 	if (out > 1)
 		close(out);
