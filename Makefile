@@ -39,7 +39,7 @@ TEST_BIN  = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 NTEST_SRC = $(wildcard tests/netem/test_*.c)
 NTEST_BIN = $(NTEST_SRC:tests/netem/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps check tests asan ubsan fuzz demo bench bench-dre bench-proxy install clean
+.PHONY: all deps check tests asan ubsan fuzz demo bench bench-dre bench-proxy bench-netem install clean
 all: deps-quiet $(BINDIR)/wanopt $(if $(wildcard netem/wanem.c),$(BINDIR)/wanem)
 
 deps:
@@ -103,9 +103,15 @@ fuzz: deps-quiet
 demo: all
 	@bash scripts/demo.sh
 
-bench: bench-dre
+bench: bench-dre bench-netem
 bench-dre: all
 	@bash bench/dre.sh
+
+# The five-scenario benchmark over an emulated link (netem/bench --help).
+# PROFILE=t1|highlat|...; BENCH_ARGS e.g. "--files=ref --max-time=30".
+PROFILE ?= t1
+bench-netem: all
+	@bash netem/bench $(PROFILE) $(BENCH_ARGS)
 
 clean:
 	rm -rf build bin

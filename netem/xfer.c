@@ -396,6 +396,12 @@ int wn_get_main(int argc, char **argv)
 	t1 = mono();
 	if (prog.next > t0 + 1.5)     /* a line was printed: finish it */
 		progress(n, 1);
+	if (rc != 0) {
+		/* stopped early: reset, so unsent data does not keep the link busy */
+		struct linger lg = { 1, 0 };
+
+		setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+	}
 	close(s);
 	if (out > 1)
 		close(out);

@@ -5,6 +5,7 @@
 set -u
 cd "$(dirname "$0")/.."
 export WNM_PREFIX="wnm-t$$-"
+export WANEM="$PWD/${BINDIR:-bin}/wanem"
 tb=netem/testbed
 fail=0
 trap '$tb down >/dev/null 2>&1' EXIT
@@ -21,12 +22,12 @@ refuse "status when down exits 1" "down" $tb status
 expect "up t1" $tb up t1
 expect "up t1 again (nothing to do)" sh -c "$tb up t1 | grep -q 'already up'"
 expect "status says t1" sh -c "$tb status | grep -q 'up: t1'"
-expect "branch reaches datacenter" $tb exec branch bin/wanem ping --count=3 --interval=20 --quiet 10.77.0.2
-expect "datacenter reaches branch" $tb exec dc bin/wanem ping --count=3 --interval=20 --quiet 10.77.0.1
+expect "branch reaches datacenter" $tb exec branch $WANEM ping --count=3 --interval=20 --quiet 10.77.0.2
+expect "datacenter reaches branch" $tb exec dc $WANEM ping --count=3 --interval=20 --quiet 10.77.0.1
 expect "stats are JSON with WAN bytes" sh -c "$tb stats | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d[\"up\"][\"out_bytes\"] > 0'"
 expect "up highlat rebuilds" sh -c "$tb up highlat | grep -q 'highlat over'"
 expect "status says highlat" sh -c "$tb status | grep -q 'up: highlat'"
-expect "RTT is now about 300 ms" sh -c "$tb exec branch bin/wanem ping --count=2 --interval=20 --json 10.77.0.2 | python3 -c 'import json,sys; d=json.load(sys.stdin); assert 299 < d[\"median_ms\"] < 303, d'"
+expect "RTT is now about 300 ms" sh -c "$tb exec branch $WANEM ping --count=2 --interval=20 --json 10.77.0.2 | python3 -c 'import json,sys; d=json.load(sys.stdin); assert 299 < d[\"median_ms\"] < 303, d'"
 expect "down" $tb down
 expect "down again" $tb down
 expect "nothing left after down" nothing_left
