@@ -5,7 +5,7 @@
 set -u
 cd "$(dirname "$0")/.."
 export WNM_PREFIX="wnm-t$$-"
-export WANEM="$PWD/${BINDIR:-bin}/wanem"
+export WANEM="${BINDIR:-bin}/wanem"
 tb=netem/testbed
 fail=0
 trap '$tb down >/dev/null 2>&1' EXIT

@@ -125,12 +125,48 @@ static void test_errors(void **state)
 	assert_int_equal(wn_profile_load("bin/wanem", &p, err, sizeof err), -1);  /* binary */
 }
 
+/* Mutated profiles (bytes flipped, cut, duplicated) are accepted or refused
+ * with a message, never a crash; run under `make asan` this is a small fuzzer. */
+static void test_mutations(void **state)
+{
+	static const char seed[] =
+		"name = m\nup.rate = 1.544mbit\ndown.rate=3mbit\ndelay = 20ms\njitter=1ms\n"
+		"loss = 0.2%\nlimit = 2bdp\noverhead = 14\nmtu = 1500\n";
+	static const char alphabet[] = "=#%.\n \t0123456789kmgbitsupdown.ratelimitbdp\xff";
+	uint64_t x = 88172645463325252ULL;
+	struct wn_profile p;
+	char buf[sizeof seed * 2], err[512];
+
+	for (int i = 0; i < 20000; i++) {
+		size_t n = sizeof seed - 1;
+
+		memcpy(buf, seed, n);
+		for (int m = 0; m < 1 + i % 6; m++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;     /* xorshift64 */
+			size_t at = x % n;
+
+			switch ((x >> 32) % 3) {
+			case 0: buf[at] = alphabet[(x >> 40) % (sizeof alphabet - 1)]; break;
+			case 1: n = at + 1; break;
+			case 2: if (n + 8 < sizeof buf) { memmove(buf + at + 8, buf + at, n - at); n += 8; } break;
+			}
+		}
+		buf[n] = '\0';
+		err[0] = '\0';
+		if (wn_profile_parse(buf, "m.conf", &p, err, sizeof err) < 0)
+			assert_true(strncmp(err, "m.conf", 6) == 0);
+		else
+			assert_true(p.dir[WN_UP].limit_bytes >= p.mtu);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_shipped),
 		cmocka_unit_test(test_values),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_mutations),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
