@@ -33,6 +33,8 @@ struct wn_emu {
 	uint64_t           seq;            /* stats file generation */
 	uint64_t           write_errors;
 	uint64_t           start_ns;
+	int                fail_errno;     /* a TUN read failed: why, and on which side */
+	int                fail_side;
 };
 
 uint64_t wn_now_ns(void)
@@ -129,8 +131,15 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 	for (int i = 0; i < WN_READ_BATCH; i++) {
 		ssize_t n = read(fd, buf, sizeof buf);
 
+		if (n < 0 && errno != EAGAIN && errno != EINTR) {
+			/* the device is gone (its namespace was deleted): stop */
+			e->fail_errno = errno;
+			e->fail_side = side;
+			event_base_loopbreak(e->base);
+			return;
+		}
 		if (n <= 0)
-			break;      /* EAGAIN: nothing more for now; errors: try on next event */
+			break;      /* nothing more for now */
 		wn_link_offer(l, buf, (uint32_t)n, wn_now_ns());
 	}
 	arm(e);
@@ -281,6 +290,11 @@ int wn_emu_run(const struct wn_profile *p, const struct wn_emu_conf *c, char *er
 	if (c->ready_path)
 		unlink(c->ready_path);
 	rc = 0;
+	if (e.fail_errno) {
+		snprintf(err, errlen, "reading TUN %s in %s: %s", c->dev, c->ns[e.fail_side],
+			 strerror(e.fail_errno));
+		rc = -1;
+	}
 out:
 	teardown(&e);
 	return rc;
