@@ -88,7 +88,8 @@ static int resolve(const char *hp, struct sockaddr_storage *ss, socklen_t *len)
 	return 0;
 }
 
-/* Waits until fd is ready for ev or the deadline passes; returns 1, 0 (time up) or -1. */
+/* Waits until fd is ready for ev.  Returns 1 (ready), 0 (the deadline passed) or
+ * -1 (error, or no progress for WN_IDLE_MS: the peer is stuck). */
 static int wait_fd(int fd, short ev, double deadline)
 {
 	struct pollfd p = { fd, ev, 0 };
@@ -96,7 +97,11 @@ static int wait_fd(int fd, short ev, double deadline)
 	int ms = left <= 0 ? 0 : left * 1000 > WN_IDLE_MS ? WN_IDLE_MS : (int)(left * 1000) + 1;
 	int r = poll(&p, 1, ms);
 
-	return r < 0 ? (errno == EINTR ? 1 : -1) : r;
+	if (r < 0)
+		return errno == EINTR ? 1 : -1;
+	if (r == 0)
+		return mono() >= deadline ? 0 : -1;
+	return 1;
 }
 
 /* Writes all n bytes to a non-blocking socket before the deadline; returns 0, 1 (time up) or -1. */
@@ -114,7 +119,7 @@ static int send_all(int fd, const char *b, size_t n, double deadline)
 		if (mono() >= deadline)
 			return 1;
 		if (wait_fd(fd, POLLOUT, deadline) < 0)
-			return -1;
+			return -1;      /* 0: the deadline check above ends the loop */
 	}
 	return 0;
 }
@@ -170,8 +175,8 @@ static int recv_sink(const struct xopt *o, int fd, int out, long long *got, doub
 				return -1;
 			if (mono() >= deadline)
 				return 1;
-			if (wait_fd(fd, POLLIN, deadline) <= 0 && mono() >= deadline)
-				return 1;
+			if (wait_fd(fd, POLLIN, deadline) < 0)
+				return -1;      /* 0: the deadline check above ends the loop */
 			continue;
 		}
 		if (out >= 0 && write(out, buf, (size_t)n) != n)
@@ -208,7 +213,7 @@ static int open_sink(const char *path)
 /* Serves one accepted connection. */
 static void serve_one(const struct xopt *o, int c)
 {
-	double deadline = mono() + 86400;
+	double deadline = mono() + 86400;   /* bounded in practice by the idle limit */
 	long long n = 0;
 
 	tune(c, o);
@@ -370,6 +375,7 @@ int wn_get_main(int argc, char **argv)
 	} else {
 		unsigned char r[8];
 		long long acked = 0;
+		int w;
 
 		rc = send_source(&o, s, &n, deadline);
 		shutdown(s, SHUT_WR);
@@ -384,8 +390,8 @@ int wn_get_main(int argc, char **argv)
 					rc = -1;
 				else if (errno != EAGAIN && errno != EINTR)
 					rc = -1;
-				else if (wait_fd(s, POLLIN, deadline) <= 0 && mono() >= deadline)
-					rc = 1;
+				else if ((w = wait_fd(s, POLLIN, deadline)) <= 0)
+					rc = w < 0 ? -1 : 1;
 			}
 			for (int i = 0; i < 8; i++)
 				acked = acked << 8 | r[i];
