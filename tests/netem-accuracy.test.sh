@@ -65,7 +65,7 @@ n=$n;p=$p;import math;d=3.29*math.sqrt(n*p*(1-p));print(f'{n*p-d:.0f}..{n*p+d:.0
 
 rtt_test netem/profiles/t1.conf
 rtt_test tests/netem/fast.conf
-goodput_test netem/profiles/t1.conf 6
+goodput_test netem/profiles/t1.conf 8
 goodput_test tests/netem/fast.conf 6
 loss_test
 exit $WN_FAIL
