@@ -145,11 +145,13 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 	arm(e);
 }
 
+/* Periodic tick: refreshes the stats file. */
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	write_stats(arg);
 }
 
+/* SIGUSR1 writes the stats now; SIGINT and SIGTERM stop the loop. */
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	struct wn_emu *e = arg;
@@ -160,6 +162,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 		event_base_loopbreak(e->base);
 }
 
+/* --duration elapsed: stop the loop. */
 static void on_stop(evutil_socket_t fd, short what, void *arg)
 {
 	event_base_loopbreak(((struct wn_emu *)arg)->base);

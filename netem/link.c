@@ -21,6 +21,7 @@ static uint64_t splitmix64(uint64_t *x)
 	return z ^ (z >> 31);
 }
 
+/* Rotates x left by k bits (0 < k < 64). */
 static uint64_t rotl(uint64_t x, int k)
 {
 	return (x << k) | (x >> (64 - k));

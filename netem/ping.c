@@ -120,6 +120,7 @@ static void recv_all(struct ping *p)
 	}
 }
 
+/* qsort order for doubles, ascending. */
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -175,6 +176,7 @@ static int run(struct ping *p)
 	}
 }
 
+/* Prints the ping usage to stderr. */
 static void usage(void)
 {
 	fprintf(stderr, "usage: wanem ping [--count=N] [--interval=MS] [--size=BYTES] [--wait=S] "

@@ -13,6 +13,7 @@
 #include "profile.h"
 #include "xfer.h"
 
+/* Prints the command usage to f. */
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -143,6 +144,7 @@ static int check_main(int argc, char **argv)
 	return 0;
 }
 
+/* Dispatches to the subcommand; the emulator is the default. */
 int main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : "";

@@ -34,6 +34,7 @@ struct xopt {
 	double      max_time, steady_after;
 };
 
+/* Seconds on CLOCK_MONOTONIC. */
 static double mono(void)
 {
 	struct timespec ts;
