@@ -3,8 +3,9 @@
 
   ref.bin     3,367,936 bytes: the start of a tar of /usr/include (source text,
               like the reference benchmark's FTP file)
-  big.bin     100 MiB: a tar of /usr/include, /usr/share and /usr/lib (text,
-              binaries, already-compressed files), cut at 100 MiB
+  big.bin     100 MiB: a tar of about 25 MiB each of /usr/bin, /usr/lib,
+              /usr/share and /usr/include (programs, libraries, documentation
+              with its already-compressed files, source text), cut at 100 MiB
   big-v2.bin  big.bin after 60 seeded edits (replace, insert, delete; a few KB
               each, about 0.2 % of the file): the "edited second version"
 
@@ -14,16 +15,46 @@ import os
 import random
 import subprocess
 import sys
+import threading
 
 REF_SIZE = 3367936
 BIG_SIZE = 100 * 1024 * 1024
 
 
-def tar_prefix(dirs, size, out):
-    """Writes the first size bytes of a reproducible tar of /usr/<dirs> to out."""
-    cmd = ["tar", "--sort=name", "--mtime=@0", "--owner=0", "--group=0", "--numeric-owner",
-           "--ignore-failed-read", "-cf", "-", "-C", "/usr"] + dirs
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+VERSION = "4"      # bump when the recipe changes: cached files are then rebuilt
+MIX = ["bin", "lib", "share", "include"]
+
+
+def pick(top, quota):
+    """Regular files under /usr/<top> (none above quota/8), in name order, until
+    quota bytes; paths relative to /usr."""
+    got, total = [], 0
+    for d, subdirs, files in os.walk(os.path.join("/usr", top)):
+        subdirs.sort()
+        for f in sorted(files):
+            p = os.path.join(d, f)
+            if os.path.islink(p) or not os.path.isfile(p) or os.path.getsize(p) > quota // 8:
+                continue    # one huge library must not fill a directory's share alone
+            got.append(os.path.relpath(p, "/usr"))
+            total += os.path.getsize(p)
+            if total >= quota:
+                return got
+    return got
+
+
+def tar_prefix(dirs, size, out, listed=False):
+    """Writes the first size bytes of a reproducible tar of /usr/<dirs> to out
+    (dirs are file paths to archive in the given order if listed)."""
+    cmd = ["tar", "--mtime=@0", "--owner=0", "--group=0", "--numeric-owner",
+           "--ignore-failed-read", "-cf", "-", "-C", "/usr"]
+    cmd += (["--no-recursion", "--verbatim-files-from", "-T", "-"] if listed else
+            ["--sort=name"] + dirs)
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
+    if listed:
+        threading.Thread(target=feed, args=(p.stdin, dirs), daemon=True).start()
+    else:
+        p.stdin.close()
     left = size
     with open(out + ".tmp", "wb") as f:
         while left:
@@ -38,6 +69,15 @@ def tar_prefix(dirs, size, out):
         os.unlink(out + ".tmp")
         sys.exit(f"mkfiles: the tar of /usr/{' /usr/'.join(dirs)} is smaller than {size} bytes")
     os.rename(out + ".tmp", out)
+
+
+def feed(pipe, names):
+    """Writes names, one per line, to tar's stdin."""
+    try:
+        pipe.write("".join(n + "\n" for n in names).encode())
+        pipe.close()
+    except OSError:
+        pass    # tar had enough
 
 
 def edit(src, out, seed=3, n=60):
@@ -66,12 +106,22 @@ def main():
     d = sys.argv[1]
     os.makedirs(d, exist_ok=True)
     ref, big, v2 = (os.path.join(d, x) for x in ("ref.bin", "big.bin", "big-v2.bin"))
+    ver = os.path.join(d, "VERSION")
+    if not os.path.exists(ver) or open(ver).read().strip() != VERSION:
+        for f in (ref, big, v2, ver):
+            if os.path.exists(f):
+                os.unlink(f)
     if not os.path.exists(ref):
         tar_prefix(["include"], REF_SIZE, ref)
     if not os.path.exists(big):
-        tar_prefix(["include", "share", "lib"], BIG_SIZE, big)
+        # about a quarter each; the last directory gets extra so the cut falls in it
+        quota = [BIG_SIZE // len(MIX) - (512 << 10)] * (len(MIX) - 1) + [BIG_SIZE // 2]
+        names = [n for top, q in zip(MIX, quota) for n in pick(top, q)]
+        tar_prefix(names, BIG_SIZE, big, listed=True)
     if not os.path.exists(v2):
         edit(big, v2)
+    with open(ver, "w") as f:
+        f.write(VERSION + "\n")
 
 
 if __name__ == "__main__":
