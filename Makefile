@@ -85,6 +85,13 @@ asan:
 ubsan:
 	$(MAKE) BUILD=build/ubsan BINDIR=build/ubsan/bin SAN=undefined CFLAGS="-O1 -g" check
 
+# The five-scenario benchmark over an emulated link (netem/bench --help).
+# PROFILE=t1|highlat|...; BENCH_ARGS e.g. "--files=ref --max-time=30".
+PROFILE ?= t1
+bench: bench-netem
+bench-netem: all
+	@bash netem/bench $(PROFILE) $(BENCH_ARGS)
+
 # libFuzzer harnesses (tests/fuzz/fuzz_*.c); FUZZ_TIME seconds each.
 FUZZ_TIME ?= 60
 FUZZ_SRC  = $(wildcard tests/fuzz/fuzz_*.c)
@@ -103,15 +110,9 @@ fuzz: deps-quiet
 demo: all
 	@bash scripts/demo.sh
 
-bench: bench-dre bench-netem
+bench: bench-dre
 bench-dre: all
 	@bash bench/dre.sh
-
-# The five-scenario benchmark over an emulated link (netem/bench --help).
-# PROFILE=t1|highlat|...; BENCH_ARGS e.g. "--files=ref --max-time=30".
-PROFILE ?= t1
-bench-netem: all
-	@bash netem/bench $(PROFILE) $(BENCH_ARGS)
 
 clean:
 	rm -rf build bin
