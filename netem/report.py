@@ -108,7 +108,9 @@ def svg(rows, title):
         parts.append(f'<text x="10" y="{y + 12}" font-weight="bold">{html.escape(DIRS[d])}: '
                      f'{html.escape(FILES[f])}</text>')
         y += 20
-        for r in (r for r in rows if r["dir"] == d and r["file"] == f):
+        sel = [r for r in rows if r["dir"] == d and r["file"] == f]
+        base = next((rate(r) for r in sel if r["scenario"] == "1" and rate(r)), None)
+        for r in sel:
             lab = html.escape(LABEL[r["scenario"]].strip())
             parts.append(f'<text x="{x0 - 6}" y="{y + 12}" text-anchor="end">{lab}</text>')
             rt = rate(r)
@@ -117,6 +119,8 @@ def svg(rows, title):
                 parts.append(f'<rect x="{x0}" y="{y}" width="{w:.1f}" height="{bar}" '
                              f'fill="{COLOR[r["scenario"]]}"/>')
                 note = " (stopped)" if r["status"] == "partial" else ""
+                if base and r["scenario"] not in ("1", "5"):
+                    note += f", {rt / base:.1f}x"
                 parts.append(f'<text x="{x0 + w + 4:.1f}" y="{y + 12}">{rt / 1e3:,.1f} KB/s{note}</text>')
             else:
                 parts.append(f'<text x="{x0 + 4}" y="{y + 12}" fill="#999">{html.escape(r["status"])}'
