@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""netem/mkfiles.py DIR: the benchmark's files, made once and kept in DIR.
+"""netem/mkfiles.py DIR [ref] [big] [edit]: the benchmark's files, made once and kept in DIR.
 
   ref.bin     3,367,936 bytes: the start of a tar of /usr/include (source text,
               like the reference benchmark's FTP file)
@@ -101,9 +101,9 @@ def edit(src, out, seed=3, n=60):
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: mkfiles.py DIR")
-    d = sys.argv[1]
+    if len(sys.argv) < 2 or not set(sys.argv[2:]) <= {"ref", "big", "edit"}:
+        sys.exit("usage: mkfiles.py DIR [ref] [big] [edit]   (default: all three)")
+    d, want = sys.argv[1], set(sys.argv[2:]) or {"ref", "big", "edit"}
     os.makedirs(d, exist_ok=True)
     ref, big, v2 = (os.path.join(d, x) for x in ("ref.bin", "big.bin", "big-v2.bin"))
     ver = os.path.join(d, "VERSION")
@@ -111,8 +111,12 @@ def main():
         for f in (ref, big, v2, ver):
             if os.path.exists(f):
                 os.unlink(f)
+        with open(ver, "w") as f:
+            f.write(VERSION + "\n")
     if not os.path.exists(ref):
         tar_prefix(["include"], REF_SIZE, ref)
+    if want == {"ref"}:
+        return
     if not os.path.exists(big):
         # about a quarter each; the last directory gets extra so the cut falls in it
         quota = [BIG_SIZE // len(MIX) - (512 << 10)] * (len(MIX) - 1) + [BIG_SIZE // 2]
@@ -120,8 +124,6 @@ def main():
         tar_prefix(names, BIG_SIZE, big, listed=True)
     if not os.path.exists(v2):
         edit(big, v2)
-    with open(ver, "w") as f:
-        f.write(VERSION + "\n")
 
 
 if __name__ == "__main__":
