@@ -7,7 +7,7 @@ set -u
 cd "$(dirname "$0")/.."
 export WNM_PREFIX="wnm-t$$-" WANEM="${BINDIR:-bin}/wanem" WANOPT="${WANOPT:-$PWD/${BINDIR:-bin}/wanopt}"
 out=$(mktemp -d /tmp/wnm-bench-test.XXXXXX)
-trap 'netem/testbed down >/dev/null 2>&1; rm -rf "$out"' EXIT
+trap 'netem/testbed down >/dev/null 2>&1; rm -rf "$out" "/var/tmp/wanopt-bench/run-$WNM_PREFIX"' EXIT
 netem/bench tests/netem/fast.conf --files=ref --dirs=down --scenarios=1,zstd,2,3,5 \
 	--max-time=30 --out="$out" || { echo "FAIL  bench exited $?"; exit 1; }
 python3 - "$out" <<'PY'
