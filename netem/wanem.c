@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "emu.h"
 #include "ping.h"
@@ -77,7 +76,6 @@ static void go_realtime(void)
 	if (sched_setscheduler(0, SCHED_FIFO, &sp) < 0)
 		fprintf(stderr, "wanem: SCHED_FIFO unavailable (%s); timing may suffer under load\n",
 			strerror(errno));
-	mlockall(MCL_CURRENT | MCL_FUTURE);
 }
 
 /* The emulator subcommand. */

@@ -61,6 +61,8 @@ loss_test() {
 	n=$(jget "$r" sent)
 	lost=$(( n - $(jget "$r" received) ))
 	echo "      sent $n, lost $lost; wanem: $(jget "$s" up.drop_loss) of $(jget "$s" up.in_pkts) dropped"
+	check "no-queue-drops" "$(jget "$s" up.drop_queue) + $(jget "$s" down.drop_queue) == 0" \
+		"the loss test's queue never overflowed"
 	check "loss" "abs($lost - $n*$p) <= 3.29*($n*$p*(1-$p))**0.5" \
 		"lost $lost of $n = $(python3 -c "print(round(100*$lost/$n,3))") %, 99.9 % interval for 5 %: $(python3 -c "
 n=$n;p=$p;import math;d=3.29*math.sqrt(n*p*(1-p));print(f'{n*p-d:.0f}..{n*p+d:.0f}')")"
