@@ -31,9 +31,10 @@ rtt_test() {
 
 # goodput_test PROFILE SECONDS [WINDOW]: one TCP download for SECONDS; goodput is
 # measured from 1.5 s on (after slow start), payload bytes only, so at most
-# 1448/1500 = 96.5 % of the IP rate.  WINDOW clamps the receiver's window: at
-# 1.8 BDP the link stays busy but the 1-BDP queue never overflows, so the figure
-# is the emulator's rate, not CUBIC's sawtooth (a T1's queue is only 5 packets).
+# 1448/1500 = 96.5 % of the IP rate.  WINDOW clamps the receiver's window to
+# 1.8 BDP: CUBIC's window then stays small and steady, so its sawtooth (deep on a
+# T1, whose 1-BDP queue is 5 packets) never drains the queue and the figure is the
+# emulator's rate.  The few queue drops left do not idle the link.
 goodput_test() {
 	local prof=$1 secs=$2 win=${3:-0} p r s0 s1 ip_bps
 	eval "$("$WN_BIN" check "$prof")"
