@@ -39,7 +39,7 @@ TEST_BIN  = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 NTEST_SRC = $(wildcard tests/netem/test_*.c)
 NTEST_BIN = $(NTEST_SRC:tests/netem/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps check tests asan ubsan fuzz demo bench bench-dre bench-proxy install clean
+.PHONY: all deps check tests asan ubsan fuzz demo bench bench-dre bench-proxy bench-netem install clean
 all: deps-quiet $(BINDIR)/wanopt $(if $(wildcard netem/wanem.c),$(BINDIR)/wanem)
 
 deps:
@@ -84,6 +84,13 @@ asan:
 	$(MAKE) BUILD=build/asan BINDIR=build/asan/bin SAN=address CFLAGS="-O1 -g" check
 ubsan:
 	$(MAKE) BUILD=build/ubsan BINDIR=build/ubsan/bin SAN=undefined CFLAGS="-O1 -g" check
+
+# The five-scenario benchmark over an emulated link (netem/bench --help).
+# PROFILE=t1|highlat|...; BENCH_ARGS e.g. "--files=ref --max-time=30".
+PROFILE ?= t1
+bench: bench-netem
+bench-netem: all
+	@bash netem/bench $(PROFILE) $(BENCH_ARGS)
 
 # libFuzzer harnesses (tests/fuzz/fuzz_*.c); FUZZ_TIME seconds each.
 FUZZ_TIME ?= 60

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# netem/bench end to end on a fast link (20 Mbit/s, 20 ms): the reference file
+# downloaded without optimizer, through zstd, through wanopt cold and hot (or
+# "n/a" while bin/wanopt cannot run), and locally; every row complete and
+# byte-exact, the results written as Markdown, JSON and SVG.  About 20 s.
+set -u
+cd "$(dirname "$0")/.."
+export WNM_PREFIX="wnm-t$$-" WANEM="${BINDIR:-bin}/wanem" WANOPT="${WANOPT:-$PWD/${BINDIR:-bin}/wanopt}"
+out=$(mktemp -d /tmp/wnm-bench-test.XXXXXX)
+trap 'netem/testbed down >/dev/null 2>&1; rm -rf "$out" "/var/tmp/wanopt-bench/run-$WNM_PREFIX"' EXIT
+netem/bench tests/netem/fast.conf --files=ref --dirs=down --scenarios=1,zstd,2,3,5 \
+	--max-time=30 --out="$out" || { echo "FAIL  bench exited $?"; exit 1; }
+python3 - "$out" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+d = json.load(open(os.path.join(out, "bench-fast.json")))
+rows = {r["scenario"]: r for r in d["rows"]}
+fail = 0
+def check(ok, what):
+    global fail
+    print(("ok    " if ok else "FAIL  ") + what)
+    fail |= not ok
+check(set(rows) == {"1", "zstd", "2", "3", "5"}, f"five rows: {sorted(rows)}")
+for s in ("1", "zstd", "5"):
+    r = rows[s]
+    check(r["status"] == "ok" and r["bytes"] == 3367936, f"({s}) complete and byte-exact: {r['status']}")
+r = rows["1"]
+check(r["wan_bytes"] > 3367936, f"(1) WAN bytes {r['wan_bytes']} above the file size (headers, acks)")
+check(rows["zstd"]["wan_bytes"] < r["wan_bytes"] / 3, f"zstd WAN bytes {rows['zstd']['wan_bytes']} below a third")
+for s in ("2", "3"):
+    r = rows[s]
+    check(r["status"] in ("ok", "n/a"), f"({s}) ok or n/a (proxy not built): {r['status']} {r['note']}")
+if rows["3"]["status"] == "ok":
+    check(rows["3"]["wan_bytes"] < rows["1"]["wan_bytes"] / 10, f"(3) hot WAN bytes {rows['3']['wan_bytes']}")
+for ext in ("md", "svg"):
+    p = os.path.join(out, "bench-fast." + ext)
+    check(os.path.getsize(p) > 500, f"{p} written")
+sys.exit(fail)
+PY
