@@ -88,7 +88,6 @@ ubsan:
 # The five-scenario benchmark over an emulated link (netem/bench --help).
 # PROFILE=t1|highlat|...; BENCH_ARGS e.g. "--files=ref --max-time=30".
 PROFILE ?= t1
-bench: bench-netem
 bench-netem: all
 	@bash netem/bench $(PROFILE) $(BENCH_ARGS)
 
@@ -110,7 +109,7 @@ fuzz: deps-quiet
 demo: all
 	@bash scripts/demo.sh
 
-bench: bench-dre bench-proxy
+bench: bench-dre bench-proxy bench-netem
 bench-dre: all
 	@bash bench/dre.sh
 bench-proxy: all

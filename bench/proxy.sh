@@ -4,6 +4,6 @@
 set -eu
 cd "$(dirname "$0")/.."
 timeout -k 10 "${BENCH_TIMEOUT:-900}" python3 bench/proxy_bench.py
-if [ -x netem/bench ]; then
-	timeout -k 10 "${BENCH_TIMEOUT:-900}" netem/bench --proxy t1
-fi
+# the reference transfer over an emulated T1: no optimizer, zstd pipe, cold, hot
+timeout -k 10 "${BENCH_TIMEOUT:-900}" bash netem/bench t1 --files=ref --dirs=down,up \
+	--scenarios=1,zstd,2,3 --out=results/proxy
