@@ -119,7 +119,7 @@ static int parse_header(const uint8_t *p, size_t n, struct dre_fhdr *h)
 	uint64_t v[4];
 	if (n < 2)
 		return 0;
-	if (p[0] != DRE_FRAME_MAGIC || (p[1] != DRE_FT_DATA && p[1] != DRE_FT_LEARN))
+	if (p[0] != DRE_FRAME_MAGIC || p[1] < DRE_FT_DATA || p[1] > DRE_FT_END)
 		return DRE_ECORRUPT;
 	h->type = p[1];
 	q += 2;
@@ -143,7 +143,8 @@ static int parse_header(const uint8_t *p, size_t n, struct dre_fhdr *h)
 	if (h->raw_len > DRE_FRAME_RAW_MAX || h->lit_len > h->raw_len || h->lz > DRE_PLZ_ZSTD ||
 	    h->ops_len > 2 * (uint64_t)h->raw_len + 64 ||
 	    h->lz_len > h->lit_len + h->lit_len / 8 + 4096 ||
-	    (h->lz == DRE_PLZ_NONE && h->lz_len != h->lit_len))
+	    (h->lz == DRE_PLZ_NONE && h->lz_len != h->lit_len) ||
+	    (h->type == DRE_FT_END && (h->raw_len || h->ops_len || h->lit_len || h->lz_len || h->sum)))
 		return DRE_ECORRUPT;
 	return 1;
 }
@@ -253,6 +254,15 @@ static int queue_run(dre_dec *d, dre_out_fn out, void *arg)
 			queue_drop(d, NULL, f); /* answers an ask already satisfied */
 			continue;
 		}
+		if (f->h.type == DRE_FT_END) {
+			d->ended = 1; /* everything before it is applied */
+			queue_drop(d, NULL, f);
+			continue;
+		}
+		if (d->ended) {
+			queue_drop(d, NULL, f);
+			return DRE_ECORRUPT; /* data after the end */
+		}
 		int rc = frame_apply(d, f, out, arg);
 		if ((rc == DRE_EMISS || rc == DRE_ECHECKSUM) && d->ask) {
 			d->waiting = 1;
@@ -300,7 +310,7 @@ static int parse_frames(dre_dec *d)
 			return rc;
 		if (h.type == DRE_FT_DATA) {
 			f->seq = ++d->seq;
-		} else if (h.ops_len < 16 || (f->learn_seq = dre_get_u64(f->ops)) == 0 || f->learn_seq > d->seq) {
+		} else if (h.type == DRE_FT_LEARN && (h.ops_len < 16 || (f->learn_seq = dre_get_u64(f->ops)) == 0 || f->learn_seq > d->seq)) {
 			frame_free(f);
 			return DRE_ECORRUPT;
 		}
@@ -358,6 +368,11 @@ int dre_dec_finish(dre_dec *d)
 	if (d->in.len || d->qhead || d->waiting)
 		return d->waiting || d->qhead ? DRE_EMISS : DRE_ECORRUPT;
 	return DRE_OK;
+}
+
+int dre_dec_ended(const dre_dec *d)
+{
+	return d->ended && !d->qhead && !d->waiting && !d->err;
 }
 
 int dre_dec_paused(const dre_dec *d)

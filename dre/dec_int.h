@@ -54,7 +54,7 @@ struct dre_dec {
 	dre_store *st;
 	dre_fp *fp;
 	dre_lzc *lz[3];           /* by enum dre_proto_lz, created on first use */
-	int hdr_got, waiting, err, paused;
+	int hdr_got, waiting, err, paused, ended;
 	uint64_t seed, seq, applied, wait_seq;
 	dre_buf in;
 	size_t in_off;

@@ -433,6 +433,17 @@ int dre_enc_flush(dre_enc *e, dre_out_fn out, void *arg)
 	return rc;
 }
 
+int dre_enc_end(dre_enc *e, dre_out_fn out, void *arg)
+{
+	int rc = dre_enc_flush(e, out, arg);
+	e->ops.len = e->lits.len = 0; /* the last frame's, already emitted */
+	if (!rc)
+		rc = dre_enc_submit(e, DRE_FT_END, 0, 0, out, arg);
+	if (!rc)
+		rc = dre_enc_wait(e);
+	return rc;
+}
+
 void dre_enc_ack(dre_enc *e, uint64_t seq)
 {
 	while (e->nret && e->ret[e->ret_head].seq <= seq) {

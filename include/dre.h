@@ -131,6 +131,9 @@ void dre_enc_free(dre_enc *e);
 int dre_enc_write(dre_enc *e, const void *buf, size_t n, dre_out_fn out, void *arg);
 /* Emit everything buffered as frames now (the caller has no more data for a while). */
 int dre_enc_flush(dre_enc *e, dre_out_fn out, void *arg);
+/* The data ended: flush, then emit an END frame, on which the decoder reports
+ * dre_dec_ended once all before it is applied (learns can still follow). */
+int dre_enc_end(dre_enc *e, dre_out_fn out, void *arg);
 /* The decoder asked for frame `seq` (it lacked something it referenced): emit a
  * LEARN frame carrying that frame's bytes.  Needs opts.retain. */
 int dre_enc_learn(dre_enc *e, uint64_t seq, dre_out_fn out, void *arg);
@@ -163,6 +166,8 @@ void dre_dec_set_ask(dre_dec *d, dre_ask_fn ask, void *arg);
  * the decoder pauses after that frame, keeping the rest of its input; call
  * dre_dec_write again (n may be 0) to go on. */
 int dre_dec_write(dre_dec *d, const void *buf, size_t n, dre_out_fn out, void *arg);
+/* 1 once an END frame arrived and everything before it was applied. */
+int dre_dec_ended(const dre_dec *d);
 /* 1 if the last call stopped because out asked for a pause. */
 int dre_dec_paused(const dre_dec *d);
 /* Encoded bytes taken but not yet decoded (partial or waiting frames). */

@@ -60,6 +60,9 @@
 enum dre_proto_frame {
 	DRE_FT_DATA = 1,
 	DRE_FT_LEARN = 2,
+	DRE_FT_END = 3,  /* the sender's data ended: all sizes 0, sum 0; once every frame
+			    before it is applied the receiver may pass the end on, while
+			    the stream stays open for asks until the sender closes it */
 };
 
 enum dre_proto_lz {

@@ -254,10 +254,17 @@ static void credit_and_ack(struct px_relay *r)
 	}
 }
 
-/* The peer finished: once everything is decoded and written, FIN the LAN. */
+/* The peer finished (its END frame was decoded, or it closed the stream):
+ * once everything is decoded and written, FIN the LAN; release r when both
+ * directions are done (callers must not touch r afterwards).  The END frame comes a
+ * round trip before the CLOSE, which waits for our acknowledgement. */
 static void finish_lan(struct px_relay *r)
 {
-	if (!r->wan_eof || r->lan_shut)
+	if (r->lan_shut) {
+		maybe_done(r); /* e.g. the CLOSE that follows an END: may free r */
+		return;
+	}
+	if (!(r->wan_eof || (r->dec && dre_dec_ended(r->dec))))
 		return;
 	if (r->dec) {
 		if (dre_dec_paused(r->dec))
@@ -315,7 +322,7 @@ static void lan_event_cb(struct bufferevent *bev, short what, void *arg)
 		pump(r);
 		if (evbuffer_get_length(bufferevent_get_input(bev)))
 			return; /* the rest goes when the stream has room; on_writable retries */
-		int rc = r->enc ? dre_enc_flush(r->enc, wan_out, r) : 0;
+		int rc = r->enc ? dre_enc_end(r->enc, wan_out, r) : 0;
 		if (rc) {
 			relay_abort(r, PROTO_RST_INTERNAL, dre_strerror(rc));
 			return;
@@ -348,6 +355,7 @@ static void ts_data(tun_stream *s, void *arg, const void *buf, size_t len)
 		return;
 	}
 	credit_and_ack(r);
+	finish_lan(r);
 }
 
 static void ts_close(tun_stream *s, void *arg)
@@ -372,7 +380,7 @@ static void ts_writable(tun_stream *s, void *arg)
 	struct px_relay *r = arg;
 	pump(r);
 	if (r->lan_eof && !evbuffer_get_length(bufferevent_get_input(r->bev))) {
-		int rc = r->enc ? dre_enc_flush(r->enc, wan_out, r) : 0;
+		int rc = r->enc ? dre_enc_end(r->enc, wan_out, r) : 0;
 		if (rc) {
 			relay_abort(r, PROTO_RST_INTERNAL, dre_strerror(rc));
 			return;

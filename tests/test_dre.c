@@ -468,6 +468,44 @@ static void test_peer_knowledge(void **state)
 	t_rmstore(dd);
 }
 
+/* END: reported once everything before it is applied; nothing may follow. */
+static void test_end_frame(void **state)
+{
+	char da[64], db[64];
+	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
+	size_t n = 300000;
+	uint8_t *p = malloc(n);
+	t_fill_text(p, n);
+	struct tbuf enc = { 0 }, dec = { 0 };
+	dre_enc_opts o = { .frame_max = 64 << 10 };
+	dre_enc *e = dre_enc_new(sa, &o);
+	assert_int_equal(dre_enc_write(e, p, n, tbuf_out, &enc), 0);
+	assert_int_equal(dre_enc_end(e, tbuf_out, &enc), 0);
+	size_t end_at = enc.len;
+	dre_dec *d = dre_dec_new(sb);
+	assert_int_equal(dre_dec_write(d, enc.p, end_at - 5, tbuf_out, &dec), 0);
+	assert_false(dre_dec_ended(d));
+	assert_int_equal(dre_dec_write(d, enc.p + end_at - 5, 5, tbuf_out, &dec), 0);
+	assert_true(dre_dec_ended(d));
+	assert_int_equal(dre_dec_finish(d), 0);
+	assert_int_equal(dec.len, n);
+	assert_memory_equal(dec.p, p, n);
+	/* a DATA frame after END is refused */
+	assert_int_equal(dre_enc_write(e, p, 1000, tbuf_out, &enc), 0);
+	assert_int_equal(dre_enc_flush(e, tbuf_out, &enc), 0);
+	assert_int_equal(dre_dec_write(d, enc.p + end_at, enc.len - end_at, tbuf_out, &dec), DRE_ECORRUPT);
+	assert_int_equal(dec.len, n);
+	dre_enc_free(e);
+	dre_dec_free(d);
+	free(enc.p);
+	free(dec.p);
+	free(p);
+	dre_store_close(sa);
+	dre_store_close(sb);
+	t_rmstore(da);
+	t_rmstore(db);
+}
+
 static int pause_out(void *arg, const void *p, size_t n)
 {
 	tbuf_out(arg, p, n);
@@ -526,6 +564,7 @@ int main(void)
 		cmocka_unit_test(test_store_errors),
 		cmocka_unit_test(test_decoder_pause),
 		cmocka_unit_test(test_peer_knowledge),
+		cmocka_unit_test(test_end_frame),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
