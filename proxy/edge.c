@@ -94,31 +94,35 @@ static void go_direct(struct px_edge *e, evutil_socket_t fd, const struct sockad
 	px_splice_new(&e->node.env, a, b, src, dname);
 }
 
-/* Carry an accepted client connection to target t through the tunnel. */
+/* Carry an accepted client connection to target t through the tunnel.  -1,
+ * with fd untouched, when no tunnel connection takes new streams (none up, or
+ * only ones the core sent GOAWAY on, as while it drains): the caller then
+ * fails open or refuses. */
 static int go_tunnel(struct px_edge *e, evutil_socket_t fd, const tun_target *t, int policy, int transparent,
 		     const char *src)
 {
 	char dname[300], err[128];
-	tun_target_format(t, dname, sizeof dname);
-	tfo_tune_lan(fd, err, sizeof err);
-	struct bufferevent *bev = bufferevent_socket_new(e->node.env.base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (!bev) {
-		evutil_closesocket(fd);
-		return 0;
-	}
-	struct px_relay *r = px_relay_new(&e->node.env, bev, NULL, policy, src, dname, 0);
-	if (!r)
-		return 0;
 	tun_open_info oi = { .policy = (uint8_t)policy, .target = *t };
 	if (transparent)
 		oi.flags = PROTO_OPEN_F_TRANSPARENT;
 	int rc = 0;
-	tun_stream *s = tun_client_open(e->tc, &oi, &px_relay_stream_cbs, r, &rc);
+	/* the stream first, so that failing leaves fd to the caller; the relay
+	 * takes the stream's callbacks before anything can arrive on it */
+	tun_stream *s = tun_client_open(e->tc, &oi, &px_relay_stream_cbs, NULL, &rc);
 	if (!s) {
-		px_relay_fail(r, PROTO_RST_INTERNAL, tun_strerror(rc));
+		log_debug("%s: no tunnel connection takes new streams: %s", src, tun_strerror(rc));
 		return -1;
 	}
-	px_relay_attach(r, s);
+	tun_target_format(t, dname, sizeof dname);
+	tfo_tune_lan(fd, err, sizeof err);
+	struct bufferevent *bev = bufferevent_socket_new(e->node.env.base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (!bev) {
+		tun_stream_reset(s, PROTO_RST_INTERNAL);
+		tun_stream_free(s);
+		evutil_closesocket(fd);
+		return 0;
+	}
+	px_relay_new(&e->node.env, bev, s, policy, src, dname, 0);
 	return 0;
 }
 
@@ -152,25 +156,26 @@ static void fwd_accept(struct evconnlistener *l, evutil_socket_t fd, struct sock
 		evutil_closesocket(fd);
 		return;
 	}
-	if (policy == PROTO_POLICY_PASSTHROUGH || !tun_client_up(e->tc)) {
-		if (policy == PROTO_POLICY_PASSTHROUGH || conf_fail_open(c) == CONF_FAIL_DIRECT) {
-			if (resolved) {
-				go_direct(e, fd, (struct sockaddr *)&ss, sl, src, dname);
-				return;
-			}
-			log_warn("%s -> %s: cannot go direct: %s", src, dname, err);
-		} else {
-			log_warn("%s -> %s: refused: tunnel to the core is down (fail_open = refuse)", src, dname);
+	if (policy != PROTO_POLICY_PASSTHROUGH && tun_client_up(e->tc)) {
+		if (tun_target_parse(&t, f->rule.target.host, f->rule.target.port)) {
+			log_warn("%s -> %s: bad target", src, dname);
+			evutil_closesocket(fd);
+			return;
 		}
-		evutil_closesocket(fd);
-		return;
+		if (go_tunnel(e, fd, &t, policy, 0, src) == 0)
+			return;
 	}
-	if (tun_target_parse(&t, f->rule.target.host, f->rule.target.port)) {
-		log_warn("%s -> %s: bad target", src, dname);
-		evutil_closesocket(fd);
-		return;
+	/* passthrough, or no tunnel connection takes new streams */
+	if (policy == PROTO_POLICY_PASSTHROUGH || conf_fail_open(c) == CONF_FAIL_DIRECT) {
+		if (resolved) {
+			go_direct(e, fd, (struct sockaddr *)&ss, sl, src, dname);
+			return;
+		}
+		log_warn("%s -> %s: cannot go direct: %s", src, dname, err);
+	} else {
+		log_warn("%s -> %s: refused: tunnel to the core is down (fail_open = refuse)", src, dname);
 	}
-	go_tunnel(e, fd, &t, policy, 0, src);
+	evutil_closesocket(fd);
 }
 
 static void tp_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *peer, int plen, void *arg)
