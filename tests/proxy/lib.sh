@@ -28,7 +28,6 @@ CLEANUP_HOOK=${CLEANUP_HOOK:-}
 px_cleanup() {
 	local rc=$?
 	set +e
-	[ -n "$CLEANUP_HOOK" ] && $CLEANUP_HOOK
 	for n in "${!PID[@]}"; do kill -TERM "${PID[$n]}" 2>/dev/null; done
 	for i in $(seq 20); do
 		local alive=0
@@ -37,6 +36,7 @@ px_cleanup() {
 		sleep 0.1
 	done
 	for n in "${!PID[@]}"; do kill -KILL "${PID[$n]}" 2>/dev/null; done
+	[ -n "$CLEANUP_HOOK" ] && $CLEANUP_HOOK
 	if [ $rc -ne 0 ] && [ -n "$T" ]; then
 		for f in "$T"/*.log; do
 			[ -e "$f" ] || continue
