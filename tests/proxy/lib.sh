@@ -185,7 +185,7 @@ px_done() {
 px_bg() {
 	local n=$1
 	shift
-	timeout -k 2 "${PXT_LIMIT:-120}" python3 "$PXTOOL" "$@" >"$T/$n.out" 2>&1 &
+	python3 "$PXTOOL" "$@" >"$T/$n.out" 2>&1 & # bounded by px_bg_wait and its --timeout
 	PID[$n]=$!
 }
 px_bg_wait() {

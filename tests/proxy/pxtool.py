@@ -15,6 +15,7 @@ Server protocol (one request line per connection, then the body):
   ECHO                  every byte comes back until the client half-closes
   TAKE FILE             the server answers "ready", half-closes, then reads the
                         client's bytes until EOF and writes "LEN SHA256" to FILE
+  STALL SECS            as PUT, but the server reads nothing for SECS first
   PEER                  the server answers with the address it sees
 Every client command prints one result line; the first word is the outcome:
 ok, short (clean EOF too early), reset, timeout, refused, mismatch, error.
@@ -154,6 +155,18 @@ class Handler(socketserver.BaseRequestHandler):
                 with open(path + ".tmp", "w") as out:
                     out.write("%d %s\n" % (n, h.hexdigest()))
                 os.rename(path + ".tmp", path)
+            elif cmd == b"STALL":
+                # a slow receiver: read nothing for a while, then as PUT
+                time.sleep(float(line[1]))
+                h, n = hashlib.sha256(), 0
+                while True:
+                    b = f.read1(1 << 16)
+                    if not b:
+                        break
+                    h.update(b)
+                    n += len(b)
+                c.sendall(b"%d %s\n" % (n, h.hexdigest().encode()))
+                c.shutdown(socket.SHUT_WR)
             elif cmd == b"PEER":
                 c.sendall(("%s\n" % self.client_address[0]).encode())
                 c.shutdown(socket.SHUT_WR)
@@ -361,6 +374,43 @@ def cmd_many(a):
                   "%d/%d streams byte-exact, %d bytes" % (a.count - len(bad), a.count, total))
 
 
+def cmd_stall(a):
+    """A slow receiver: stallget requests a download and reads nothing for
+    a.stall seconds; stallput uploads to a server that reads nothing for
+    a.stall seconds.  a.ready is written when the stall begins."""
+    t0 = time.monotonic()
+    h, n = hashlib.sha256(), 0
+    try:
+        with connect(a.host, a.port, a.timeout) as c:
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+            if a.cmd == "stallget":
+                c.sendall(b"GET %d %d\n" % (a.seed, a.size))
+                time.sleep(0.3)
+                open(a.ready, "w").write("stalled\n")
+                time.sleep(a.stall)
+                while True:
+                    b = c.recv(1 << 16)
+                    if not b:
+                        break
+                    h.update(b)
+                    n += len(b)
+                if n != a.size or h.hexdigest() != digest(a.seed, a.size):
+                    return report("mismatch", "%d of %d bytes after the stall" % (n, a.size))
+                return report("ok", "%d bytes after a %.0f s stall in %.2f s" % (n, a.stall, time.monotonic() - t0))
+            c.sendall(b"STALL %f\n" % a.stall)
+            threading.Timer(0.3, lambda: open(a.ready, "w").write("stalled\n")).start()
+            for b in gen(a.seed, a.size):
+                c.sendall(b)
+            c.shutdown(socket.SHUT_WR)
+            got = c.makefile("rb").read().decode().strip()
+    except OSError as e:
+        return report(classify(e), "after %.2f s: %s" % (time.monotonic() - t0, e))
+    want = "%d %s" % (a.size, digest(a.seed, a.size))
+    if got != want:
+        return report("mismatch", "server got '%s'" % got)
+    return report("ok", "%d bytes up to a server stalled %.0f s, in %.2f s" % (a.size, a.stall, time.monotonic() - t0))
+
+
 def cmd_live(a):
     """One connection held open: an ECHO round trip every a.interval seconds
     for a.seconds; every reply must be exact."""
@@ -372,10 +422,13 @@ def cmd_live(a):
             f = c.makefile("rb")
             if a.ready:
                 open(a.ready, "w").write("up\n")
+            rtts = []
             while time.monotonic() - t0 < a.seconds:
                 msg = b"%d %s\n" % (n, os.urandom(16).hex().encode() * (1 + n % 50))
+                t1 = time.monotonic()
                 c.sendall(msg)
                 back = f.read(len(msg))
+                rtts.append(time.monotonic() - t1)
                 if back != msg:
                     return report("mismatch", "round trip %d: %r" % (n, back[:60]))
                 n += 1
@@ -385,7 +438,13 @@ def cmd_live(a):
                 return report("mismatch", "bytes after the last round trip")
     except OSError as e:
         return report(classify(e), "after %d round trips in %.2f s: %s" % (n, time.monotonic() - t0, e))
-    return report("ok", "%d round trips over %.1f s" % (n, time.monotonic() - t0))
+    rtts.sort()
+    p95 = rtts[int(len(rtts) * 0.95)] if rtts else 0
+    if a.max_p95 and p95 > a.max_p95:
+        return report("slow", "%d round trips, p95 %.1f ms > %.0f ms (max %.1f ms)" % (
+            n, p95 * 1000, a.max_p95 * 1000, rtts[-1] * 1000))
+    return report("ok", "%d round trips over %.1f s, p95 %.1f ms, max %.1f ms" % (
+        n, time.monotonic() - t0, p95 * 1000, (rtts[-1] if rtts else 0) * 1000))
 
 
 def cmd_peer(a):
@@ -557,7 +616,16 @@ def main():
     q.add_argument("seconds", type=float)
     q.add_argument("--interval", type=float, default=0.05)
     q.add_argument("--ready")
+    q.add_argument("--max-p95", type=float, default=0, help="seconds; fail above")
     q.set_defaults(fn=cmd_live)
+    for op in ("stallget", "stallput"):
+        q = sub.add_parser(op)
+        hp(q)
+        q.add_argument("seed", type=int)
+        q.add_argument("size", type=int)
+        q.add_argument("stall", type=float)
+        q.add_argument("--ready", required=True)
+        q.set_defaults(fn=cmd_stall)
     q = sub.add_parser("peer")
     hp(q)
     q.set_defaults(fn=cmd_peer)
