@@ -5,8 +5,9 @@
 #     L   -> 127.0.0.1 (full)   LZ -> 127.0.0.2 (optimize = lz)
 #     LT  -> 127.0.0.3 (tfo)    LP -> 127.0.0.4 (optimize = passthrough)
 #
-# 1. Slow receivers: a client that reads nothing for 4 s of a 160 MiB
-#    download, and a server that reads nothing for 4 s of a 160 MiB upload
+# 1. Slow receivers of hot data: a client that reads nothing for 4 s of a
+#    160 MiB download, and a server that reads nothing for 4 s of a 160 MiB
+#    upload:
 #    neither daemon's memory grows by more than a few tens of MB (backpressure
 #    reaches the sender), and the bytes are exact once reading resumes.
 # 2. A bulk download at full speed does not stall an interactive session on
@@ -31,7 +32,8 @@ MB=$((1 << 20))
 rss() { awk '/VmRSS/ {print int($2 / 1024)}' "/proc/${PID[$1]}/status"; }
 
 # ---- 1. slow receivers ----
-expect "warm-up transfer" pxt get 127.0.0.1 "$L" 1 $((4 * MB))
+# hot data: a window of references decodes to far more than a window
+expect "warm-up: the data both stores will hold" pxt get 127.0.0.1 "$L" 2 $((160 * MB))
 for op in stallget stallput; do
 	e0=$(rss edge) c0=$(rss core)
 	rm -f "$T/stall.ready"
