@@ -67,6 +67,15 @@ static unsigned edge_tunnels_up(void *arg)
 	return e->tc ? tun_client_up(e->tc) : 0;
 }
 
+/* Turn an accepted client connection away with a RST: a plain close would
+ * read as an empty but complete answer (an empty download, an empty file). */
+static void refuse(evutil_socket_t fd)
+{
+	struct linger lg = { 1, 0 };
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+	evutil_closesocket(fd);
+}
+
 /* Go direct to dst: the fail-open path. */
 static void go_direct(struct px_edge *e, evutil_socket_t fd, const struct sockaddr *dst, socklen_t dlen,
 		      const char *src, const char *dname)
@@ -75,7 +84,7 @@ static void go_direct(struct px_edge *e, evutil_socket_t fd, const struct sockad
 	int out = tfo_dial(dst, dlen, BYPASS_MARK, err, sizeof err);
 	if (out < 0) {
 		log_warn("%s -> %s: direct connection failed: %s", src, dname, err);
-		evutil_closesocket(fd);
+		refuse(fd);
 		return;
 	}
 	struct bufferevent *a = bufferevent_socket_new(e->node.env.base, fd, BEV_OPT_CLOSE_ON_FREE);
@@ -153,13 +162,13 @@ static void fwd_accept(struct evconnlistener *l, evutil_socket_t fd, struct sock
 	int policy = policy_of(resolved ? conf_optimize_for(c, (struct sockaddr *)&ss, f->rule.target.port)
 					: conf_optimize_for(c, NULL, f->rule.target.port));
 	if (e->draining) {
-		evutil_closesocket(fd);
+		refuse(fd);
 		return;
 	}
 	if (policy != PROTO_POLICY_PASSTHROUGH && tun_client_up(e->tc)) {
 		if (tun_target_parse(&t, f->rule.target.host, f->rule.target.port)) {
 			log_warn("%s -> %s: bad target", src, dname);
-			evutil_closesocket(fd);
+			refuse(fd);
 			return;
 		}
 		if (go_tunnel(e, fd, &t, policy, 0, src) == 0)
@@ -175,7 +184,7 @@ static void fwd_accept(struct evconnlistener *l, evutil_socket_t fd, struct sock
 	} else {
 		log_warn("%s -> %s: refused: tunnel to the core is down (fail_open = refuse)", src, dname);
 	}
-	evutil_closesocket(fd);
+	refuse(fd);
 }
 
 static void tp_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *peer, int plen, void *arg)
@@ -190,13 +199,13 @@ static void tp_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	if (tfo_icpt_orig_dst(fd, TFO_ICPT_REDIRECT, &dst, &dl, err, sizeof err) &&
 	    tfo_icpt_orig_dst(fd, TFO_ICPT_TPROXY, &dst, &dl, err, sizeof err)) {
 		log_warn("%s: no original destination: %s", src, err);
-		evutil_closesocket(fd);
+		refuse(fd);
 		return;
 	}
 	tfo_addr_str((struct sockaddr *)&dst, dname, sizeof dname);
 	if (tfo_icpt_is_self((struct sockaddr *)&dst, conf_transparent_port(c)) || e->draining) {
 		log_warn("%s -> %s: refused: connection to the interception port itself", src, dname);
-		evutil_closesocket(fd);
+		refuse(fd);
 		return;
 	}
 	uint16_t port = ntohs(dst.ss_family == AF_INET ? ((struct sockaddr_in *)&dst)->sin_port
