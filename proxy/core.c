@@ -83,6 +83,11 @@ static void conn_up(tun_conn *c, void *arg)
 	}
 	k->conns[k->nconns++] = c;
 	atomic_fetch_add(&k->up, 1);
+	/* an edge dials a replacement when it gets our GOAWAY: no new streams on
+	 * that one either, or every new connection at the edge would be reset
+	 * (core_stream refuses while draining) instead of failing open */
+	if (k->draining)
+		tun_conn_goaway(c, "core shutting down");
 }
 
 static void conn_down(tun_conn *c, void *arg, const char *why)

@@ -87,6 +87,15 @@ static unsigned edge_tunnels_up(void *arg)
 	return e->tc ? tun_client_up(e->tc) : 0;
 }
 
+/* Turn an accepted client connection away with a RST: a plain close would
+ * read as an empty but complete answer (an empty download, an empty file). */
+static void refuse(evutil_socket_t fd)
+{
+	struct linger lg = { 1, 0 };
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+	evutil_closesocket(fd);
+}
+
 /* Go direct to dst: the fail-open path. */
 static void go_direct(struct px_edge *e, evutil_socket_t fd, const struct sockaddr *dst, socklen_t dlen,
 		      const char *src, const char *dname)
@@ -95,7 +104,7 @@ static void go_direct(struct px_edge *e, evutil_socket_t fd, const struct sockad
 	int out = tfo_dial(dst, dlen, BYPASS_MARK, err, sizeof err);
 	if (out < 0) {
 		log_warn("%s -> %s: direct connection failed: %s", src, dname, err);
-		evutil_closesocket(fd);
+		refuse(fd);
 		return;
 	}
 	struct bufferevent *a = bufferevent_socket_new(e->node.env.base, fd, BEV_OPT_CLOSE_ON_FREE);
@@ -114,31 +123,35 @@ static void go_direct(struct px_edge *e, evutil_socket_t fd, const struct sockad
 	px_splice_new(&e->node.env, a, b, src, dname);
 }
 
-/* Carry an accepted client connection to target t through the tunnel. */
+/* Carry an accepted client connection to target t through the tunnel.  -1,
+ * with fd untouched, when no tunnel connection takes new streams (none up, or
+ * only ones the core sent GOAWAY on, as while it drains): the caller then
+ * fails open or refuses. */
 static int go_tunnel(struct px_edge *e, evutil_socket_t fd, const tun_target *t, int policy, int transparent,
 		     const char *src)
 {
 	char dname[300], err[128];
-	tun_target_format(t, dname, sizeof dname);
-	tfo_tune_lan(fd, err, sizeof err);
-	struct bufferevent *bev = bufferevent_socket_new(e->node.env.base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (!bev) {
-		evutil_closesocket(fd);
-		return 0;
-	}
-	struct px_relay *r = px_relay_new(&e->node.env, bev, NULL, policy, src, dname, 0);
-	if (!r)
-		return 0;
 	tun_open_info oi = { .policy = (uint8_t)policy, .target = *t };
 	if (transparent)
 		oi.flags = PROTO_OPEN_F_TRANSPARENT;
 	int rc = 0;
-	tun_stream *s = tun_client_open(e->tc, &oi, &px_relay_stream_cbs, r, &rc);
+	/* the stream first, so that failing leaves fd to the caller; the relay
+	 * takes the stream's callbacks before anything can arrive on it */
+	tun_stream *s = tun_client_open(e->tc, &oi, &px_relay_stream_cbs, NULL, &rc);
 	if (!s) {
-		px_relay_fail(r, PROTO_RST_INTERNAL, tun_strerror(rc));
+		log_debug("%s: no tunnel connection takes new streams: %s", src, tun_strerror(rc));
 		return -1;
 	}
-	px_relay_attach(r, s);
+	tun_target_format(t, dname, sizeof dname);
+	tfo_tune_lan(fd, err, sizeof err);
+	struct bufferevent *bev = bufferevent_socket_new(e->node.env.base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (!bev) {
+		tun_stream_reset(s, PROTO_RST_INTERNAL);
+		tun_stream_free(s);
+		evutil_closesocket(fd);
+		return 0;
+	}
+	px_relay_new(&e->node.env, bev, s, policy, src, dname, 0);
 	return 0;
 }
 
@@ -169,28 +182,29 @@ static void fwd_accept(struct evconnlistener *l, evutil_socket_t fd, struct sock
 	int policy = policy_of(resolved ? conf_optimize_for(c, (struct sockaddr *)&ss, f->rule.target.port)
 					: conf_optimize_for(c, NULL, f->rule.target.port));
 	if (e->draining) {
-		evutil_closesocket(fd);
+		refuse(fd);
 		return;
 	}
-	if (policy == PROTO_POLICY_PASSTHROUGH || !tun_client_up(e->tc)) {
-		if (policy == PROTO_POLICY_PASSTHROUGH || conf_fail_open(c) == CONF_FAIL_DIRECT) {
-			if (resolved) {
-				go_direct(e, fd, (struct sockaddr *)&ss, sl, src, dname);
-				return;
-			}
-			log_warn("%s -> %s: cannot go direct: %s", src, dname, err);
-		} else {
-			log_warn("%s -> %s: refused: tunnel to the core is down (fail_open = refuse)", src, dname);
+	if (policy != PROTO_POLICY_PASSTHROUGH && tun_client_up(e->tc)) {
+		if (tun_target_parse(&t, f->rule.target.host, f->rule.target.port)) {
+			log_warn("%s -> %s: bad target", src, dname);
+			refuse(fd);
+			return;
 		}
-		evutil_closesocket(fd);
-		return;
+		if (go_tunnel(e, fd, &t, policy, 0, src) == 0)
+			return;
 	}
-	if (tun_target_parse(&t, f->rule.target.host, f->rule.target.port)) {
-		log_warn("%s -> %s: bad target", src, dname);
-		evutil_closesocket(fd);
-		return;
+	/* passthrough, or no tunnel connection takes new streams */
+	if (policy == PROTO_POLICY_PASSTHROUGH || conf_fail_open(c) == CONF_FAIL_DIRECT) {
+		if (resolved) {
+			go_direct(e, fd, (struct sockaddr *)&ss, sl, src, dname);
+			return;
+		}
+		log_warn("%s -> %s: cannot go direct: %s", src, dname, err);
+	} else {
+		log_warn("%s -> %s: refused: tunnel to the core is down (fail_open = refuse)", src, dname);
 	}
-	go_tunnel(e, fd, &t, policy, 0, src);
+	refuse(fd);
 }
 
 static void tp_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *peer, int plen, void *arg)
@@ -205,13 +219,13 @@ static void tp_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	if (tfo_icpt_orig_dst(fd, TFO_ICPT_REDIRECT, &dst, &dl, err, sizeof err) &&
 	    tfo_icpt_orig_dst(fd, TFO_ICPT_TPROXY, &dst, &dl, err, sizeof err)) {
 		log_warn("%s: no original destination: %s", src, err);
-		evutil_closesocket(fd);
+		refuse(fd);
 		return;
 	}
 	tfo_addr_str((struct sockaddr *)&dst, dname, sizeof dname);
 	if (tfo_icpt_is_self((struct sockaddr *)&dst, conf_transparent_port(c)) || e->draining) {
 		log_warn("%s -> %s: refused: connection to the interception port itself", src, dname);
-		evutil_closesocket(fd);
+		refuse(fd);
 		return;
 	}
 	uint16_t port = ntohs(dst.ss_family == AF_INET ? ((struct sockaddr_in *)&dst)->sin_port

@@ -9,7 +9,9 @@
  *
  * WAN -> LAN: tunnel data goes through the decoder into the LAN socket's
  * output; above LAN_HIWAT decoding pauses and tunnel credit is withheld, so a
- * slow client slows the sender instead of filling memory.
+ * slow client slows the sender instead of filling memory.  While paused,
+ * arriving tunnel data waits undecoded in `pend` (bounded by the credit): a
+ * few KB of references can decode to hundreds of MB.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -46,6 +48,7 @@ struct px_relay {
 	struct stats_stream *st;
 	struct event *flush_ev;
 	size_t held;              /* tunnel bytes received, credit not yet returned */
+	struct evbuffer *pend;    /* tunnel bytes arrived while decoding was paused */
 	uint64_t acked;           /* frames we acknowledged to the peer */
 	uint64_t peer_acked;      /* frames the peer acknowledged to us */
 	dre_codec_stats last;     /* encoder figures already added to stats */
@@ -123,6 +126,8 @@ static void relay_free(struct px_relay *r, int rst, const char *why)
 		event_free(r->flush_ev);
 	dre_enc_free(r->enc);
 	dre_dec_free(r->dec);
+	if (r->pend)
+		evbuffer_free(r->pend);
 	stats_stream_close(r->st);
 	struct px_relay_env *env = r->env;
 	free(r);
@@ -267,7 +272,7 @@ static void finish_lan(struct px_relay *r)
 	if (!(r->wan_eof || (r->dec && dre_dec_ended(r->dec))))
 		return;
 	if (r->dec) {
-		if (dre_dec_paused(r->dec))
+		if (dre_dec_paused(r->dec) || evbuffer_get_length(r->pend))
 			return;
 		int rc = dre_dec_finish(r->dec);
 		if (rc) {
@@ -301,6 +306,12 @@ static void lan_write_cb(struct bufferevent *bev, void *arg)
 	struct px_relay *r = arg;
 	if (r->dec && dre_dec_paused(r->dec)) {
 		int rc = dre_dec_write(r->dec, NULL, 0, lan_out, r);
+		/* then what arrived meanwhile, until the output fills up again */
+		while (!rc && !dre_dec_paused(r->dec) && evbuffer_get_length(r->pend)) {
+			size_t n = evbuffer_get_contiguous_space(r->pend);
+			rc = dre_dec_write(r->dec, evbuffer_pullup(r->pend, (ssize_t)n), n, lan_out, r);
+			evbuffer_drain(r->pend, n);
+		}
 		if (rc) {
 			relay_abort(r, PROTO_RST_CODEC, dre_strerror(rc));
 			return;
@@ -344,6 +355,11 @@ static void ts_data(tun_stream *s, void *arg, const void *buf, size_t len)
 	struct px_relay *r = arg;
 	stats_stream_add(r->st, STATS_WAN_IN, len);
 	r->held += len;
+	if (r->dec && dre_dec_paused(r->dec)) {
+		if (evbuffer_add(r->pend, buf, len))
+			relay_abort(r, PROTO_RST_INTERNAL, "out of memory");
+		return; /* lan_write_cb decodes it once the LAN side drained */
+	}
 	if (r->dec) {
 		int rc = dre_dec_write(r->dec, buf, len, lan_out, r);
 		if (rc) {
@@ -434,7 +450,8 @@ static int make_codec(struct px_relay *r, tun_stream *s)
 			   .no_dedup = r->policy == PROTO_POLICY_LZ, .peer = slot + 1 };
 	r->enc = dre_enc_new(r->env->store, &o);
 	r->dec = dre_dec_new(r->env->store);
-	if (!r->enc || !r->dec)
+	r->pend = evbuffer_new();
+	if (!r->enc || !r->dec || !r->pend)
 		return -1;
 	dre_dec_set_peer(r->dec, slot);
 	dre_dec_set_ask(r->dec, dec_ask, r);

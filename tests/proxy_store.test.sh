@@ -12,7 +12,10 @@
 #    and an upload.
 # 3. warm: `wanopt warm` of a file at the core pushes its chunks into the
 #    edge's store, so the first download of that data crosses few WAN bytes;
-#    and the other way round (warm at the edge, then upload).
+#    and the other way round (warm at the edge, then upload).  A push cut off
+#    by the edge's death, or with no edge, fails promptly.
+# 4. A second branch (edge2, 3 tunnel connections) fetching what the first
+#    holds, both fetching new data at once, and concurrent streams: exact.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/proxy/lib.sh
@@ -125,6 +128,41 @@ unset "PID[edge]" "PID[warmcli]"
 out=$(timeout 20 "$BIN" warm --stats=127.0.0.1:"$S1" --timeout=10 "$T/warm-down.bin" 2>&1) &&
 	fail "warm with no edge connected succeeded: $out" || ok "warm with no edge connected fails: $out"
 edge
+
+# ---- 4. a second branch ----
+# A second edge (3 parallel tunnel connections) fetches data the first one
+# already holds: the core's store has it, the second edge's does not.  The
+# bytes must be exact and nothing reset; the cost is printed (the core does
+# not track what each edge holds, so it sends references the new edge asks
+# back for: about a cold transfer plus one ask per frame).
+S3=$(px_port) L2=$(px_port)
+resets() { cat "$T/edge.log" "$T/edge2.log" "$T/core.log" 2>/dev/null | grep -c "reset" || true; }
+rs0=$(resets)
+px_edge edge2 "$P" "$S3" "--forward=127.0.0.1:$L2 -> 127.0.0.1:$SRV" --tunnels=3
+px_wait_count edge2 "tunnel up" 3 15
+e2() {  # seed size: prints "WAN-bytes asks" of a download through edge2
+	local w0 a0 out
+	w0=$(px_stat "$S3" 'j["total"]["wan_in"]') a0=$(px_stat "$S3" 'j["total"]["asks"]')
+	out=$(pxt get 127.0.0.1 "$L2" "$1" "$2") || { echo "$out" >&2; echo "-1 0"; return; }
+	echo "$(( $(px_stat "$S3" 'j["total"]["wan_in"]') - w0 )) $(( $(px_stat "$S3" 'j["total"]["asks"]') - a0 ))"
+}
+check_cold "first branch fetches new data" "$(dl_wan 32 $size)" $((size / 4))
+set -- $(e2 32 $size)
+[ "$1" -ge 0 ] && ok "second branch, data the first holds: byte-exact; $1 WAN bytes, $2 asks" ||
+	fail "second branch, data the first holds"
+set -- $(e2 32 $size)
+[ "$1" -ge 0 ] && [ "$1" -le $((size / 4)) ] && ok "second branch, again: $1 WAN bytes, $2 asks" ||
+	fail "second branch, again: $1 WAN bytes (expected at most $((size / 4)))"
+# both branches at once, data new to both
+px_bg b1 get 127.0.0.1 "$L" 30 $size --timeout=60
+px_bg b2 get 127.0.0.1 "$L2" 30 $size --timeout=60
+px_bg_wait b1 60; r1="$BG_RC $BG_OUT"
+px_bg_wait b2 60; r2="$BG_RC $BG_OUT"
+case "$r1/$r2" in "0 ok"*"/0 ok"*) ok "both branches fetch the same new data at once: byte-exact" ;;
+*) fail "both branches at once: $r1 / $r2" ;; esac
+expect "second branch: 40 concurrent streams" pxt many 127.0.0.1 "$L2" 40 31 --sizes=1000,100000,2000000
+n=$(( $(resets) - rs0 ))
+[ "$n" -eq 0 ] && ok "no stream reset with two branches" || fail "$n stream resets logged"
 
 out=$(timeout 20 "$BIN" warm --stats=127.0.0.1:"$S1" --timeout=10 "$T/no-such-file" 2>&1) &&
 	fail "warm of a missing file succeeded: $out" || ok "warm of a missing file fails: $out"

@@ -4,7 +4,8 @@
 # data crossing far fewer WAN bytes.
 #
 #   client --> edge 127.0.0.1:L  ==TLS tunnel==>  core 127.0.0.1:P  --> server 127.0.0.1:SRV
-#              edge [::1]:L6     (same tunnel)                        --> server [::1]:SRV6
+#              edge [::1]:L6     (same tunnel)                        --> server [::1]:SRV
+#              edge 127.0.0.1:LN (same tunnel)                        --> server localhost:SRV
 #
 # Downloads (server -> client), uploads (client -> server, the client
 # half-closes and then reads the server's verdict), the server half-closing
@@ -18,11 +19,12 @@ cd "$(dirname "$0")/.."
 . tests/proxy/lib.sh
 px_setup
 
-P=$(px_port) S1=$(px_port) S2=$(px_port) L=$(px_port) L6=$(px_port)
+P=$(px_port) S1=$(px_port) S2=$(px_port) L=$(px_port) L6=$(px_port) LN=$(px_port)
 px_server srv "::"
 SRV=$(cat "$T/srv.port")
 px_core core "$P" "$S1" --allow=127.0.0.0/8,[::1]/128
-px_edge edge "$P" "$S2" "--forward=127.0.0.1:$L -> 127.0.0.1:$SRV" "--forward=[::1]:$L6 -> [::1]:$SRV"
+px_edge edge "$P" "$S2" "--forward=127.0.0.1:$L -> 127.0.0.1:$SRV" "--forward=[::1]:$L6 -> [::1]:$SRV" \
+	"--forward=127.0.0.1:$LN -> localhost:$SRV"
 
 MB=$((1 << 20))
 big=$((100 * MB + 12345))
@@ -39,6 +41,7 @@ expect "server half-closes first, client uploads 3 MiB" pxt take 127.0.0.1 "$L" 
 expect "server half-closes first, client uploads 0 bytes" pxt take 127.0.0.1 "$L" 23 0 "$T/take2"
 expect "IPv6 download 1 MiB" pxt get ::1 "$L6" 24 $MB
 expect "IPv6 upload 1 MiB" pxt put ::1 "$L6" 25 $MB
+expect "host-name target (resolved by the core), 1 MiB" pxt get 127.0.0.1 "$LN" 26 $MB
 expect "50 concurrent streams (get/put/echo, 0 B..3 MB)" pxt many 127.0.0.1 "$L" 50 30
 # Again with the same data: both stores now hold it, and concurrent streams
 # link chunks in different orders on each side (this once reset streams with

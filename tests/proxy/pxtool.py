@@ -15,6 +15,7 @@ Server protocol (one request line per connection, then the body):
   ECHO                  every byte comes back until the client half-closes
   TAKE FILE             the server answers "ready", half-closes, then reads the
                         client's bytes until EOF and writes "LEN SHA256" to FILE
+  STALL SECS            as PUT, but the server reads nothing for SECS first
   PEER                  the server answers with the address it sees
 Every client command prints one result line; the first word is the outcome:
 ok, short (clean EOF too early), reset, timeout, refused, mismatch, error.
@@ -154,6 +155,18 @@ class Handler(socketserver.BaseRequestHandler):
                 with open(path + ".tmp", "w") as out:
                     out.write("%d %s\n" % (n, h.hexdigest()))
                 os.rename(path + ".tmp", path)
+            elif cmd == b"STALL":
+                # a slow receiver: read nothing for a while, then as PUT
+                time.sleep(float(line[1]))
+                h, n = hashlib.sha256(), 0
+                while True:
+                    b = f.read1(1 << 16)
+                    if not b:
+                        break
+                    h.update(b)
+                    n += len(b)
+                c.sendall(b"%d %s\n" % (n, h.hexdigest().encode()))
+                c.shutdown(socket.SHUT_WR)
             elif cmd == b"PEER":
                 c.sendall(("%s\n" % self.client_address[0]).encode())
                 c.shutdown(socket.SHUT_WR)
@@ -361,6 +374,43 @@ def cmd_many(a):
                   "%d/%d streams byte-exact, %d bytes" % (a.count - len(bad), a.count, total))
 
 
+def cmd_stall(a):
+    """A slow receiver: stallget requests a download and reads nothing for
+    a.stall seconds; stallput uploads to a server that reads nothing for
+    a.stall seconds.  a.ready is written when the stall begins."""
+    t0 = time.monotonic()
+    h, n = hashlib.sha256(), 0
+    try:
+        with connect(a.host, a.port, a.timeout) as c:
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+            if a.cmd == "stallget":
+                c.sendall(b"GET %d %d\n" % (a.seed, a.size))
+                time.sleep(0.3)
+                open(a.ready, "w").write("stalled\n")
+                time.sleep(a.stall)
+                while True:
+                    b = c.recv(1 << 16)
+                    if not b:
+                        break
+                    h.update(b)
+                    n += len(b)
+                if n != a.size or h.hexdigest() != digest(a.seed, a.size):
+                    return report("mismatch", "%d of %d bytes after the stall" % (n, a.size))
+                return report("ok", "%d bytes after a %.0f s stall in %.2f s" % (n, a.stall, time.monotonic() - t0))
+            c.sendall(b"STALL %f\n" % a.stall)
+            threading.Timer(0.3, lambda: open(a.ready, "w").write("stalled\n")).start()
+            for b in gen(a.seed, a.size):
+                c.sendall(b)
+            c.shutdown(socket.SHUT_WR)
+            got = c.makefile("rb").read().decode().strip()
+    except OSError as e:
+        return report(classify(e), "after %.2f s: %s" % (time.monotonic() - t0, e))
+    want = "%d %s" % (a.size, digest(a.seed, a.size))
+    if got != want:
+        return report("mismatch", "server got '%s'" % got)
+    return report("ok", "%d bytes up to a server stalled %.0f s, in %.2f s" % (a.size, a.stall, time.monotonic() - t0))
+
+
 def cmd_live(a):
     """One connection held open: an ECHO round trip every a.interval seconds
     for a.seconds; every reply must be exact."""
@@ -372,10 +422,13 @@ def cmd_live(a):
             f = c.makefile("rb")
             if a.ready:
                 open(a.ready, "w").write("up\n")
+            rtts = []
             while time.monotonic() - t0 < a.seconds:
                 msg = b"%d %s\n" % (n, os.urandom(16).hex().encode() * (1 + n % 50))
+                t1 = time.monotonic()
                 c.sendall(msg)
                 back = f.read(len(msg))
+                rtts.append(time.monotonic() - t1)
                 if back != msg:
                     return report("mismatch", "round trip %d: %r" % (n, back[:60]))
                 n += 1
@@ -385,7 +438,13 @@ def cmd_live(a):
                 return report("mismatch", "bytes after the last round trip")
     except OSError as e:
         return report(classify(e), "after %d round trips in %.2f s: %s" % (n, time.monotonic() - t0, e))
-    return report("ok", "%d round trips over %.1f s" % (n, time.monotonic() - t0))
+    rtts.sort()
+    p95 = rtts[int(len(rtts) * 0.95)] if rtts else 0
+    if a.max_p95 and p95 > a.max_p95:
+        return report("slow", "%d round trips, p95 %.1f ms > %.0f ms (max %.1f ms)" % (
+            n, p95 * 1000, a.max_p95 * 1000, rtts[-1] * 1000))
+    return report("ok", "%d round trips over %.1f s, p95 %.1f ms, max %.1f ms" % (
+        n, time.monotonic() - t0, p95 * 1000, (rtts[-1] if rtts else 0) * 1000))
 
 
 def cmd_peer(a):
@@ -420,8 +479,8 @@ def frame(ftype, sid, payload, flags=0, length=None):
     return struct.pack(">BBHI", ftype, flags, len(payload) if length is None else length, sid) + payload
 
 
-def hello(role=1, name=b"e2e-raw", window=1 << 20):
-    return frame(HELLO, 0, struct.pack(">IHHIIIBB", 0x574F5054, 1, 1, 0xF, window, 4096, role, len(name))
+def hello(role=1, name=b"e2e-raw", window=1 << 20, vmin=1, vmax=1):
+    return frame(HELLO, 0, struct.pack(">IHHIIIBB", 0x574F5054, vmin, vmax, 0xF, window, 4096, role, len(name))
                  + b"\0" * 16 + name)
 
 
@@ -434,6 +493,10 @@ def malformed(mode, port):
     rnd = random.Random(7)
     if mode == "garbage":  # no HELLO at all
         return rnd.randbytes(5000)
+    if mode == "hello":  # a well-formed peer (the control)
+        return hello()
+    if mode == "badversion":  # versions this build does not speak
+        return hello(vmin=90, vmax=99)
     if mode == "badmagic":
         h = bytearray(hello())
         h[8] ^= 0xFF
@@ -454,33 +517,45 @@ def malformed(mode, port):
 
 
 def cmd_rawtls(a):
-    """Connect to a core's tunnel port with a TLS client and a.mode's bytes;
-    report how the core ended the connection (it must, within a.timeout)."""
+    """Connect to a core's tunnel port with a TLS client (or plain TCP for
+    mode "plain") and send a.mode's bytes; print "closed ..." if the core ended
+    the connection within a.timeout, "open ..." if it kept it."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_3
     ctx.load_verify_locations(a.ca)
-    ctx.load_cert_chain(a.cert, a.key)
+    if a.cert:
+        ctx.load_cert_chain(a.cert, a.key)
     ctx.check_hostname = False
     t0 = time.monotonic()
     got = b""
     try:
         with socket.create_connection((a.host, a.port), timeout=a.timeout) as raw:
-            with ctx.wrap_socket(raw, server_hostname="localhost") as c:
-                try:
-                    c.sendall(malformed(a.mode, a.target_port))
-                    if a.mode == "truncated":
-                        c.shutdown(socket.SHUT_WR)
-                except OSError:
-                    pass  # the core may cut us off while we still write
-                while True:
-                    b = c.recv(1 << 16)
-                    if not b:
-                        break
-                    got += b
+            if a.mode == "plain":  # not TLS at all
+                c = raw
+                data = random.Random(3).randbytes(3000)
+            else:
+                c = ctx.wrap_socket(raw, server_hostname="localhost")
+                data = malformed(a.mode, a.target_port)
+            try:
+                c.sendall(data)
+                if a.mode == "truncated":
+                    socket.socket.shutdown(c, socket.SHUT_WR)  # TCP FIN under the TLS layer
+            except OSError:
+                pass  # the core may cut us off while we still write
+            # a well-formed peer is kept: watch it for a moment only
+            end = t0 + (1.5 if a.mode == "hello" else a.timeout)
+            while True:
+                if time.monotonic() >= end:
+                    raise socket.timeout()
+                c.settimeout(end - time.monotonic())
+                b = c.recv(1 << 16)
+                if not b:
+                    break
+                got += b
     except socket.timeout:
-        return report("timeout", "%s: the core kept the connection open for %.1f s" % (a.mode, a.timeout))
+        closed = None
     except (ssl.SSLError, OSError) as e:
-        closed = "closed (%s)" % e.__class__.__name__
+        closed = "closed (%s: %s)" % (e.__class__.__name__, str(e)[:80])
     else:
         closed = "closed (EOF)"
     # Walk the frames the core sent: HELLO, perhaps a GOAWAY with a code.
@@ -491,8 +566,10 @@ def cmd_rawtls(a):
         frames.append("GOAWAY(code %d: %s)" % (struct.unpack(">I", p[4:8])[0], p[8:].decode(errors="replace"))
                       if t == GOAWAY and len(p) >= 8 else "type%d" % t)
         off += 8 + n
-    return report("ok", "%s: %s after %.2f s; frames from the core: %s" % (
-        a.mode, closed, time.monotonic() - t0, ", ".join(frames) or "none"))
+    print("%s %s after %.2f s; frames from the core: %s" % (
+        closed or "open (still)", a.mode, time.monotonic() - t0,
+        ", ".join(frames) or "none"), flush=True)
+    return 0
 
 
 def main():
@@ -539,7 +616,16 @@ def main():
     q.add_argument("seconds", type=float)
     q.add_argument("--interval", type=float, default=0.05)
     q.add_argument("--ready")
+    q.add_argument("--max-p95", type=float, default=0, help="seconds; fail above")
     q.set_defaults(fn=cmd_live)
+    for op in ("stallget", "stallput"):
+        q = sub.add_parser(op)
+        hp(q)
+        q.add_argument("seed", type=int)
+        q.add_argument("size", type=int)
+        q.add_argument("stall", type=float)
+        q.add_argument("--ready", required=True)
+        q.set_defaults(fn=cmd_stall)
     q = sub.add_parser("peer")
     hp(q)
     q.set_defaults(fn=cmd_peer)
@@ -555,8 +641,8 @@ def main():
     q = sub.add_parser("rawtls")
     hp(q)
     q.add_argument("mode")
-    q.add_argument("--cert", required=True)
-    q.add_argument("--key", required=True)
+    q.add_argument("--cert")
+    q.add_argument("--key")
     q.add_argument("--ca", required=True)
     q.add_argument("--target-port", type=int, default=9)
     q.set_defaults(fn=cmd_rawtls)

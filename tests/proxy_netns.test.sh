@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# proxy_netns.test.sh: transparent interception by a real edge/core pair in
+# network namespaces.
+#
+#   we2e-N-c (client)        we2e-N-r (router + edge)                    we2e-N-s (server + core)
+#   10.78.1.2  fd78:1::2 --vc/vr-- 10.78.1.1  fd78:1::1 | 10.78.2.1  fd78:2::1 --vt/vs-- 10.78.2.2  fd78:2::2
+#                               nft: TCP to :8080 -> edge --transparent=3129        server :8080, core :7000
+#
+# The client connects to the server's real address.  The router's nftables
+# rules (conf/intercept-nft.sh) hand the connection to the edge, which
+# carries it through the tunnel to the core next to the server.  The server
+# answers PEER with the address it sees, which tells the path apart:
+#   10.78.1.2  not intercepted;  10.78.2.2  through the core;  10.78.2.1  direct
+#   from the edge (fail open).
+# 1. TPROXY, IPv4 and IPv6: byte-exact both ways, through the core, and the
+#    second download of the same data crosses few WAN bytes.
+# 2. The core killed, then the path to it blackholed: intercepted connections
+#    go direct within a second or three and stay byte-exact; the core back:
+#    through it again.
+# 3. REDIRECT mode: through the core too.
+set -eu
+cd "$(dirname "$0")/.."
+. tests/proxy/lib.sh
+[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 0; }
+command -v nft >/dev/null || { echo "SKIP: no nft"; exit 0; }
+
+N=we2e-$$
+C=$N-c R=$N-r S=$N-s
+ns_cleanup() {  # after px_cleanup stopped the daemons
+	for ns in $C $R $S; do ip netns del "$ns" 2>/dev/null || true; done
+}
+CLEANUP_HOOK=ns_cleanup
+px_setup
+x() { ip netns exec "$@"; }
+
+for ns in $C $R $S; do ip netns add "$ns"; x "$ns" ip link set lo up; done
+ip -n $C link add vc type veth peer name vr netns $R
+ip -n $R link add vt type veth peer name vs netns $S
+x $C ip addr add 10.78.1.2/24 dev vc; x $C ip addr add fd78:1::2/64 dev vc nodad
+x $R ip addr add 10.78.1.1/24 dev vr; x $R ip addr add fd78:1::1/64 dev vr nodad
+x $R ip addr add 10.78.2.1/24 dev vt; x $R ip addr add fd78:2::1/64 dev vt nodad
+x $S ip addr add 10.78.2.2/24 dev vs; x $S ip addr add fd78:2::2/64 dev vs nodad
+for pair in "$C vc" "$R vr" "$R vt" "$S vs"; do set -- $pair; x "$1" ip link set "$2" up; done
+x $C ip route add default via 10.78.1.1; x $C ip -6 route add default via fd78:1::1
+x $S ip route add default via 10.78.2.1; x $S ip -6 route add default via fd78:2::1
+x $R sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1 \
+	net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0
+
+# Daemons in namespaces: nsrun NAME NS COMMAND...
+nsrun() {
+	local n=$1 ns=$2
+	shift 2
+	ip netns exec "$ns" "$@" >>"$T/$n.log" 2>&1 &
+	PID[$n]=$!
+}
+core() {
+	local mark
+	mark=$(px_count_log core "tunnel listener on")
+	nsrun core $S "$BIN" core --listen=[::]:7000 --allow=10.78.2.2/32,[fd78:2::2]/128 --store="$T/core.store" \
+		--tls_cert="$T/pki/core.crt" --tls_key="$T/pki/core.key" --tls_ca="$T/pki/ca.crt" --stats=127.0.0.1:9472
+	px_wait_count core "tunnel listener on" $((mark + 1)) 10
+}
+estat() { x $R "$BIN" stats --json --stats=127.0.0.1:9471 | python3 -c 'import json,sys; j=json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"; }
+cx() { x $C timeout -k 2 60 python3 "$PXTOOL" "$@"; }
+# path HOST: what the server sees of a connection from the client
+path() { cx peer "$1" 8080 --timeout=10 2>&1 | sed 's/^ok //'; }
+expect_path() {  # label host want
+	local got
+	got=$(path "$2")
+	case $got in *"$3") ok "$1: the server sees $got" ;; *) fail "$1: the server sees '$got', expected $3" ;; esac
+}
+
+nsrun srv $S python3 "$PXTOOL" server --host=:: --port=8080
+for i in $(seq 50); do x $S ss -ltn | grep -q ':8080 ' && break; sleep 0.1; done
+expect_path "no interception yet" 10.78.2.2 10.78.1.2
+
+core
+nsrun edge $R "$BIN" edge --peer=10.78.2.2:7000 --transparent=3129 --store="$T/edge.store" \
+	--tls_cert="$T/pki/edge.crt" --tls_key="$T/pki/edge.key" --tls_ca="$T/pki/ca.crt" --stats=127.0.0.1:9471
+px_wait_count edge "tunnel up" 1 15
+x $R bash conf/intercept-nft.sh apply --mode=tproxy --port=3129 --iface=vr --dports=8080 2>/dev/null
+
+# ---- 1. TPROXY through the core ----
+MB=$((1 << 20))
+expect_path "tproxy, IPv4" 10.78.2.2 10.78.2.2
+expect_path "tproxy, IPv6" fd78:2::2 fd78:2::2
+w0=$(estat 'j["total"]["wan_in"]')
+expect "tproxy: download 8 MiB" cx get 10.78.2.2 8080 1 $((8 * MB))
+w1=$(estat 'j["total"]["wan_in"]')
+expect "tproxy: download the same 8 MiB again" cx get 10.78.2.2 8080 1 $((8 * MB))
+w2=$(estat 'j["total"]["wan_in"]')
+[ $(( (w2 - w1) * 20 )) -lt $((w1 - w0)) ] && ok "tproxy: second download crossed $((w2 - w1)) WAN bytes, first $((w1 - w0))" ||
+	fail "tproxy: second download crossed $((w2 - w1)) WAN bytes, first $((w1 - w0))"
+expect "tproxy: upload 4 MiB" cx put 10.78.2.2 8080 2 $((4 * MB))
+expect "tproxy: IPv6 download 2 MiB" cx get fd78:2::2 8080 3 $((2 * MB))
+expect "tproxy: 20 concurrent streams" cx many 10.78.2.2 8080 20 4 --sizes=0,1000,100000,1000000
+grep -q "(full)" "$T/edge.log" && ok "the edge logged optimized intercepted connections" || fail "no (full) connection in the edge log"
+
+# ---- 2. fail open ----
+kill -KILL "${PID[core]}"
+unset "PID[core]"
+t0=$(date +%s.%N)
+got=""
+for i in $(seq 40); do
+	got=$(path 10.78.2.2)
+	case $got in *10.78.2.1) break ;; esac
+	sleep 0.1
+done
+dt=$(python3 -c "import time; print('%.1f' % (time.time() - $t0))")
+case $got in
+*10.78.2.1) ok "core killed: intercepted connections go direct after ${dt}s (server sees $got)" ;;
+*) fail "core killed: after ${dt}s the server sees '$got', expected the router 10.78.2.1" ;;
+esac
+python3 -c "import sys; sys.exit(0 if $dt <= 2.5 else 1)" && ok "fail open within 2.5 s" || fail "fail open took ${dt}s"
+expect "core down: download 4 MiB direct" cx get 10.78.2.2 8080 5 $((4 * MB))
+expect "core down: upload 2 MiB direct" cx put 10.78.2.2 8080 6 $((2 * MB))
+expect_path "core down, IPv6" fd78:2::2 fd78:2::1
+grep -q "going direct (fail open)" "$T/edge.log" && ok "the edge logged the fail open" || fail "no fail-open line in the edge log"
+
+core
+px_wait_count edge "tunnel up" 2 15 && ok "the tunnel came back" || fail "the tunnel did not come back"
+expect_path "core back" 10.78.2.2 10.78.2.2
+expect "core back: download 4 MiB" cx get 10.78.2.2 8080 7 $((4 * MB))
+
+# The WAN path to the core blackholed (no FIN, no RST: only keepalives tell).
+x $S nft -f - <<'NFT'
+table inet we2e_blackhole {
+	chain in { type filter hook input priority 0; tcp dport 7000 drop; }
+	chain out { type filter hook output priority 0; tcp sport 7000 drop; }
+}
+NFT
+t0=$(date +%s.%N)
+for i in $(seq 60); do
+	got=$(path 10.78.2.2)
+	case $got in *10.78.2.1) break ;; esac
+	sleep 0.1
+done
+dt=$(python3 -c "import time; print('%.1f' % (time.time() - $t0))")
+case $got in
+*10.78.2.1) ok "core unreachable: intercepted connections go direct after ${dt}s" ;;
+*) fail "core unreachable: after ${dt}s the server sees '$got', expected the router 10.78.2.1" ;;
+esac
+python3 -c "import sys; sys.exit(0 if $dt <= 3.5 else 1)" && ok "fail open within 3.5 s" || fail "fail open took ${dt}s"
+expect "core unreachable: download 4 MiB direct" cx get 10.78.2.2 8080 10 $((4 * MB))
+x $S nft delete table inet we2e_blackhole
+px_wait_count edge "tunnel up" 3 20 && ok "the tunnel came back after the blackhole" || fail "no tunnel after the blackhole"
+expect_path "core reachable again" 10.78.2.2 10.78.2.2
+
+# ---- 3. REDIRECT ----
+x $R bash conf/intercept-nft.sh remove --mode=tproxy
+expect_path "rules removed" 10.78.2.2 10.78.1.2
+x $R bash conf/intercept-nft.sh apply --mode=redirect --port=3129 --iface=vr --dports=8080 2>/dev/null
+expect_path "redirect, IPv4" 10.78.2.2 10.78.2.2
+expect_path "redirect, IPv6" fd78:2::2 fd78:2::2
+expect "redirect: download 4 MiB" cx get 10.78.2.2 8080 8 $((4 * MB))
+expect "redirect: upload 4 MiB" cx put 10.78.2.2 8080 9 $((4 * MB))
+x $R bash conf/intercept-nft.sh remove --mode=redirect
+px_alive edge && ok "the edge is alive" || fail "the edge died"
+px_done

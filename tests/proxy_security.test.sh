@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# proxy_security.test.sh: who may use the tunnel, and where to.
+#
+#   client --> edge   (good certs)  ==TLS==+
+#   client --> rogue  (another CA)  ==TLS==+==> core 127.0.0.1:P  --> server 0.0.0.0:SRV
+#              pxtool rawtls (edge certs, malformed frames) ==TLS==+
+#
+#   core: allow = 127.0.0.2/32, 127.0.0.1/32:1-1024
+#
+# 1. Bad certificates: an edge with certificates from another CA, an edge
+#    whose own CA differs from the core's, and a TLS client without a
+#    certificate never get a tunnel; the core logs the refusal; nothing flows.
+# 2. allow: forwards to 127.0.0.2 pass; to 127.0.0.1:SRV (port outside
+#    1-1024), to ::1 and to "localhost" (checked after resolution) are refused:
+#    the client connection is reset/closed promptly, the core logs it, and the
+#    server never sees the request.
+# 3. Malformed frames from a peer holding valid edge certificates (garbage
+#    instead of HELLO, bad magic, unknown version, unknown frame type, a
+#    length over the maximum, unknown flags, DATA for a stream never opened,
+#    an even stream id from the client, a truncated frame, plain TCP garbage):
+#    the core closes each connection, keeps serving a live stream through the
+#    real edge, and still carries new transfers.
+set -eu
+cd "$(dirname "$0")/.."
+. tests/proxy/lib.sh
+px_setup
+"$BIN" pki init "$T/pki2" >/dev/null 2>&1
+
+P=$(px_port) S1=$(px_port) S2=$(px_port) S3=$(px_port) S4=$(px_port) S5=$(px_port)
+LOK=$(px_port) LNO=$(px_port) LNO6=$(px_port) LNAME=$(px_port) LR=$(px_port)
+px_server srv 0.0.0.0
+SRV=$(cat "$T/srv.port")
+px_core core "$P" "$S1" --allow=127.0.0.2/32,127.0.0.1/32:1-1024
+px_edge edge "$P" "$S2" "--forward=127.0.0.1:$LOK -> 127.0.0.2:$SRV" "--forward=127.0.0.1:$LNO -> 127.0.0.1:$SRV" \
+	"--forward=127.0.0.1:$LNO6 -> [::1]:$SRV" "--forward=127.0.0.1:$LNAME -> localhost:$SRV"
+MB=$((1 << 20))
+
+# ---- 1. certificates ----
+refusals0=$(px_count_log core "tunnel refused")
+NOWAIT=1 px_run rogue edge --peer=127.0.0.1:"$P" --store="$T/rogue.store" --tls_cert="$T/pki2/edge.crt" \
+	--tls_key="$T/pki2/edge.key" --tls_ca="$T/pki2/ca.crt" --stats=127.0.0.1:"$S3" \
+	"--forward=127.0.0.1:$LR -> 127.0.0.2:$SRV"
+# an edge certificate from another CA, trusting the right CA for the core
+px_run rogue2 edge --peer=127.0.0.1:"$P" --store="$T/rogue2.store" --tls_cert="$T/pki2/edge.crt" \
+	--tls_key="$T/pki2/edge.key" --tls_ca="$T/pki/ca.crt" --stats=127.0.0.1:"$S4" \
+	"--forward=127.0.0.1:$(px_port) -> 127.0.0.2:$SRV"
+# the right edge certificate, but a CA that did not sign the core's
+px_run rogue3 edge --peer=127.0.0.1:"$P" --store="$T/rogue3.store" --tls_cert="$T/pki/edge.crt" \
+	--tls_key="$T/pki/edge.key" --tls_ca="$T/pki2/ca.crt" --stats=127.0.0.1:"$S5" \
+	"--forward=127.0.0.1:$(px_port) -> 127.0.0.2:$SRV"
+for r in rogue rogue2 rogue3; do px_wait_log $r "started" 10; done
+px_wait_count core "tunnel refused" $((refusals0 + 2)) 10 || true
+sleep 2 # a few reconnect attempts each
+for r in rogue rogue2 rogue3; do
+	if ! px_alive $r; then fail "$r exited: $(tail -n 1 "$T/$r.log")"
+	elif [ "$(px_count_log $r "tunnel up")" -eq 0 ]; then ok "$r: no tunnel: $(grep -m1 "tunnel:" "$T/$r.log" | cut -c26-)"
+	else fail "$r brought a tunnel up"; fi
+done
+n=$(( $(px_count_log core "tunnel refused") - refusals0 ))
+[ $n -ge 2 ] && ok "the core logged $n refusals: $(grep -m1 "tunnel refused" "$T/core.log" | cut -c26-)" ||
+	fail "the core logged $n refusals"
+[ "$(px_count_log core "tunnel up")" -eq 1 ] && ok "only the real edge has a tunnel" || fail "the core accepted a rogue"
+out=$(pxt get 127.0.0.1 "$LR" 70 $MB --timeout=10 2>&1) || true
+case $out in reset*) ok "a client of the rogue edge gets a reset: $out" ;; *) fail "rogue edge client: $out" ;; esac
+[ "$(px_count_log srv "request GET 70 ")" -eq 0 ] && ok "nothing reached the server through the rogue" ||
+	fail "the rogue's request reached the server"
+out=$(pxt rawtls 127.0.0.1 "$P" hello --ca="$T/pki/ca.crt" --timeout=5 2>&1) || true
+case $out in closed*) ok "a TLS client without a certificate is shut out: $out" ;; *) fail "no-certificate client: $out" ;; esac
+out=$(pxt rawtls 127.0.0.1 "$P" hello --cert="$T/pki2/edge.crt" --key="$T/pki2/edge.key" --ca="$T/pki/ca.crt" --timeout=5 2>&1) || true
+case $out in closed*) ok "a TLS client with another CA's certificate is shut out: $out" ;; *) fail "other-CA client: $out" ;; esac
+for r in rogue rogue2 rogue3; do px_stop $r; done
+
+# ---- 2. allow ----
+expect "allowed target 127.0.0.2:$SRV, download" pxt get 127.0.0.1 "$LOK" 71 $MB
+expect "allowed target 127.0.0.2:$SRV, upload" pxt put 127.0.0.1 "$LOK" 72 $MB
+refused() {  # label port op seed
+	local out t0 dt n0
+	n0=$(px_count_log core "not in the allow list")
+	t0=$(date +%s)
+	out=$(pxt "$3" 127.0.0.1 "$2" "$4" $MB --timeout=10 2>&1) || true
+	dt=$(( $(date +%s) - t0 ))
+	case $out in
+	short*|reset*|mismatch*) [ $dt -le 3 ] && ok "$1 ($3): closed in ${dt}s: $out" || fail "$1 ($3): took ${dt}s" ;;
+	*) fail "$1 ($3): expected the connection refused, got '$out'" ;;
+	esac
+	px_wait_count core "not in the allow list" $((n0 + 1)) 5 && ok "$1 ($3): the core logged it" ||
+		fail "$1 ($3): no log line at the core"
+}
+refused "127.0.0.1:$SRV (port not allowed)" "$LNO" get 73
+refused "127.0.0.1:$SRV (port not allowed)" "$LNO" put 74
+refused "[::1]:$SRV (address not allowed)" "$LNO6" get 75
+refused "localhost:$SRV (resolves to a refused address)" "$LNAME" get 76
+grep -m1 "not in the allow list" "$T/core.log" | cut -c26- | sed 's/^/     core: /'
+if grep -qE "request (GET 7[3-6] |PUT)" "$T/srv.log" && [ "$(grep -c "request PUT" "$T/srv.log")" -gt 1 ]; then
+	fail "a refused connection reached the server: $(grep -E 'request (GET 7[3-6] |PUT)' "$T/srv.log")"
+else
+	ok "no refused connection reached the server"
+fi
+
+# ---- 3. malformed frames ----
+rm -f "$T/live.ready"
+px_bg live live 127.0.0.1 "$LOK" 8 --ready="$T/live.ready" --timeout=30
+px_wait_file "$T/live.ready"
+for mode in hello garbage badmagic badversion badtype oversize badflags unopened evensid truncated plain; do
+	out=$(pxt rawtls 127.0.0.1 "$P" $mode --cert="$T/pki/edge.crt" --key="$T/pki/edge.key" \
+		--ca="$T/pki/ca.crt" --target-port="$SRV" --timeout=5 2>&1) || true
+	if [ $mode = hello ]; then
+		case $out in open*type1*) ok "control: a well-formed peer is answered and kept: $out" ;;
+		*) fail "control: a well-formed peer: $out" ;; esac
+	else
+		case $out in closed*) ok "malformed ($mode): $out" ;; *) fail "malformed ($mode): $out" ;; esac
+	fi
+	px_alive core || { fail "the core died after '$mode'"; break; }
+done
+px_bg_wait live 20
+[ "$BG_RC" = 0 ] && ok "a live stream through the real edge went on meanwhile: $BG_OUT" ||
+	fail "the live stream through the real edge: $BG_OUT"
+expect "a new transfer through the real edge" pxt get 127.0.0.1 "$LOK" 77 $((5 * MB))
+px_alive core && ok "the core is alive" || fail "the core died"
+[ "$(px_count_log edge "tunnel up")" -eq 1 ] && ok "the real edge's tunnel never dropped" ||
+	fail "the real edge's tunnel dropped"
+px_done
