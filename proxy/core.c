@@ -46,7 +46,7 @@ struct worker {
 	atomic_uint up;
 	atomic_ullong rtt_us;     /* smallest tunnel RTT of this worker's edges, for the gauge */
 	struct event *rtt_ev;
-	int draining, threaded;
+	int draining, drained, threaded; /* drained: idleness reported to the main thread */
 };
 
 struct px_core {
@@ -368,8 +368,8 @@ static void worker_done(evutil_socket_t fd, short what, void *arg)
 static void worker_idle(struct px_relay_env *env)
 {
 	struct worker *w = (struct worker *)((char *)env - offsetof(struct worker, env));
-	if (w->draining) {
-		w->draining = 0;
+	if (w->draining && !w->drained) {
+		w->drained = 1;
 		event_base_once(w->k->node.env.base, -1, EV_TIMEOUT, worker_done, w->k, NULL);
 	}
 }
