@@ -21,7 +21,10 @@ LOG=$(mktemp -d /tmp/wdm-intercept.XXXXXX)
 pids=""
 cleanup() {
 	for p in $pids; do kill "$p" 2>/dev/null || true; done
-	for ns in $C $R $S; do ip netns del "$ns" 2>/dev/null || true; done
+	for ns in $C $R $S; do  # whatever still runs in them, then the namespaces
+		ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null || true
+		ip netns del "$ns" 2>/dev/null || true
+	done
 	rm -rf "$LOG"
 }
 trap cleanup EXIT
@@ -72,7 +75,7 @@ while True:
     out += b
 print(out.decode().strip())
 PY
-x $S python3 "$LOG/server.py" & pids="$pids $!"
+ip netns exec "$S" python3 "$LOG/server.py" & pids="$pids $!" # not via x(): $! must be the server
 for i in $(seq 50); do x $S ss -ltn | grep -q ':8080' && break; sleep 0.1; done
 
 # Unintercepted baseline: the server sees the client itself.
