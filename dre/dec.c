@@ -310,7 +310,7 @@ static int parse_frames(dre_dec *d)
 			return rc;
 		if (h.type == DRE_FT_DATA) {
 			f->seq = ++d->seq;
-		} else if (h.type == DRE_FT_LEARN && (h.ops_len < 16 || (f->learn_seq = dre_get_u64(f->ops)) == 0 || f->learn_seq > d->seq)) {
+		} else if (h.type == DRE_FT_LEARN && (h.ops_len < 24 || (f->learn_seq = dre_get_u64(f->ops)) == 0 || f->learn_seq > d->seq)) {
 			frame_free(f);
 			return DRE_ECORRUPT;
 		}

@@ -29,7 +29,8 @@ struct dre_sop {
 	uint32_t len;   /* PUT: chunk length */
 	uint64_t arg;   /* PUT: offset in the frame buffer; HIT: chunk tag */
 };
-enum { SOP_PUT = 1, SOP_HIT = 2, SOP_BREAK = 3 };
+enum { SOP_PUT = 1, SOP_HIT = 2, SOP_BREAK = 3, SOP_PUTL = 4 /* PUT, then adopt prev -> it */,
+       SOP_PREV = 5 /* the previous chunk is arg (LEARN) */ };
 
 /* The helper thread: stores the chunks of frame N while frame N+1 is rebuilt. */
 /* A frame's checksum check and output, when the helper thread does them. */

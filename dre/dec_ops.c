@@ -233,16 +233,24 @@ int dre_dec_ops(dre_dec *d, struct dre_qframe *f)
 
 int dre_dec_learn_ops(dre_dec *d, struct dre_qframe *f)
 {
-	struct opctx c = { d, f, f->ops + 16, f->ops + f->h.ops_len, 0, 0 };
+	struct opctx c = { d, f, f->ops + 24, f->ops + f->h.ops_len, 0, 0 };
 	uint64_t cursor = dre_get_u64(f->ops + 8);
+	/* the sender's chunk before this frame, whatever a failed attempt left */
+	int prc = dre_dec_sop(d, SOP_PREV, 0, dre_get_u64(f->ops + 16));
+	if (prc)
+		return prc;
 	while (c.op < c.end) {
 		int op = *c.op++, rc;
 		uint64_t len;
-		if ((op != DRE_OP_CHUNK && op != DRE_OP_RAW) || (rc = get_var(&c, &len)))
+		if ((op != DRE_OP_CHUNK && op != DRE_OP_CHUNKL && op != DRE_OP_RAW) || (rc = get_var(&c, &len)))
 			return DRE_ECORRUPT;
 		if (!len || len > DRE_CHUNK_MAX || (rc = take_lits(&c, len)))
 			return DRE_ECORRUPT;
-		if ((rc = op == DRE_OP_RAW ? dre_dec_sop(d, SOP_BREAK, 0, 0) : new_chunk(d, (uint32_t)len)))
+		if (op == DRE_OP_RAW)
+			rc = dre_dec_sop(d, SOP_BREAK, 0, 0);
+		else
+			rc = dre_dec_sop(d, op == DRE_OP_CHUNKL ? SOP_PUTL : SOP_PUT, (uint32_t)len, d->out.len - len);
+		if (rc)
 			return rc;
 	}
 	if (d->out.len != f->h.raw_len || c.lit != f->h.lit_len)

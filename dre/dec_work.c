@@ -20,13 +20,13 @@ static int sops_run(dre_store *st, dre_fp *fp, uint64_t *prev, const struct dre_
 {
 	for (size_t i = 0; i < n; i++) {
 		const struct dre_sop *o = &ops[i];
-		if (o->kind == SOP_BREAK) {
-			*prev = 0;
+		if (o->kind == SOP_BREAK || o->kind == SOP_PREV) {
+			*prev = o->kind == SOP_PREV ? o->arg : 0;
 			continue;
 		}
 		uint64_t tag = o->arg;
 		dre_ent e;
-		if (o->kind == SOP_PUT) {
+		if (o->kind == SOP_PUT || o->kind == SOP_PUTL) {
 			uint8_t h[32];
 			if (dre_fp_sha256(fp, data + o->arg, o->len, h))
 				return DRE_EINVAL;
@@ -34,7 +34,9 @@ static int sops_run(dre_store *st, dre_fp *fp, uint64_t *prev, const struct dre_
 			int rc = dre_store_put_after(st, h, data + o->arg, o->len, *prev, &e);
 			if (rc < 0)
 				return rc;
-			if (rc == 0 && *prev)
+			if (o->kind == SOP_PUTL && *prev)
+				dre_store_relink(st, *prev, tag);
+			else if (rc == 0 && *prev)
 				dre_store_link(st, *prev, tag);
 		} else {
 			dre_store_hit(st, *prev, tag);

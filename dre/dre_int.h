@@ -118,6 +118,8 @@ int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf);
 int dre_store_same(dre_store *st, const dre_ent *e, const uint8_t h[32]);
 /* Record that chunk b followed chunk a, if a has no successor yet. */
 void dre_store_link(dre_store *st, uint64_t a, uint64_t b);
+/* Make b a's successor even if a had another (the peer's order wins). */
+void dre_store_relink(dre_store *st, uint64_t a, uint64_t b);
 /* Called on a reference hit: keeps hot chunks from being evicted first. */
 void dre_store_touch(dre_store *st, const dre_ent *e);
 /* Peer slot bits (see dre_store_peer) that chunk tag is known to be held by. */

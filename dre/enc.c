@@ -145,7 +145,7 @@ static int retain_chunk(dre_enc *e, uint64_t tag, const uint8_t *p, uint32_t len
 {
 	if (!e->o.retain)
 		return 0;
-	struct dre_ret_ch c = { tag, len, 0 };
+	struct dre_ret_ch c = { tag, len, tag && e->last_cont };
 	if (dre_buf_add(&e->cur_ch, &c, sizeof c))
 		return DRE_ENOMEM;
 	return tag ? 0 : dre_buf_add(&e->cur_raw, p, len);
@@ -189,6 +189,7 @@ static int enc_hit(dre_enc *e, const dre_ent *ent, int k, uint32_t len)
 			rc = dre_buf_add(&e->ops, b, 9);
 	}
 	int cont = k == 0 && e->prev == e->cur.tag; /* prev already links to it */
+	e->last_cont = cont;
 	e->cur = *ent;
 	e->delta_fails = 0;
 	e->st_ref += len;
@@ -267,6 +268,7 @@ static int enc_delta(dre_enc *e, const uint8_t *p, uint32_t len)
 static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len)
 {
 	int rc;
+	e->last_cont = 0;
 	if (e->o.no_dedup || len < STORE_MIN) {
 		if ((rc = run_flush(e)) || (rc = op2(e, DRE_OP_RAW, 1, len, 0)) ||
 		    (rc = dre_buf_add(&e->lits, p, len)))
@@ -323,6 +325,7 @@ static int retain_frame(dre_enc *e)
 	struct dre_ret *r = &e->ret[(e->ret_head + e->nret++) % RETAIN_MAX];
 	r->seq = e->seq;
 	r->cursor = e->cur.tag;
+	r->prev = e->frame_prev;
 	r->nch = e->cur_ch.len / sizeof(struct dre_ret_ch);
 	r->ch = (struct dre_ret_ch *)e->cur_ch.p;
 	r->raw = e->cur_raw.p;
@@ -356,6 +359,7 @@ static int enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *
 	int rc = 0;
 	e->ops.len = e->lits.len = 0;
 	e->cur_ch.len = e->cur_raw.len = 0;
+	e->frame_prev = e->prev;
 	while (pos < n && pos < e->o.frame_max && !rc) {
 		size_t c = e->o.no_dedup ? 0 : run_fast(e, p + pos, n - pos);
 		if (c) {

@@ -12,12 +12,12 @@ struct dre_pend;
 struct dre_ret_ch {
 	uint64_t tag;
 	uint32_t len;
-	uint32_t pad;
+	uint32_t linked; /* it followed the previous chunk in our store order */
 };
 
 /* What a sent frame was made of, kept until acked so a learn can be answered. */
 struct dre_ret {
-	uint64_t seq, cursor;
+	uint64_t seq, cursor, prev; /* prev: the chunk output just before the frame */
 	struct dre_ret_ch *ch;
 	size_t nch;
 	uint8_t *raw;
@@ -53,9 +53,11 @@ struct dre_enc {
 	dre_buf ops, lits, out;
 	dre_ent cur;           /* the cursor: last chunk used from the peer's history */
 	uint64_t prev;         /* last chunk output (0 after raw bytes) */
+	uint64_t frame_prev;   /* prev when the current frame began */
 	uint64_t run;          /* pending RUN/SKIP count */
 	uint32_t run_skip;
 	int delta_fails;
+	int last_cont;         /* the last chunk was a run continuation of the one before */
 	uint32_t peer_bit;     /* the peer's slot bit, 0: untracked (assumed to hold all) */
 	uint8_t *win;          /* delta base window */
 	uint64_t win_tag[8];

@@ -24,15 +24,16 @@ int dre_enc_learn(dre_enc *e, uint64_t seq, dre_out_fn out, void *arg)
 	if (rc)
 		return rc;
 	e->ops.len = e->lits.len = 0;
-	if (dre_buf_reserve(&e->ops, 16 + r->nch * 11))
+	if (dre_buf_reserve(&e->ops, 24 + r->nch * 11))
 		return DRE_ENOMEM;
 	dre_put_u64(e->ops.p, r->seq);
 	dre_put_u64(e->ops.p + 8, r->cursor);
-	e->ops.len = 16;
+	dre_put_u64(e->ops.p + 16, r->prev);
+	e->ops.len = 24;
 	size_t rawpos = 0;
 	for (size_t i = 0; i < r->nch; i++) {
 		struct dre_ret_ch *c = &r->ch[i];
-		e->ops.p[e->ops.len++] = c->tag ? DRE_OP_CHUNK : DRE_OP_RAW;
+		e->ops.p[e->ops.len++] = !c->tag ? DRE_OP_RAW : c->linked ? DRE_OP_CHUNKL : DRE_OP_CHUNK;
 		e->ops.len += dre_put_varint(e->ops.p + e->ops.len, c->len);
 		if (dre_buf_reserve(&e->lits, c->len))
 			return DRE_ENOMEM;

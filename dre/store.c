@@ -118,8 +118,10 @@ static int act_note(dre_store *st, uint64_t a, uint64_t b, uint32_t off, uint32_
 int dre_store_apply(dre_store *st, uint32_t file, const struct dre_idxent *ie)
 {
 	if (ie->len == DRE_IDX_LINK) {
+		/* link records are written only when they change the successor
+		 * (unset, or relinked): the latest one holds */
 		dre_ent *e = dre_idx_get(&st->idx, ie->a);
-		if (e && !e->next)
+		if (e)
 			e->next = ie->b;
 		return 0;
 	}
@@ -361,6 +363,19 @@ static void link_locked(dre_store *st, uint64_t a, uint64_t b)
 		if (append_rec(st, hdr, NULL, 0, &file, &off) == 0)
 			act_note(st, a, b, 0, DRE_IDX_LINK);
 	}
+}
+
+void dre_store_relink(dre_store *st, uint64_t a, uint64_t b)
+{
+	if (st->readonly || !a || !b || a == b)
+		return;
+	pthread_mutex_lock(&st->mu);
+	dre_ent *e = dre_idx_get(&st->idx, a);
+	if (e && e->next != b) {
+		e->next = 0;
+		link_locked(st, a, b);
+	}
+	pthread_mutex_unlock(&st->mu);
 }
 
 void dre_store_link(dre_store *st, uint64_t a, uint64_t b)

@@ -38,8 +38,11 @@
  * its successor on both sides.
  *
  * A LEARN frame answers an ask for frame `seq`: its ops are
- *   u64 seq, u64 cursor tag after that frame (0 none), then per chunk:
- *   CHUNK len (stored if absent) or RAW len, bytes in the literal section.
+ *   u64 seq, u64 cursor tag after that frame (0 none), u64 the chunk output
+ *   just before that frame (0 none), then per chunk:
+ *   CHUNK len (stored if absent), CHUNKL len (the same, and it follows the
+ *   previous chunk in the sender's order: the receiver relinks to match) or
+ *   RAW len, bytes in the literal section.
  * It is not counted in the frame sequence.
  */
 #ifndef WANOPT_DRE_PROTO_H
@@ -79,7 +82,9 @@ enum dre_proto_op {
 	DRE_OP_SKIP = 5,
 	DRE_OP_DELTA = 6,
 	DRE_OP_DELTAR = 7,
-	DRE_OP_CHUNK = 8, /* LEARN frames only */
+	DRE_OP_CHUNK = 8,  /* LEARN frames only */
+	DRE_OP_CHUNKL = 9, /* LEARN: as CHUNK, and it follows the previous chunk in
+			      the sender's store order: the receiver adopts that link */
 };
 
 #endif
