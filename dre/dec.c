@@ -184,7 +184,7 @@ static int frame_apply(dre_dec *d, struct dre_qframe *f, dre_out_fn out, void *a
 	/* with a helper thread and no ask path (a miss is fatal anyway), the
 	 * checksum check and the output go to the helper thread too */
 	struct dre_vjob vj = { f->h.sum, d->seed ^ key, out, arg };
-	int defer = !rc && d->w.running && !d->ask;
+	int defer = !rc && d->w.t.running && !d->ask;
 	if (!rc && !defer && dre_sum64(d->out.p, d->out.len, d->seed ^ key) != f->h.sum)
 		rc = DRE_ECHECKSUM;
 	if (!rc) {

@@ -2,9 +2,8 @@
 #ifndef WANOPT_DRE_DEC_INT_H
 #define WANOPT_DRE_DEC_INT_H
 
-#include <pthread.h>
-
 #include "dre_int.h"
+#include "worker.h"
 
 struct dre_fhdr {
 	int type, lz;
@@ -41,10 +40,7 @@ struct dre_vjob {
 };
 
 struct dre_dwork {
-	pthread_t th;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int running, busy, stop, err;
+	dre_worker t;
 	dre_buf ops, data;        /* the job: struct dre_sop list and its frame bytes */
 	int verify;               /* ... and, if set, check and output data (vj) first */
 	struct dre_vjob vj;

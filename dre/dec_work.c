@@ -50,15 +50,7 @@ static int sops_run(dre_store *st, dre_fp *fp, uint64_t *prev, const struct dre_
 /* Wait until the helper thread is idle; returns its sticky error. */
 static int work_wait(dre_dec *d)
 {
-	struct dre_dwork *w = &d->w;
-	if (!w->running)
-		return 0;
-	pthread_mutex_lock(&w->mu);
-	while (w->busy)
-		pthread_cond_wait(&w->cv, &w->mu);
-	int err = w->err;
-	pthread_mutex_unlock(&w->mu);
-	return err;
+	return dre_worker_wait(&d->w.t);
 }
 
 /* Check a rebuilt frame against its checksum, then hand it out. */
@@ -69,65 +61,31 @@ static int verify_out(const struct dre_vjob *vj, const dre_buf *data)
 	return data->len && vj->out(vj->arg, data->p, data->len) < 0 ? DRE_EOUT : 0;
 }
 
-static void *work_main(void *arg)
+/* The helper thread's job: check and output the frame handed over (once an
+ * earlier frame failed, nothing more goes out), then run its store operations. */
+static int work_job(void *arg)
 {
 	dre_dec *d = arg;
 	struct dre_dwork *w = &d->w;
-	pthread_mutex_lock(&w->mu);
-	for (;;) {
-		while (!w->busy && !w->stop)
-			pthread_cond_wait(&w->cv, &w->mu);
-		if (!w->busy && w->stop)
-			break;
-		int vrc = w->err || !w->verify ? 0 : 1;
-		pthread_mutex_unlock(&w->mu);
-		if (vrc)
-			vrc = verify_out(&w->vj, &w->data);
-		int rc = vrc ? vrc : sops_run(d->st, w->fp, &d->prev, (struct dre_sop *)w->ops.p,
+	int rc = w->verify && !w->t.err ? verify_out(&w->vj, &w->data) : 0;
+	return rc ? rc : sops_run(d->st, w->fp, &d->prev, (struct dre_sop *)w->ops.p,
 				  w->ops.len / sizeof(struct dre_sop), w->data.p, d->peer_bit);
-		pthread_mutex_lock(&w->mu);
-		if (rc && !w->err)
-			w->err = rc;
-		w->busy = 0;
-		pthread_cond_broadcast(&w->cv);
-	}
-	pthread_mutex_unlock(&w->mu);
-	return NULL;
 }
 
 int dre_dec_work_start(dre_dec *d)
 {
 	struct dre_dwork *w = &d->w;
-	if (w->running)
+	if (w->t.running)
 		return 0;
-	if (!(w->fp = dre_fp_new()))
+	if (!w->fp && !(w->fp = dre_fp_new()))
 		return DRE_ENOMEM;
-	pthread_mutex_init(&w->mu, NULL);
-	pthread_cond_init(&w->cv, NULL);
-	if (pthread_create(&w->th, NULL, work_main, d)) {
-		pthread_mutex_destroy(&w->mu);
-		pthread_cond_destroy(&w->cv);
-		dre_fp_free(w->fp);
-		w->fp = NULL;
-		return DRE_ENOMEM;
-	}
-	w->running = 1;
-	return 0;
+	return dre_worker_start(&w->t, work_job, d);
 }
 
 void dre_dec_work_stop(dre_dec *d)
 {
 	struct dre_dwork *w = &d->w;
-	if (w->running) {
-		pthread_mutex_lock(&w->mu);
-		w->stop = 1;
-		pthread_cond_broadcast(&w->cv);
-		pthread_mutex_unlock(&w->mu);
-		pthread_join(w->th, NULL);
-		pthread_mutex_destroy(&w->mu);
-		pthread_cond_destroy(&w->cv);
-		w->running = 0;
-	}
+	dre_worker_stop(&w->t);
 	dre_fp_free(w->fp);
 	w->fp = NULL;
 	dre_buf_free(&w->ops);
@@ -154,7 +112,7 @@ int dre_dec_commit(dre_dec *d, const struct dre_vjob *vj)
 	int rc = work_wait(d);
 	if (rc)
 		return rc;
-	if (!w->running || d->sops_done) {
+	if (!w->t.running || d->sops_done) {
 		rc = vj ? verify_out(vj, &d->out) : 0;
 		if (!rc)
 			rc = dre_dec_sync(d);
@@ -172,10 +130,7 @@ int dre_dec_commit(dre_dec *d, const struct dre_vjob *vj)
 	w->data = d->out;
 	d->out = t;
 	d->sops.len = d->out.len = 0;
-	pthread_mutex_lock(&w->mu);
-	w->busy = 1;
-	pthread_cond_broadcast(&w->cv);
-	pthread_mutex_unlock(&w->mu);
+	dre_worker_kick(&w->t);
 	return 0;
 }
 

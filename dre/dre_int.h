@@ -80,6 +80,9 @@ static inline uint64_t dre_get_u64(const uint8_t *p)
 	return v;
 }
 
+/* Format an error message into err (errlen bytes; err may be NULL). */
+void dre_seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* ---- growable byte buffer. */
 typedef struct dre_buf {
 	uint8_t *p;

@@ -2,9 +2,8 @@
 #ifndef WANOPT_DRE_ENC_INT_H
 #define WANOPT_DRE_ENC_INT_H
 
-#include <pthread.h>
-
 #include "dre_int.h"
+#include "worker.h"
 
 /* A chunk of a retained frame: tag 0 means raw bytes kept in the frame's raw buffer. */
 struct dre_pend;
@@ -27,10 +26,7 @@ struct dre_ret {
 /* A helper thread: residual-codes and emits frame N (or runs its store
  * operations) while frame N+1 is cut and fingerprinted. */
 struct dre_ework {
-	pthread_t th;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int running, busy, stop, err;
+	dre_worker t;
 	dre_buf ops, lits;      /* the job */
 	dre_buf eops, edata;    /* ... and its store operations, run first */
 	int type;

@@ -88,7 +88,7 @@ void dre_enc_pend_next(dre_enc *e)
 
 int dre_enc_put(dre_enc *e, const uint8_t h[32], const uint8_t *p, uint32_t len, uint64_t prev)
 {
-	if (!e->ws.running) {
+	if (!e->ws.t.running) {
 		dre_ent ent;
 		int rc = dre_store_put_after(e->st, h, p, len, prev, &ent);
 		if (rc < 0)
@@ -108,7 +108,7 @@ int dre_enc_put(dre_enc *e, const uint8_t h[32], const uint8_t *p, uint32_t len,
 
 int dre_enc_hit(dre_enc *e, uint64_t prev, uint64_t tag)
 {
-	if (!e->ws.running) {
+	if (!e->ws.t.running) {
 		dre_store_hit(e->st, prev, tag);
 		return 0;
 	}

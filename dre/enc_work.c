@@ -63,27 +63,6 @@ static int emit(dre_enc *e, int type, size_t raw_n, uint64_t sum, const dre_buf 
 	return out(arg, e->out.p, e->out.len) ? DRE_EOUT : 0;
 }
 
-/* Wait until worker w is idle; its sticky error or 0. */
-static int worker_wait(struct dre_ework *w)
-{
-	if (!w->running)
-		return 0;
-	pthread_mutex_lock(&w->mu);
-	while (w->busy)
-		pthread_cond_wait(&w->cv, &w->mu);
-	int err = w->err;
-	pthread_mutex_unlock(&w->mu);
-	return err;
-}
-
-static void worker_kick(struct dre_ework *w)
-{
-	pthread_mutex_lock(&w->mu);
-	w->busy = 1;
-	pthread_cond_broadcast(&w->cv);
-	pthread_mutex_unlock(&w->mu);
-}
-
 static void buf_swap(dre_buf *a, dre_buf *b)
 {
 	dre_buf t = *a;
@@ -94,14 +73,14 @@ static void buf_swap(dre_buf *a, dre_buf *b)
 
 int dre_enc_wait(dre_enc *e)
 {
-	int a = worker_wait(&e->w), b = worker_wait(&e->ws);
+	int a = dre_worker_wait(&e->w.t), b = dre_worker_wait(&e->ws.t);
 	return a ? a : b;
 }
 
 int dre_enc_submit(dre_enc *e, int type, size_t raw_n, uint64_t sum, dre_out_fn out, void *arg)
 {
 	struct dre_ework *w = &e->w, *ws = &e->ws;
-	if (!w->running)
+	if (!w->t.running)
 		return emit(e, type, raw_n, sum, &e->ops, &e->lits, out, arg);
 	int rc = dre_enc_wait(e);
 	if (rc)
@@ -118,78 +97,28 @@ int dre_enc_submit(dre_enc *e, int type, size_t raw_n, uint64_t sum, dre_out_fn 
 	w->sum = sum;
 	w->out = out;
 	w->arg = arg;
-	worker_kick(ws);
-	worker_kick(w);
+	dre_worker_kick(&ws->t);
+	dre_worker_kick(&w->t);
 	return 0;
 }
 
-/* Run one job of worker w: store operations (e->ws) or coding and output (e->w). */
-static int worker_job(dre_enc *e, struct dre_ework *w)
+/* Helper thread jobs: code and emit the frame handed over; run its store operations. */
+static int job_emit(void *arg)
 {
-	if (w == &e->ws)
-		return dre_enc_eops_run(e->st, &w->eops, &w->edata, e->peer_bit);
+	dre_enc *e = arg;
+	struct dre_ework *w = &e->w;
 	return emit(e, w->type, w->raw_n, w->sum, &w->ops, &w->lits, w->out, w->arg);
 }
 
-struct worker_arg {
-	dre_enc *e;
-	struct dre_ework *w;
-};
-
-static void *work_main(void *arg)
+static int job_store(void *arg)
 {
-	struct worker_arg *wa = arg;
-	dre_enc *e = wa->e;
-	struct dre_ework *w = wa->w;
-	free(wa);
-	pthread_mutex_lock(&w->mu);
-	for (;;) {
-		while (!w->busy && !w->stop)
-			pthread_cond_wait(&w->cv, &w->mu);
-		if (!w->busy && w->stop)
-			break;
-		pthread_mutex_unlock(&w->mu);
-		int rc = worker_job(e, w);
-		pthread_mutex_lock(&w->mu);
-		if (rc && !w->err)
-			w->err = rc;
-		w->busy = 0;
-		pthread_cond_broadcast(&w->cv);
-	}
-	pthread_mutex_unlock(&w->mu);
-	return NULL;
+	dre_enc *e = arg;
+	return dre_enc_eops_run(e->st, &e->ws.eops, &e->ws.edata, e->peer_bit);
 }
 
-static int worker_start(dre_enc *e, struct dre_ework *w)
+static void work_free(struct dre_ework *w)
 {
-	struct worker_arg *wa = malloc(sizeof *wa);
-	if (!wa)
-		return DRE_ENOMEM;
-	*wa = (struct worker_arg){ e, w };
-	pthread_mutex_init(&w->mu, NULL);
-	pthread_cond_init(&w->cv, NULL);
-	if (pthread_create(&w->th, NULL, work_main, wa)) {
-		free(wa);
-		pthread_mutex_destroy(&w->mu);
-		pthread_cond_destroy(&w->cv);
-		return DRE_ENOMEM;
-	}
-	w->running = 1;
-	return 0;
-}
-
-static void worker_stop(struct dre_ework *w)
-{
-	if (w->running) {
-		pthread_mutex_lock(&w->mu);
-		w->stop = 1;
-		pthread_cond_broadcast(&w->cv);
-		pthread_mutex_unlock(&w->mu);
-		pthread_join(w->th, NULL);
-		pthread_mutex_destroy(&w->mu);
-		pthread_cond_destroy(&w->cv);
-		w->running = 0;
-	}
+	dre_worker_stop(&w->t);
 	dre_buf_free(&w->ops);
 	dre_buf_free(&w->lits);
 	dre_buf_free(&w->eops);
@@ -198,14 +127,14 @@ static void worker_stop(struct dre_ework *w)
 
 int dre_enc_work_start(dre_enc *e)
 {
-	int rc = worker_start(e, &e->ws);
-	if (!rc && (rc = worker_start(e, &e->w)))
-		worker_stop(&e->ws);
+	int rc = dre_worker_start(&e->ws.t, job_store, e);
+	if (!rc && (rc = dre_worker_start(&e->w.t, job_emit, e)))
+		dre_worker_stop(&e->ws.t);
 	return rc;
 }
 
 void dre_enc_work_stop(dre_enc *e)
 {
-	worker_stop(&e->w);
-	worker_stop(&e->ws);
+	work_free(&e->w);
+	work_free(&e->ws);
 }

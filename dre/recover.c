@@ -18,17 +18,7 @@
 
 #define IDX_HDR 24
 
-static void seterr(char *err, size_t len, const char *fmt, ...)
-{
-	if (!err || !len)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
-
-static void path_of(const dre_store *st, uint32_t num, const char *ext, char *out, size_t len)
+void dre_store_path(const dre_store *st, uint32_t num, const char *ext, char *out, size_t len)
 {
 	snprintf(out, len, "%s/%08" PRIx32 ".%s", st->dir, num, ext);
 }
@@ -53,8 +43,8 @@ static int write_all(int fd, const void *buf, size_t n)
 static int write_idx(dre_store *st, uint32_t num, uint64_t size, const struct dre_idxent *e, size_t n)
 {
 	char tmp[4096], dst[4096];
-	path_of(st, num, "idx.tmp", tmp, sizeof tmp);
-	path_of(st, num, "idx", dst, sizeof dst);
+	dre_store_path(st, num, "idx.tmp", tmp, sizeof tmp);
+	dre_store_path(st, num, "idx", dst, sizeof dst);
 	size_t len = IDX_HDR + n * sizeof *e + 8;
 	uint8_t *buf = malloc(len);
 	if (!buf)
@@ -84,7 +74,7 @@ static int write_idx(dre_store *st, uint32_t num, uint64_t size, const struct dr
 int dre_store_load_idx(dre_store *st, uint32_t num, uint64_t size, struct dre_idxent **out, size_t *n)
 {
 	char path[4096];
-	path_of(st, num, "idx", path, sizeof path);
+	dre_store_path(st, num, "idx", path, sizeof path);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
@@ -162,7 +152,7 @@ static int scan_file(dre_store *st, struct dre_sfile *f, dre_buf *list)
 static int new_file(dre_store *st, uint32_t num)
 {
 	char path[4096];
-	path_of(st, num, "dat", path, sizeof path);
+	dre_store_path(st, num, "dat", path, sizeof path);
 	if (st->nfiles == st->capfiles) {
 		size_t cap = st->capfiles ? st->capfiles * 2 : 16;
 		struct dre_sfile *nf = realloc(st->files, cap * sizeof *nf);
@@ -198,11 +188,11 @@ static int take_lock(dre_store *st, char *err, size_t errlen)
 	snprintf(path, sizeof path, "%s/lock", st->dir);
 	st->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	if (st->lockfd < 0) {
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		dre_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return DRE_ESTORE;
 	}
 	if (flock(st->lockfd, LOCK_EX | LOCK_NB)) {
-		seterr(err, errlen, "%s: store is in use by another process", st->dir);
+		dre_seterr(err, errlen, "%s: store is in use by another process", st->dir);
 		return DRE_ESTORE;
 	}
 	return 0;
@@ -221,14 +211,14 @@ static int read_identity(dre_store *st, int fresh, char *err, size_t errlen)
 			 fgets(line, sizeof line, fp) && sscanf(line, "id %llx", &id) == 1;
 		fclose(fp);
 		if (!ok || ver != 1) {
-			seterr(err, errlen, "%s:1: not a wanopt store description (version 1 expected)", path);
+			dre_seterr(err, errlen, "%s:1: not a wanopt store description (version 1 expected)", path);
 			return DRE_ESTORE;
 		}
 		st->id = id;
 		return 0;
 	}
 	if (!fresh || st->readonly) {
-		seterr(err, errlen, "%s: %s", path, fresh ? "no store here" : "missing, but data files exist");
+		dre_seterr(err, errlen, "%s: %s", path, fresh ? "no store here" : "missing, but data files exist");
 		return DRE_ESTORE;
 	}
 	if (getrandom(&st->id, sizeof st->id, 0) != sizeof st->id)
@@ -238,7 +228,7 @@ static int read_identity(dre_store *st, int fresh, char *err, size_t errlen)
 	fp = fopen(tmp, "w");
 	if (!fp || fprintf(fp, "wanopt-store 1\nid %016llx\n", (unsigned long long)st->id) < 0 ||
 	    fflush(fp) || fsync(fileno(fp)) || fclose(fp) || rename(tmp, path)) {
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		dre_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return DRE_ESTORE;
 	}
 	return 0;
@@ -289,7 +279,7 @@ static int list_files(dre_store *st, uint32_t **nums, size_t *n)
 static int load_file(dre_store *st, uint32_t num, int active)
 {
 	char path[4096];
-	path_of(st, num, "dat", path, sizeof path);
+	dre_store_path(st, num, "dat", path, sizeof path);
 	int fd = open(path, (st->readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
 	struct stat sb;
 	if (fd < 0 || fstat(fd, &sb)) {
@@ -338,11 +328,11 @@ int dre_store_recover(dre_store *st, int create, char *err, size_t errlen)
 	struct stat sb;
 	if (stat(st->dir, &sb)) {
 		if (!create || st->readonly || mkdir(st->dir, 0755)) {
-			seterr(err, errlen, "%s: %s", st->dir, strerror(errno));
+			dre_seterr(err, errlen, "%s: %s", st->dir, strerror(errno));
 			return DRE_ESTORE;
 		}
 	} else if (!S_ISDIR(sb.st_mode)) {
-		seterr(err, errlen, "%s: not a directory", st->dir);
+		dre_seterr(err, errlen, "%s: not a directory", st->dir);
 		return DRE_ESTORE;
 	}
 	if (!st->readonly && take_lock(st, err, errlen))
@@ -350,7 +340,7 @@ int dre_store_recover(dre_store *st, int create, char *err, size_t errlen)
 	uint32_t *nums = NULL;
 	size_t n = 0;
 	if (list_files(st, &nums, &n)) {
-		seterr(err, errlen, "%s: cannot list: %s", st->dir, strerror(errno));
+		dre_seterr(err, errlen, "%s: cannot list: %s", st->dir, strerror(errno));
 		return DRE_ESTORE;
 	}
 	int rc = read_identity(st, n == 0, err, errlen);
@@ -358,12 +348,12 @@ int dre_store_recover(dre_store *st, int create, char *err, size_t errlen)
 		rc = load_file(st, nums[i], i + 1 == n);
 		if (rc) {
 			char path[4096];
-			path_of(st, nums[i], "dat", path, sizeof path);
-			seterr(err, errlen, "%s: %s", path, rc == DRE_ENOMEM ? "out of memory" : strerror(errno));
+			dre_store_path(st, nums[i], "dat", path, sizeof path);
+			dre_seterr(err, errlen, "%s: %s", path, rc == DRE_ENOMEM ? "out of memory" : strerror(errno));
 		}
 	}
 	if (!rc && n == 0 && !st->readonly && new_file(st, 1)) {
-		seterr(err, errlen, "%s: cannot create a data file: %s", st->dir, strerror(errno));
+		dre_seterr(err, errlen, "%s: cannot create a data file: %s", st->dir, strerror(errno));
 		rc = DRE_ESTORE;
 	}
 	free(nums);

@@ -38,22 +38,6 @@
 
 #define DEFAULT_LIMIT (1ULL << 30)
 
-/* Format an error message into err. */
-static void seterr(char *err, size_t len, const char *fmt, ...)
-{
-	if (!err || !len)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
-
-static void file_path(const dre_store *st, uint32_t num, const char *ext, char *out, size_t len)
-{
-	snprintf(out, len, "%s/%08" PRIx32 ".%s", st->dir, num, ext);
-}
-
 static uint64_t file_max_for(uint64_t limit)
 {
 	uint64_t f = limit / 32;
@@ -210,9 +194,9 @@ static int evict_oldest(dre_store *st)
 	free(ents);
 	close(f.fd);
 	char path[4096];
-	file_path(st, f.num, "dat", path, sizeof path);
+	dre_store_path(st, f.num, "dat", path, sizeof path);
 	unlink(path);
-	file_path(st, f.num, "idx", path, sizeof path);
+	dre_store_path(st, f.num, "idx", path, sizeof path);
 	unlink(path);
 	memmove(st->files, st->files + 1, (st->nfiles - 1) * sizeof *st->files);
 	st->nfiles--;
@@ -493,16 +477,16 @@ int dre_store_check(dre_store *st, char *err, size_t errlen)
 		struct dre_sfile *f = file_find(st, e->file);
 		uint8_t hdr[DRE_REC_HDR];
 		if (!f || e->off + (uint64_t)DRE_REC_HDR + e->len > f->size) {
-			seterr(err, errlen, "chunk %016" PRIx64 " points past file %08" PRIx32, e->tag, e->file);
+			dre_seterr(err, errlen, "chunk %016" PRIx64 " points past file %08" PRIx32, e->tag, e->file);
 			rc = DRE_ESTORE;
 		} else if (pread(f->fd, hdr, sizeof hdr, e->off) != DRE_REC_HDR || dre_rec_check(hdr, NULL) ||
 			   dre_fp_tag(hdr + 8) != e->tag) {
-			seterr(err, errlen, "chunk %016" PRIx64 ": record header mismatch", e->tag);
+			dre_seterr(err, errlen, "chunk %016" PRIx64 ": record header mismatch", e->tag);
 			rc = DRE_ESTORE;
 		}
 	}
 	if (!rc && (count != st->idx.count || bytes != st->data_bytes)) {
-		seterr(err, errlen, "index totals drifted: %" PRIu64 "/%zu chunks, %" PRIu64 "/%" PRIu64 " bytes",
+		dre_seterr(err, errlen, "index totals drifted: %" PRIu64 "/%zu chunks, %" PRIu64 "/%" PRIu64 " bytes",
 		       count, st->idx.count, bytes, st->data_bytes);
 		rc = DRE_ESTORE;
 	}
@@ -510,7 +494,7 @@ int dre_store_check(dre_store *st, char *err, size_t errlen)
 	for (size_t i = 0; i < st->nfiles; i++)
 		disk += st->files[i].size;
 	if (!rc && disk != st->disk_bytes) {
-		seterr(err, errlen, "disk byte count drifted");
+		dre_seterr(err, errlen, "disk byte count drifted");
 		rc = DRE_ESTORE;
 	}
 	pthread_mutex_unlock(&st->mu);
@@ -524,7 +508,7 @@ dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, s
 		o = &def;
 	dre_store *st = calloc(1, sizeof *st);
 	if (!st) {
-		seterr(err, errlen, "out of memory");
+		dre_seterr(err, errlen, "out of memory");
 		return NULL;
 	}
 	pthread_mutex_init(&st->mu, NULL);
@@ -533,14 +517,14 @@ dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, s
 	st->limit = o->size_limit ? o->size_limit : DEFAULT_LIMIT;
 	st->file_max = file_max_for(st->limit);
 	if (!(st->dir = strdup(dir)) || dre_idx_init(&st->idx, 1u << 16)) {
-		seterr(err, errlen, "out of memory");
+		dre_seterr(err, errlen, "out of memory");
 		goto fail;
 	}
 	if (dre_store_recover(st, o->create, err, errlen))
 		goto fail;
 	dre_store_load_peers(st);
 	if (!st->readonly && enforce_limit(st)) {
-		seterr(err, errlen, "%s: cannot evict down to the size limit", dir);
+		dre_seterr(err, errlen, "%s: cannot evict down to the size limit", dir);
 		goto fail;
 	}
 	return st;

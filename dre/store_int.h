@@ -53,6 +53,8 @@ int dre_store_rotate(dre_store *st);
 /* Read file num's .idx if it is intact and covers `size` bytes: 0 and a
  * malloc()ed array, or -1. */
 int dre_store_load_idx(dre_store *st, uint32_t num, uint64_t size, struct dre_idxent **out, size_t *n);
+/* DIR/NNNNNNNN.ext of data file num. */
+void dre_store_path(const dre_store *st, uint32_t num, const char *ext, char *out, size_t len);
 /* Write the knowledge files of peers that changed (lock held). */
 int dre_store_save_peers(dre_store *st);
 /* Load DIR/peers/ after the index is built. */

@@ -1,4 +1,6 @@
 /* util.c: error strings, the sum64 checksum, growable buffers. */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "dre_int.h"
@@ -73,6 +75,16 @@ uint64_t dre_sum64(const void *vp, size_t n, uint64_t seed)
 	acc *= P3;
 	acc ^= acc >> 32;
 	return acc;
+}
+
+void dre_seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	if (!err || !errlen)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
 }
 
 int dre_buf_reserve(dre_buf *b, size_t more)
