@@ -164,7 +164,7 @@ static int new_file(dre_store *st, uint32_t num)
 	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return DRE_EIO;
-	st->files[st->nfiles++] = (struct dre_sfile){ num, fd, 0 };
+	st->files[st->nfiles++] = (struct dre_sfile){ num, fd, 0, 0 };
 	return 0;
 }
 
@@ -298,7 +298,7 @@ static int load_file(dre_store *st, uint32_t num, int active)
 		st->capfiles = cap;
 	}
 	struct dre_sfile *f = &st->files[st->nfiles++];
-	*f = (struct dre_sfile){ num, fd, (uint64_t)sb.st_size };
+	*f = (struct dre_sfile){ num, fd, (uint64_t)sb.st_size, (uint64_t)sb.st_size };
 	struct dre_idxent *ents;
 	size_t n;
 	int rc = 0;

@@ -37,6 +37,7 @@
 #include "store_int.h"
 
 #define DEFAULT_LIMIT (1ULL << 30)
+#define WRITEBACK_STEP (8u << 20)
 
 static uint64_t file_max_for(uint64_t limit)
 {
@@ -154,6 +155,14 @@ static int append_rec(dre_store *st, const uint8_t *hdr, const void *payload, ui
 	*off = (uint32_t)f->size;
 	f->size += (uint64_t)want;
 	st->disk_bytes += (uint64_t)want;
+	/* start writeback of each 8 MiB as it fills, without waiting: dirty pages
+	 * never pile up to where the kernel throttles a writer for seconds (which
+	 * would stall the event loop that appends) */
+	uint64_t mark = f->size & ~(uint64_t)(WRITEBACK_STEP - 1);
+	if (mark > f->flushed) {
+		sync_file_range(f->fd, (off_t)f->flushed, (off_t)(mark - f->flushed), SYNC_FILE_RANGE_WRITE);
+		f->flushed = mark;
+	}
 	return 0;
 }
 

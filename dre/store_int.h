@@ -24,6 +24,7 @@ struct dre_sfile {
 	uint32_t num;  /* file number (name) */
 	int fd;
 	uint64_t size; /* bytes of whole records */
+	uint64_t flushed; /* writeback started up to here */
 };
 
 struct dre_store {
