@@ -25,6 +25,7 @@
 #include "../proxy/daemon.h"
 #include "stats.h"
 #include "conf.h"
+#include "test_netns.h"
 
 #define EDGE_MIN "peer = core.example:4433\nstore = /var/lib/wanopt\ntls_cert = /p/e.crt\n" \
 		 "tls_key = /p/e.key\ntls_ca = /p/ca.crt\nforward = 127.0.0.1:2121 -> ftp.example:21\n"
@@ -462,23 +463,6 @@ static void test_daemon(void **state)
 	close(p[0]);
 	unlink(path);
 	free(path);
-}
-
-/* As root, runs in a fresh network namespace with only lo (up). */
-static void private_netns(void)
-{
-	struct ifreq ifr = { 0 };
-	int fd;
-
-	if (geteuid() != 0 || unshare(CLONE_NEWNET) < 0)
-		return;
-	fd = socket(AF_INET, SOCK_DGRAM, 0);
-	snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
-	if (ioctl(fd, SIOCGIFFLAGS, &ifr) == 0) {
-		ifr.ifr_flags |= IFF_UP;
-		ioctl(fd, SIOCSIFFLAGS, &ifr);
-	}
-	close(fd);
 }
 
 int main(void)

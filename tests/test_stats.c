@@ -20,6 +20,7 @@
 
 #include "../proxy/cmd.h"
 #include "stats.h"
+#include "test_netns.h"
 
 /* Fills a registry with two streams of known figures. */
 static struct stats *sample_registry(struct stats_stream **a, struct stats_stream **b)
@@ -256,23 +257,6 @@ static void test_http(void **state)
 	assert_int_equal(rc, 1);
 	free(out);
 	stats_free(s);
-}
-
-/* As root, runs in a fresh network namespace with only lo (up). */
-static void private_netns(void)
-{
-	struct ifreq ifr = { 0 };
-	int fd;
-
-	if (geteuid() != 0 || unshare(CLONE_NEWNET) < 0)
-		return;
-	fd = socket(AF_INET, SOCK_DGRAM, 0);
-	snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
-	if (ioctl(fd, SIOCGIFFLAGS, &ifr) == 0) {
-		ifr.ifr_flags |= IFF_UP;
-		ioctl(fd, SIOCSIFFLAGS, &ifr);
-	}
-	close(fd);
 }
 
 int main(void)

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "tfo.h"
+#include "test_netns.h"
 
 /* getsockopt of an int. */
 static int getint(int fd, int level, int opt)
@@ -267,24 +268,6 @@ static void test_addr_str(void **state)
 	assert_string_equal(tfo_addr_str((struct sockaddr *)&s6, b, sizeof b), "[2001:db8::1]:443");
 	struct sockaddr_in s4 = v4(80);
 	assert_string_equal(tfo_addr_str((struct sockaddr *)&s4, b, sizeof b), "127.0.0.1:80");
-}
-
-/* As root, moves the test into a fresh network namespace with only lo (up),
- * so nothing here touches the host's network. */
-static void private_netns(void)
-{
-	struct ifreq ifr = { 0 };
-	int fd;
-
-	if (geteuid() != 0 || unshare(CLONE_NEWNET) < 0)
-		return;
-	fd = socket(AF_INET, SOCK_DGRAM, 0);
-	snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
-	if (ioctl(fd, SIOCGIFFLAGS, &ifr) == 0) {
-		ifr.ifr_flags |= IFF_UP;
-		ioctl(fd, SIOCSIFFLAGS, &ifr);
-	}
-	close(fd);
 }
 
 int main(void)

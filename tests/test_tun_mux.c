@@ -559,20 +559,6 @@ static void test_drain(void **state)
 	pair_stop(&p);
 }
 
-static int setup(void **state)
-{
-	(void)state;
-	tt_make_certs();
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	tt_remove_certs();
-	return 0;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -583,5 +569,5 @@ int main(void)
 		cmocka_unit_test(test_ask_ack_reset_goaway),
 		cmocka_unit_test(test_drain),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, tt_setup, tt_teardown);
 }

@@ -631,20 +631,6 @@ static void test_bad_config(void **state)
 	event_base_free(base);
 }
 
-static int setup(void **state)
-{
-	(void)state;
-	tt_make_certs();
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	tt_remove_certs();
-	return 0;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -661,5 +647,5 @@ int main(void)
 		cmocka_unit_test(test_handshake_timeout),
 		cmocka_unit_test(test_fd_hook_and_reuseport),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, tt_setup, tt_teardown);
 }

@@ -135,4 +135,19 @@ static int tt_flag(void *arg)
 	return *(int *)arg != 0;
 }
 
+/* cmocka group setup/teardown: certificates made once for the whole file. */
+static int tt_setup(void **state)
+{
+	(void)state;
+	tt_make_certs();
+	return 0;
+}
+
+static int tt_teardown(void **state)
+{
+	(void)state;
+	tt_remove_certs();
+	return 0;
+}
+
 #endif
