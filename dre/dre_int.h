@@ -106,9 +106,8 @@ typedef struct dre_ent {
 /* Look a tag up; 1 and *e filled if present, else 0. */
 int dre_store_find(dre_store *st, uint64_t tag, dre_ent *e);
 /* Add a chunk whose SHA-256 is h unless its tag is present; fills *e with the
- * (new or existing) entry.  Returns 1 if added, 0 if present, <0 on error. */
-int dre_store_put(dre_store *st, const uint8_t h[32], const void *p, uint32_t len, dre_ent *e);
-/* As dre_store_put, and if added, record that it followed chunk `prev` (0: none). */
+ * (new or existing) entry; if added, record that it followed chunk `prev`
+ * (0: none).  Returns 1 if added, 0 if present, <0 on error. */
 int dre_store_put_after(dre_store *st, const uint8_t h[32], const void *p, uint32_t len,
 			uint64_t prev, dre_ent *e);
 /* Copy a chunk's payload into buf (e->len bytes) and verify its record
@@ -123,11 +122,10 @@ int dre_store_same(dre_store *st, const dre_ent *e, const uint8_t h[32]);
 void dre_store_link(dre_store *st, uint64_t a, uint64_t b);
 /* Make b a's successor even if a had another (the peer's order wins). */
 void dre_store_relink(dre_store *st, uint64_t a, uint64_t b);
-/* Called on a reference hit: keeps hot chunks from being evicted first. */
-void dre_store_touch(dre_store *st, const dre_ent *e);
 /* Peer slot bits (see dre_store_peer) that chunk tag is known to be held by. */
 void dre_store_mark(dre_store *st, uint64_t tag, uint32_t bits);
-/* Both for a chunk just output by reference: link it after prev, touch it. */
+/* For a chunk just output by reference: link it after prev, and keep it from
+ * being evicted first (copied forward when it sits in the oldest quarter). */
 void dre_store_hit(dre_store *st, uint64_t prev, uint64_t tag);
 
 /* ---- residual compression (lz.c). */

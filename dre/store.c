@@ -262,11 +262,6 @@ static int put_locked(dre_store *st, const uint8_t h[32], const void *p, uint32_
 	return rc;
 }
 
-int dre_store_put(dre_store *st, const uint8_t h[32], const void *p, uint32_t len, dre_ent *out)
-{
-	return dre_store_put_after(st, h, p, len, 0, out);
-}
-
 int dre_store_put_after(dre_store *st, const uint8_t h[32], const void *p, uint32_t len,
 			uint64_t prev, dre_ent *out)
 {
@@ -402,13 +397,6 @@ static void touch_locked(dre_store *st, const dre_ent *e)
 		}
 		free(buf);
 	}
-}
-
-void dre_store_touch(dre_store *st, const dre_ent *e)
-{
-	pthread_mutex_lock(&st->mu);
-	touch_locked(st, e);
-	pthread_mutex_unlock(&st->mu);
 }
 
 void dre_store_hit(dre_store *st, uint64_t prev, uint64_t tag)
