@@ -25,23 +25,19 @@ static int sops_run(dre_store *st, dre_fp *fp, uint64_t *prev, const struct dre_
 			continue;
 		}
 		uint64_t tag = o->arg;
-		dre_ent e;
 		if (o->kind == SOP_PUT || o->kind == SOP_PUTL) {
 			uint8_t h[32];
 			if (dre_fp_sha256(fp, data + o->arg, o->len, h))
 				return DRE_EINVAL;
 			tag = dre_fp_tag(h);
-			int rc = dre_store_put_after(st, h, data + o->arg, o->len, *prev, &e);
+			/* what the peer sent, it holds */
+			int rc = dre_store_add(st, h, data + o->arg, o->len, *prev, peer_bit, o->kind == SOP_PUTL);
 			if (rc < 0)
 				return rc;
-			if (o->kind == SOP_PUTL && *prev)
-				dre_store_relink(st, *prev, tag);
-			else if (rc == 0 && *prev)
-				dre_store_link(st, *prev, tag);
 		} else {
 			dre_store_hit(st, *prev, tag);
+			dre_store_mark(st, tag, peer_bit);
 		}
-		dre_store_mark(st, tag, peer_bit); /* what the peer sent, it holds */
 		*prev = tag;
 	}
 	return 0;

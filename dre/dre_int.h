@@ -103,6 +103,11 @@ typedef struct dre_ent {
 	uint32_t peers; /* bit i: peer slot i is known to hold this chunk */
 } dre_ent;
 
+/* A chunk a stream just carried: store it (if absent), link it after prev
+ * (relink: even if prev had another successor), and mark it held by the peer
+ * slots in bits.  0 or an error. */
+int dre_store_add(dre_store *st, const uint8_t h[32], const void *p, uint32_t len, uint64_t prev,
+		  uint32_t bits, int relink);
 /* Look a tag up; 1 and *e filled if present, else 0. */
 int dre_store_find(dre_store *st, uint64_t tag, dre_ent *e);
 /* Add a chunk whose SHA-256 is h unless its tag is present; fills *e with the

@@ -37,13 +37,9 @@ int dre_enc_eops_run(dre_store *st, const dre_buf *eops, const dre_buf *data, ui
 			dre_store_hit(st, o->prev, o->tag);
 			continue;
 		}
-		dre_ent ent;
-		int rc = dre_store_put_after(st, o->h, data->p + o->data, o->len, o->prev, &ent);
+		int rc = dre_store_add(st, o->h, data->p + o->data, o->len, o->prev, peer_bit, 0);
 		if (rc < 0)
 			return rc;
-		if (rc == 0 && o->prev)
-			dre_store_link(st, o->prev, dre_fp_tag(o->h));
-		dre_store_mark(st, dre_fp_tag(o->h), peer_bit);
 	}
 	return 0;
 }
@@ -88,16 +84,8 @@ void dre_enc_pend_next(dre_enc *e)
 
 int dre_enc_put(dre_enc *e, const uint8_t h[32], const uint8_t *p, uint32_t len, uint64_t prev)
 {
-	if (!e->ws.t.running) {
-		dre_ent ent;
-		int rc = dre_store_put_after(e->st, h, p, len, prev, &ent);
-		if (rc < 0)
-			return rc;
-		if (rc == 0 && prev)
-			dre_store_link(e->st, prev, dre_fp_tag(h));
-		dre_store_mark(e->st, dre_fp_tag(h), e->peer_bit); /* the peer stores what it gets */
-		return 0;
-	}
+	if (!e->ws.t.running) /* the peer stores what it gets: mark it */
+		return dre_store_add(e->st, h, p, len, prev, e->peer_bit, 0);
 	struct dre_eop o = { EOP_PUT, len, 0, prev, e->edata.len, { 0 } };
 	memcpy(o.h, h, 32);
 	if (dre_buf_add(&e->edata, p, len) || dre_buf_add(&e->eops, &o, sizeof o))

@@ -282,6 +282,22 @@ int dre_store_put_after(dre_store *st, const uint8_t h[32], const void *p, uint3
 	return rc;
 }
 
+int dre_store_add(dre_store *st, const uint8_t h[32], const void *p, uint32_t len, uint64_t prev,
+		  uint32_t bits, int relink)
+{
+	dre_ent e;
+	uint64_t tag = dre_fp_tag(h);
+	int rc = dre_store_put_after(st, h, p, len, prev, &e);
+	if (rc < 0)
+		return rc;
+	if (prev && relink)
+		dre_store_relink(st, prev, tag);
+	else if (prev && rc == 0)
+		dre_store_link(st, prev, tag); /* was stored already: link as for a reference */
+	dre_store_mark(st, tag, bits);
+	return 0;
+}
+
 /* Read header and payload of e's record and check them (the payload's
  * checksum only if verify); caller holds the lock. */
 static int read_locked(dre_store *st, const dre_ent *e, uint8_t hdr[DRE_REC_HDR], void *buf, int verify)
