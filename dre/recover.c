@@ -39,8 +39,8 @@ static int write_all(int fd, const void *buf, size_t n)
 	return 0;
 }
 
-/* Write file num's .idx from n entries, atomically (temp file, sync, rename). */
-static int write_idx(dre_store *st, uint32_t num, uint64_t size, const struct dre_idxent *e, size_t n)
+int dre_store_write_idx(dre_store *st, uint32_t num, uint64_t size, const struct dre_idxent *e,
+			size_t n)
 {
 	char tmp[4096], dst[4096];
 	dre_store_path(st, num, "idx.tmp", tmp, sizeof tmp);
@@ -170,15 +170,15 @@ static int new_file(dre_store *st, uint32_t num)
 
 int dre_store_rotate(dre_store *st)
 {
-	/* No fdatasync here: a sealed file whose data did not reach the disk before
-	 * a crash fails its record checksums when read, and is then dropped. */
+	/* No fdatasync of the data here: a sealed file whose data did not reach
+	 * the disk before a crash fails its record checksums when read, and is
+	 * then dropped.  The writer thread writes the .idx after the data. */
 	struct dre_sfile *f = &st->files[st->nfiles - 1];
-	int rc = write_idx(st, f->num, f->size, (struct dre_idxent *)st->act.p,
-			   st->act.len / sizeof(struct dre_idxent));
+	uint32_t num = f->num;
+	int rc = dre_wq_seal_idx(st, num, f->size, &st->act);
 	if (rc)
 		return rc;
-	st->act.len = 0;
-	return new_file(st, f->num + 1);
+	return new_file(st, num + 1);
 }
 
 /* Take the directory lock (writers only): one process per store. */
@@ -310,8 +310,8 @@ static int load_file(dre_store *st, uint32_t num, int active)
 		dre_buf list = { 0 };
 		rc = scan_file(st, f, &list);
 		if (!rc && !active && !st->readonly)
-			rc = write_idx(st, num, f->size, (struct dre_idxent *)list.p,
-				       list.len / sizeof(struct dre_idxent));
+			rc = dre_store_write_idx(st, num, f->size, (struct dre_idxent *)list.p,
+						 list.len / sizeof(struct dre_idxent));
 		if (!rc && active) {
 			dre_buf_free(&st->act);
 			st->act = list;

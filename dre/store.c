@@ -37,7 +37,6 @@
 #include "store_int.h"
 
 #define DEFAULT_LIMIT (1ULL << 30)
-#define WRITEBACK_STEP (8u << 20)
 
 static uint64_t file_max_for(uint64_t limit)
 {
@@ -129,8 +128,9 @@ int dre_store_apply(dre_store *st, uint32_t file, const struct dre_idxent *ie)
 	return 0;
 }
 
-/* Append one record to the active file, rotating first if it would overflow.
- * On success, file and off say where it went. */
+/* Append one record to the active file (through the write-behind queue),
+ * rotating first if it would overflow.  On success, file and off say where it
+ * went. */
 static int append_rec(dre_store *st, const uint8_t *hdr, const void *payload, uint32_t len,
 		      uint32_t *file, uint32_t *off)
 {
@@ -141,28 +141,13 @@ static int append_rec(dre_store *st, const uint8_t *hdr, const void *payload, ui
 			return rc;
 		f = &st->files[st->nfiles - 1];
 	}
-	struct iovec iov[2] = { { (void *)hdr, DRE_REC_HDR }, { (void *)payload, len } };
-	ssize_t want = DRE_REC_HDR + len;
-	ssize_t n = pwritev(f->fd, iov, len ? 2 : 1, (off_t)f->size);
-	if (n != want) {
-		st->io_errors++;
-		/* cut back whatever part landed so the file stays a sequence of records */
-		if (ftruncate(f->fd, (off_t)f->size) != 0)
-			st->io_errors++;
-		return DRE_EIO;
-	}
+	if (dre_wq_append(st, f, hdr, payload, len))
+		return DRE_ENOMEM;
+	uint64_t want = DRE_REC_HDR + (uint64_t)len;
 	*file = f->num;
 	*off = (uint32_t)f->size;
-	f->size += (uint64_t)want;
-	st->disk_bytes += (uint64_t)want;
-	/* start writeback of each 8 MiB as it fills, without waiting: dirty pages
-	 * never pile up to where the kernel throttles a writer for seconds (which
-	 * would stall the event loop that appends) */
-	uint64_t mark = f->size & ~(uint64_t)(WRITEBACK_STEP - 1);
-	if (mark > f->flushed) {
-		sync_file_range(f->fd, (off_t)f->flushed, (off_t)(mark - f->flushed), SYNC_FILE_RANGE_WRITE);
-		f->flushed = mark;
-	}
+	f->size += want;
+	st->disk_bytes += want;
 	return 0;
 }
 
@@ -174,6 +159,10 @@ static int evict_oldest(dre_store *st)
 		if (rc)
 			return rc;
 	}
+	uint32_t num = st->files[0].num;
+	dre_wq_forget(st, num);
+	if (st->nfiles < 2 || st->files[0].num != num)
+		return 0; /* changed while we waited for the writer: the caller looks again */
 	struct dre_sfile f = st->files[0];
 	struct dre_idxent *ents = NULL;
 	size_t n = 0;
@@ -239,14 +228,13 @@ int dre_store_find(dre_store *st, uint64_t tag, dre_ent *out)
 	return e != NULL;
 }
 
-/* Write a chunk record and index it; the caller holds the lock. */
-static int put_locked(dre_store *st, const uint8_t h[32], const void *p, uint32_t len,
-		      uint64_t prev, dre_ent *out)
+/* Write a chunk record (header hdr, payload p) and index it; the caller holds
+ * the lock. */
+static int put_locked(dre_store *st, const uint8_t *hdr, const uint8_t h[32], const void *p,
+		      uint32_t len, uint64_t prev, dre_ent *out)
 {
-	uint8_t hdr[DRE_REC_HDR];
 	uint32_t file, off;
 	uint64_t tag = dre_fp_tag(h);
-	dre_rec_header(hdr, DRE_REC_CHUNK, len, h, prev, p);
 	int rc = append_rec(st, hdr, p, len, &file, &off);
 	if (rc)
 		return rc;
@@ -267,14 +255,17 @@ int dre_store_put_after(dre_store *st, const uint8_t h[32], const void *p, uint3
 {
 	if (st->readonly || !len || len > DRE_CHUNK_MAX)
 		return DRE_EINVAL;
+	uint8_t hdr[DRE_REC_HDR];
+	dre_rec_header(hdr, DRE_REC_CHUNK, len, h, prev, p); /* before locking: it reads all of p */
 	pthread_mutex_lock(&st->mu);
+	dre_wq_throttle(st);
 	int rc;
 	dre_ent *e = dre_idx_get(&st->idx, dre_fp_tag(h));
 	if (e) {
 		*out = *e;
 		rc = 0;
 	} else {
-		rc = put_locked(st, h, p, len, prev, out);
+		rc = put_locked(st, hdr, h, p, len, prev, out);
 		if (rc == 0)
 			rc = 1;
 	}
@@ -310,7 +301,8 @@ static int read_locked(dre_store *st, const dre_ent *e, uint8_t hdr[DRE_REC_HDR]
 		return DRE_EMISS;
 	struct iovec iov[2] = { { hdr, DRE_REC_HDR }, { buf, cur->len } };
 	ssize_t want = DRE_REC_HDR + (buf ? cur->len : 0);
-	if (preadv(f->fd, iov, buf ? 2 : 1, cur->off) != want) {
+	if (!dre_wq_read(st, cur->file, cur->off, hdr, buf, cur->len) &&
+	    preadv(f->fd, iov, buf ? 2 : 1, cur->off) != want) {
 		st->io_errors++;
 		return DRE_EIO;
 	}
@@ -446,9 +438,20 @@ int dre_store_sync(dre_store *st)
 	if (st->readonly)
 		return 0;
 	pthread_mutex_lock(&st->mu);
+	dre_wq_drain(st);
 	int rc = st->nfiles && fdatasync(st->files[st->nfiles - 1].fd) ? DRE_EIO : 0;
 	if (!rc)
 		rc = dre_store_save_peers(st);
+	pthread_mutex_unlock(&st->mu);
+	return rc;
+}
+
+int dre_store_sync_later(dre_store *st)
+{
+	if (st->readonly)
+		return 0;
+	pthread_mutex_lock(&st->mu);
+	int rc = st->nfiles ? dre_wq_sync_later(st, &st->files[st->nfiles - 1]) : 0;
 	pthread_mutex_unlock(&st->mu);
 	return rc;
 }
@@ -468,6 +471,7 @@ void dre_store_get_stats(dre_store *st, dre_store_stats *s)
 	s->dropped_records = st->dropped_records;
 	s->lookups = st->lookups;
 	s->hits = st->hits;
+	s->io_errors = st->io_errors;
 	pthread_mutex_unlock(&st->mu);
 }
 
@@ -481,6 +485,7 @@ int dre_store_check(dre_store *st, char *err, size_t errlen)
 	int rc = 0;
 	uint64_t bytes = 0, count = 0;
 	pthread_mutex_lock(&st->mu);
+	dre_wq_drain(st);
 	for (size_t i = 0; i <= st->idx.mask && !rc; i++) {
 		dre_ent *e = &st->idx.slot[i];
 		if (!e->tag)
@@ -536,6 +541,10 @@ dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, s
 	if (dre_store_recover(st, o->create, err, errlen))
 		goto fail;
 	dre_store_load_peers(st);
+	if (!st->readonly && dre_wq_start(st)) {
+		dre_seterr(err, errlen, "%s: cannot start the writer thread", dir);
+		goto fail;
+	}
 	if (!st->readonly && enforce_limit(st)) {
 		dre_seterr(err, errlen, "%s: cannot evict down to the size limit", dir);
 		goto fail;
@@ -550,6 +559,7 @@ void dre_store_close(dre_store *st)
 {
 	if (!st)
 		return;
+	dre_wq_stop(st);
 	for (size_t i = 0; i < st->nfiles; i++)
 		close(st->files[i].fd);
 	if (st->lockfd >= 0)

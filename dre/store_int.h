@@ -43,12 +43,24 @@ struct dre_store {
 	uint8_t peer_id[DRE_PEER_SLOTS][16]; /* store id of each peer slot */
 	int npeers;
 	uint32_t peers_dirty;   /* slots whose knowledge changed since saved */
+	/* write-behind (wq.c): the writer thread and its jobs, under mu */
+	pthread_t wq_th;
+	pthread_cond_t wq_cv;     /* work queued, or stop */
+	pthread_cond_t wq_done;   /* the writer finished a job */
+	int wq_inited, wq_running, wq_stop, wq_drainers;
+	struct dre_wjob *wq_cur;  /* data block being filled */
+	struct dre_wjob *wq_head, *wq_tail; /* jobs waiting, oldest first */
+	struct dre_wjob *wq_busy; /* the job being done (outside the lock) */
+	uint64_t wq_bytes;        /* record bytes appended but not yet written */
 };
 
 void dre_rec_header(uint8_t h[DRE_REC_HDR], uint32_t magic, uint32_t len, const uint8_t hash[32],
 		    uint64_t prev, const void *payload);
 int dre_rec_check(const uint8_t h[DRE_REC_HDR], const void *payload);
 int dre_store_apply(dre_store *st, uint32_t file, const struct dre_idxent *ie);
+/* Write file num's .idx from n entries, atomically (temp file, fdatasync,
+ * rename).  Needs no lock. */
+int dre_store_write_idx(dre_store *st, uint32_t num, uint64_t size, const struct dre_idxent *e, size_t n);
 /* Seal the active file (sync, write its .idx) and start a new one. */
 int dre_store_rotate(dre_store *st);
 /* Read file num's .idx if it is intact and covers `size` bytes: 0 and a
@@ -62,5 +74,31 @@ int dre_store_save_peers(dre_store *st);
 void dre_store_load_peers(dre_store *st);
 /* Lock DIR, read or create its STORE file, load every data file. */
 int dre_store_recover(dre_store *st, int create, char *err, size_t errlen);
+
+/* ---- write-behind queue (wq.c).  Unless said otherwise, call with mu held. */
+/* Start the writer thread (mu not held): 0 or DRE_ENOMEM. */
+int dre_wq_start(dre_store *st);
+/* Write out everything queued, end the thread, free the queue (mu not held;
+ * accepts a store whose writer never started). */
+void dre_wq_stop(dre_store *st);
+/* Queue a record (header + len payload bytes) for offset f->size of file f;
+ * the caller then advances f->size.  0 or DRE_ENOMEM. */
+int dre_wq_append(dre_store *st, const struct dre_sfile *f, const uint8_t *hdr, const void *payload,
+		  uint32_t len);
+/* Queue the writing of sealed file `file`'s .idx (covering size bytes) from
+ * the entries in ents, which the queue takes over (ents is left empty). */
+int dre_wq_seal_idx(dre_store *st, uint32_t file, uint64_t size, dre_buf *ents);
+/* Queue an fdatasync of file f and a save of peer knowledge. */
+int dre_wq_sync_later(dre_store *st, const struct dre_sfile *f);
+/* If the record at off of file is still queued, copy its header (and len
+ * payload bytes into buf, when buf) and return 1; else 0. */
+int dre_wq_read(const dre_store *st, uint32_t file, uint64_t off, uint8_t *hdr, void *buf, uint32_t len);
+/* Wait (releasing mu) while the writer is too far behind. */
+void dre_wq_throttle(dre_store *st);
+/* Wait (releasing mu) until everything queued is written. */
+void dre_wq_drain(dre_store *st);
+/* Drop queued jobs of a file about to be deleted; waits (releasing mu) if the
+ * writer is busy with one. */
+void dre_wq_forget(dre_store *st, uint32_t file);
 
 #endif

@@ -10,7 +10,9 @@
  * carrying a checksum of the bytes it decodes to.
  *
  * Thread safety: a dre_store may be shared by any number of threads (it locks
- * internally).  A dre_enc or dre_dec is one stream's state: use each from one
+ * internally).  Each writable store runs one writer thread of its own: chunks
+ * are appended to memory and written to disk behind the callers' backs, so
+ * storing never waits on the disk unless the writer is 32 MiB behind.  A dre_enc or dre_dec is one stream's state: use each from one
  * thread at a time.  Neither knows about sockets or event loops.
  */
 #ifndef WANOPT_DRE_H
@@ -55,6 +57,7 @@ typedef struct dre_store_stats {
 	uint64_t evicted_chunks, evicted_bytes; /* since open */
 	uint64_t dropped_records; /* torn or corrupt records dropped at open */
 	uint64_t lookups, hits;   /* since open */
+	uint64_t io_errors;       /* failed data file reads and writes since open */
 } dre_store_stats;
 
 /* Open (or create) the store in DIR.  On failure returns NULL and writes a
@@ -67,8 +70,12 @@ dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, s
 void dre_store_close(dre_store *st);
 /* Change the size bound at run time; evicts at once if now over it. */
 int dre_store_set_limit(dre_store *st, uint64_t size_limit);
-/* Make everything written so far durable (fdatasync data and index files). */
+/* Make everything written so far durable (fdatasync data and index files).
+ * Blocks until the disk has it. */
 int dre_store_sync(dre_store *st);
+/* The same, done by the store's writer thread: returns at once (0 or
+ * DRE_ENOMEM); failures show in the store's I/O error count. */
+int dre_store_sync_later(dre_store *st);
 void dre_store_get_stats(dre_store *st, dre_store_stats *s);
 /* The store's identity: random at creation, so a wiped store gets a new one. */
 uint64_t dre_store_id(const dre_store *st);

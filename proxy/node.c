@@ -28,8 +28,13 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 		stats_set(s, STATS_TUNNELS_UP, n->tunnels_up(n->role));
 	if (n->tunnel_rtt)
 		stats_set(s, STATS_TUNNEL_RTT_US, n->tunnel_rtt(n->role));
-	if (++n->ticks % SYNC_EVERY == 0 && dre_store_sync(n->store))
-		log_warn("store %s: sync failed", conf_store(px_daemon_conf(n->d)));
+	if (ss.io_errors > n->io_errors)
+		log_warn("store %s: %llu data file read/write errors (see the kernel log)",
+			 conf_store(px_daemon_conf(n->d)), (unsigned long long)(ss.io_errors - n->io_errors));
+	n->io_errors = ss.io_errors;
+	/* the store's writer thread does the fdatasync: the loop never waits on it */
+	if (++n->ticks % SYNC_EVERY == 0 && dre_store_sync_later(n->store))
+		log_warn("store %s: cannot queue a sync", conf_store(px_daemon_conf(n->d)));
 }
 
 void px_node_on_fd(void *arg, int fd, int phase)

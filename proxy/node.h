@@ -19,6 +19,7 @@ struct px_node {
 	struct px_relay_env env;
 	struct event *tick;
 	unsigned ticks;
+	uint64_t io_errors; /* the store's I/O error count at the last tick */
 	char name[64];
 	char cc[16];
 	uint64_t rate_bps;

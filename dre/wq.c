@@ -1,0 +1,344 @@
+/*
+ * wq.c: the store's write-behind queue and writer thread.
+ *
+ * Appending a record copies it into an in-memory block of the active data file
+ * (under the store lock, a memcpy); a writer thread writes whole blocks with
+ * pwrite, outside the lock, and also does the store's slow file work: sealing
+ * a data file's .idx (written and fdatasync()ed) and background syncs.  So a
+ * thread that stores chunks (the proxy's event loop) never waits on the disk,
+ * unless the writer falls DRE_WQ_CAP bytes behind: then appenders wait for it
+ * (back-pressure, bounded memory).
+ *
+ * Until a block is written, reads of its records are served from memory.  A
+ * record never spans two blocks.  Jobs run in the order queued, so a file's
+ * .idx and a sync come after that file's data.  A failed write is counted
+ * (io_errors); its records then fail their checksums when read and are
+ * dropped, never served.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store_int.h"
+
+#define WQ_BLOCK (1u << 20)       /* data block size */
+#define WQ_CAP (32u << 20)        /* appenders wait beyond this many bytes queued */
+#define WQ_LINGER_NS 2000000      /* an idle writer waits this long for a block to fill */
+#define WQ_WRITEBACK (8u << 20)   /* start kernel writeback every 8 MiB of a file */
+
+enum wq_kind {
+	WQ_DATA, /* write data[0..len) at file offset off */
+	WQ_IDX,  /* write the .idx of sealed file `file` (data: len entries, covering off bytes) */
+	WQ_SYNC, /* fdatasync the data file, then save peer knowledge */
+};
+
+struct dre_wjob {
+	struct dre_wjob *next;
+	enum wq_kind kind;
+	uint32_t file;
+	int fd;
+	uint64_t off;
+	size_t len, cap;
+	uint8_t *data;
+};
+
+static struct dre_wjob *job_new(enum wq_kind kind, uint32_t file, int fd, uint64_t off, size_t cap)
+{
+	struct dre_wjob *j = calloc(1, sizeof *j);
+	uint8_t *data = cap ? malloc(cap) : NULL;
+	if (!j || (cap && !data)) {
+		free(j);
+		free(data);
+		return NULL;
+	}
+	*j = (struct dre_wjob){ .kind = kind, .file = file, .fd = fd, .off = off, .cap = cap, .data = data };
+	return j;
+}
+
+static void job_free(struct dre_wjob *j)
+{
+	if (j) {
+		free(j->data);
+		free(j);
+	}
+}
+
+/* Queue j behind the others; lock held. */
+static void push(dre_store *st, struct dre_wjob *j)
+{
+	if (st->wq_tail)
+		st->wq_tail->next = j;
+	else
+		st->wq_head = j;
+	st->wq_tail = j;
+	pthread_cond_signal(&st->wq_cv);
+}
+
+/* Queue the block being filled, if it holds anything; lock held. */
+static void seal_cur(dre_store *st)
+{
+	struct dre_wjob *j = st->wq_cur;
+	if (j && j->len) {
+		st->wq_cur = NULL;
+		push(st, j);
+	}
+}
+
+/* pwrite all of data, retrying short writes and EINTR: 0 or -1. */
+static int write_all_at(int fd, const uint8_t *p, size_t n, uint64_t off)
+{
+	while (n) {
+		ssize_t w = pwrite(fd, p, n, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+		off += (uint64_t)w;
+	}
+	return 0;
+}
+
+/* Do one job, without the lock (except a sync's peer save): 0 or -1. */
+static int run_job(dre_store *st, struct dre_wjob *j)
+{
+	int rc = 0;
+	switch (j->kind) {
+	case WQ_DATA: {
+		rc = write_all_at(j->fd, j->data, j->len, j->off);
+		uint64_t end = j->off + j->len, mark = end & ~(uint64_t)(WQ_WRITEBACK - 1);
+		/* start writeback of each 8 MiB as it fills, without waiting: dirty
+		 * pages never pile up to where the kernel throttles us for seconds */
+		if (!rc && mark > j->off)
+			sync_file_range(j->fd, (off_t)(mark - WQ_WRITEBACK), WQ_WRITEBACK, SYNC_FILE_RANGE_WRITE);
+		break;
+	}
+	case WQ_IDX:
+		rc = dre_store_write_idx(st, j->file, j->off, (const struct dre_idxent *)j->data, j->len) ? -1 : 0;
+		break;
+	case WQ_SYNC:
+		rc = fdatasync(j->fd) ? -1 : 0;
+		pthread_mutex_lock(&st->mu);
+		if (dre_store_save_peers(st))
+			rc = -1;
+		pthread_mutex_unlock(&st->mu);
+		break;
+	}
+	return rc;
+}
+
+/* Take the next job, waiting for one; NULL when told to stop and all is done.
+ * Lock held. */
+static struct dre_wjob *next_job(dre_store *st)
+{
+	int lingered = 0;
+	for (;;) {
+		if (st->wq_head) {
+			struct dre_wjob *j = st->wq_head;
+			if (!(st->wq_head = j->next))
+				st->wq_tail = NULL;
+			j->next = NULL;
+			return j;
+		}
+		int have = st->wq_cur && st->wq_cur->len;
+		if (have && (lingered || st->wq_stop || st->wq_drainers)) {
+			seal_cur(st);
+			continue;
+		}
+		if (st->wq_stop && !have)
+			return NULL;
+		if (have) {
+			/* let a trickle of small records gather into one write */
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += WQ_LINGER_NS;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&st->wq_cv, &st->mu, &ts);
+			lingered = 1;
+		} else {
+			pthread_cond_wait(&st->wq_cv, &st->mu);
+		}
+	}
+}
+
+static void *writer_main(void *arg)
+{
+	dre_store *st = arg;
+	pthread_mutex_lock(&st->mu);
+	struct dre_wjob *j;
+	while ((j = next_job(st))) {
+		st->wq_busy = j;
+		pthread_mutex_unlock(&st->mu);
+		int rc = run_job(st, j);
+		pthread_mutex_lock(&st->mu);
+		if (rc)
+			st->io_errors++;
+		st->wq_busy = NULL;
+		if (j->kind == WQ_DATA)
+			st->wq_bytes -= j->len;
+		job_free(j);
+		pthread_cond_broadcast(&st->wq_done);
+	}
+	pthread_mutex_unlock(&st->mu);
+	return NULL;
+}
+
+int dre_wq_start(dre_store *st)
+{
+	pthread_cond_init(&st->wq_cv, NULL);
+	pthread_cond_init(&st->wq_done, NULL);
+	st->wq_inited = 1;
+	if (pthread_create(&st->wq_th, NULL, writer_main, st))
+		return DRE_ENOMEM;
+	st->wq_running = 1;
+	return 0;
+}
+
+void dre_wq_stop(dre_store *st)
+{
+	if (st->wq_running) {
+		pthread_mutex_lock(&st->mu);
+		st->wq_stop = 1;
+		pthread_cond_signal(&st->wq_cv);
+		pthread_mutex_unlock(&st->mu);
+		pthread_join(st->wq_th, NULL);
+		st->wq_running = 0;
+	}
+	for (struct dre_wjob *j = st->wq_head, *n; j; j = n) {
+		n = j->next;
+		job_free(j);
+	}
+	job_free(st->wq_cur);
+	st->wq_head = st->wq_tail = st->wq_cur = NULL;
+	if (st->wq_inited) {
+		pthread_cond_destroy(&st->wq_cv);
+		pthread_cond_destroy(&st->wq_done);
+		st->wq_inited = 0;
+	}
+}
+
+int dre_wq_append(dre_store *st, const struct dre_sfile *f, const uint8_t *hdr, const void *payload,
+		  uint32_t len)
+{
+	size_t want = DRE_REC_HDR + (size_t)len;
+	struct dre_wjob *j = st->wq_cur;
+	if (j && (j->file != f->num || j->off + j->len != f->size || j->len + want > j->cap)) {
+		seal_cur(st);
+		j = NULL;
+	}
+	if (!j) {
+		if (!(j = job_new(WQ_DATA, f->num, f->fd, f->size, want > WQ_BLOCK ? want : WQ_BLOCK)))
+			return DRE_ENOMEM;
+		st->wq_cur = j;
+	}
+	memcpy(j->data + j->len, hdr, DRE_REC_HDR);
+	if (len)
+		memcpy(j->data + j->len + DRE_REC_HDR, payload, len);
+	j->len += want;
+	st->wq_bytes += want;
+	if (j->len + DRE_REC_HDR + 4096 > j->cap)
+		seal_cur(st); /* full: hand it over now */
+	return 0;
+}
+
+int dre_wq_seal_idx(dre_store *st, uint32_t file, uint64_t size, dre_buf *ents)
+{
+	struct dre_wjob *j = job_new(WQ_IDX, file, -1, size, 0);
+	if (!j)
+		return DRE_ENOMEM;
+	seal_cur(st);
+	j->data = ents->p;
+	j->len = ents->len / sizeof(struct dre_idxent);
+	j->cap = ents->cap;
+	*ents = (dre_buf){ 0 };
+	push(st, j);
+	return 0;
+}
+
+int dre_wq_sync_later(dre_store *st, const struct dre_sfile *f)
+{
+	struct dre_wjob *j = job_new(WQ_SYNC, f->num, f->fd, 0, 0);
+	if (!j)
+		return DRE_ENOMEM;
+	seal_cur(st);
+	push(st, j);
+	return 0;
+}
+
+/* The queued or in-flight data block holding [off, off+n) of file, or NULL. */
+static const struct dre_wjob *find_block(const dre_store *st, uint32_t file, uint64_t off, size_t n)
+{
+	const struct dre_wjob *cand[2] = { st->wq_cur, st->wq_busy };
+	for (int i = 0; i < 2; i++) {
+		const struct dre_wjob *j = cand[i];
+		if (j && j->kind == WQ_DATA && j->file == file && off >= j->off && off + n <= j->off + j->len)
+			return j;
+	}
+	for (const struct dre_wjob *j = st->wq_head; j; j = j->next)
+		if (j->kind == WQ_DATA && j->file == file && off >= j->off && off + n <= j->off + j->len)
+			return j;
+	return NULL;
+}
+
+int dre_wq_read(const dre_store *st, uint32_t file, uint64_t off, uint8_t *hdr, void *buf, uint32_t len)
+{
+	if (!st->wq_cur && !st->wq_busy && !st->wq_head)
+		return 0;
+	const struct dre_wjob *j = find_block(st, file, off, DRE_REC_HDR + (buf ? (size_t)len : 0));
+	if (!j)
+		return 0;
+	const uint8_t *p = j->data + (off - j->off);
+	memcpy(hdr, p, DRE_REC_HDR);
+	if (buf && len)
+		memcpy(buf, p + DRE_REC_HDR, len);
+	return 1;
+}
+
+void dre_wq_throttle(dre_store *st)
+{
+	while (st->wq_running && st->wq_bytes > WQ_CAP)
+		pthread_cond_wait(&st->wq_done, &st->mu);
+}
+
+void dre_wq_drain(dre_store *st)
+{
+	if (!st->wq_running)
+		return;
+	st->wq_drainers++;
+	seal_cur(st);
+	pthread_cond_signal(&st->wq_cv);
+	while (st->wq_head || st->wq_busy || (st->wq_cur && st->wq_cur->len))
+		pthread_cond_wait(&st->wq_done, &st->mu);
+	st->wq_drainers--;
+}
+
+void dre_wq_forget(dre_store *st, uint32_t file)
+{
+	struct dre_wjob **pp = &st->wq_head, *j;
+	st->wq_tail = NULL;
+	while ((j = *pp)) {
+		if (j->file == file) {
+			*pp = j->next;
+			if (j->kind == WQ_DATA)
+				st->wq_bytes -= j->len;
+			job_free(j);
+		} else {
+			st->wq_tail = j;
+			pp = &j->next;
+		}
+	}
+	if (st->wq_cur && st->wq_cur->file == file) {
+		st->wq_bytes -= st->wq_cur->len;
+		job_free(st->wq_cur);
+		st->wq_cur = NULL;
+	}
+	while (st->wq_busy && st->wq_busy->file == file)
+		pthread_cond_wait(&st->wq_done, &st->mu);
+}
