@@ -68,6 +68,125 @@ static void test_cdc_resync(void **state)
 	free(b);
 }
 
+/* The gear table as chunk.c first defined it (splitmix64 from a fixed seed). */
+static uint64_t ref_gear[256];
+static void ref_gear_fill(void)
+{
+	uint64_t x = 0x77616e6f7074ULL;
+	for (int i = 0; i < 256; i++) {
+		uint64_t z = (x += 0x9E3779B97F4A7C15ULL);
+		z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+		z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+		ref_gear[i] = (z ^ (z >> 31)) | 1;
+	}
+}
+
+/* The cut rule one byte at a time, as first written: stores hold chunks cut
+ * by it, so dre_cdc_cut must return exactly this. */
+static size_t ref_cdc_cut(const dre_cdc *c, const uint8_t *p, size_t n, int final)
+{
+	if (n <= c->min)
+		return final ? n : 0;
+	size_t lim = n < c->max ? n : c->max;
+	size_t norm = c->avg < lim ? c->avg : lim;
+	size_t i = c->min - 64;
+	uint64_t h = 0;
+	for (; i < c->min; i++)
+		h = (h << 1) + ref_gear[p[i]];
+	for (; i < norm; i++) {
+		h = (h << 1) + ref_gear[p[i]];
+		if (!(h & c->mask_s))
+			return i + 1;
+	}
+	for (; i < lim; i++) {
+		h = (h << 1) + ref_gear[p[i]];
+		if (!(h & c->mask_l))
+			return i + 1;
+	}
+	if (lim == c->max)
+		return lim;
+	return final ? n : 0;
+}
+
+/* dre_cdc_cut against the reference on p[0..n), final 0 and 1; returns the
+ * reference cut for final=1.  seen[region][parity] counts true cuts by the
+ * region (before/after avg) and the parity of their distance from its start
+ * (odd: the first byte of a two-byte step). */
+static size_t cdc_check(const dre_cdc *c, const uint8_t *p, size_t n, size_t seen[2][2])
+{
+	size_t want[2];
+	for (int f = 0; f < 2; f++) {
+		want[f] = ref_cdc_cut(c, p, n, f);
+		size_t got = dre_cdc_cut(c, p, n, f);
+		if (got != want[f])
+			fail_msg("cdc %u/%u/%u n %zu final %d: cut %zu, want %zu", c->min, c->avg, c->max, n, f,
+				 got, want[f]);
+	}
+	size_t cut = want[0]; /* without final, below max: a tested cut */
+	if (cut && cut < c->max) {
+		int late = cut > c->avg;
+		seen[late][(cut - (late ? c->avg : c->min)) & 1]++;
+	}
+	return want[1];
+}
+
+/* Fill p[0..n) with data of kind k (0..8): random, zeros, periods 2, 3, 65
+ * and 4096, a two-letter alphabet, text, mostly zeros. */
+static void cdc_fill(uint8_t *p, size_t n, int k)
+{
+	static const size_t period[] = { 0, 0, 2, 3, 65, 4096 };
+	t_fill_random(p, n);
+	if (k == 7)
+		t_fill_text(p, n);
+	for (size_t i = 0; i < n; i++) {
+		if (k == 1)
+			p[i] = 0;
+		else if (k >= 2 && k <= 5)
+			p[i] = p[i % period[k]];
+		else if (k == 6)
+			p[i] &= 1;
+		else if (k == 8 && p[i] % 61)
+			p[i] = 0;
+	}
+}
+
+/* The two-byte scan cuts where the one-byte loop cuts: whole streams cut
+ * chunk after chunk, and prefixes of every length near min, avg and max and
+ * of random lengths at random offsets, for sizes odd and even. */
+static void test_cdc_matches_reference(void **state)
+{
+	static const uint32_t sets[][3] = { { 2048, 4096, 16384 }, { 64, 65, 66 }, { 65, 66, 67 },
+					    { 64, 128, 256 }, { 65, 129, 257 }, { 100, 333, 1001 },
+					    { 777, 4095, 9999 }, { 8191, 65536, DRE_CHUNK_MAX } };
+	size_t len = 1 << 20;
+	uint8_t *buf = malloc(len);
+	ref_gear_fill();
+	dre_cdc c;
+	assert_int_equal(dre_cdc_init(&c, 2048, 4096, 16384), 0);
+	assert_true(c.mask_s == 0xFFF8000000000000ULL && c.mask_l == 0xFFE0000000000000ULL);
+	for (size_t s = 0; s < sizeof sets / sizeof *sets; s++) {
+		assert_int_equal(dre_cdc_init(&c, sets[s][0], sets[s][1], sets[s][2]), 0);
+		size_t seen[2][2] = { { 0 } };
+		for (int k = 0; k < 9; k++) {
+			cdc_fill(buf, len, k);
+			for (size_t pos = 0; pos < len;)
+				pos += cdc_check(&c, buf + pos, len - pos, seen);
+			const size_t at[] = { c.min, c.avg, c.max };
+			for (int a = 0; a < 3; a++)
+				for (size_t n = at[a] - 3; n <= at[a] + 3; n++)
+					cdc_check(&c, buf + t_rand() % 64, n, seen);
+			for (int r = 0; r < 200; r++) {
+				size_t n = t_rand() % (c.max + 100);
+				cdc_check(&c, buf + t_rand() % (len - n), n, seen);
+			}
+		}
+		/* both halves of the two-byte step cut, before and after avg */
+		for (int r = 0; r < 4 && c.avg - c.min >= 64 && c.max - c.avg >= 64; r++)
+			assert_true(seen[r / 2][r % 2] > 0);
+	}
+	free(buf);
+}
+
 /* Encode with store A, decode with store B, compare; returns the encoded size. */
 static size_t roundtrip(dre_store *sa, dre_store *sb, const uint8_t *p, size_t n, size_t piece)
 {
@@ -687,6 +806,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sum64_vectors),
 		cmocka_unit_test(test_cdc_resync),
+		cmocka_unit_test(test_cdc_matches_reference),
 		cmocka_unit_test(test_roundtrip_sizes),
 		cmocka_unit_test(test_repeat_and_edits),
 		cmocka_unit_test(test_restart_keeps_cache),
