@@ -16,7 +16,7 @@ struct tbuf {
 	size_t len, cap;
 };
 
-static int tbuf_out(void *arg, const void *p, size_t n)
+static inline int tbuf_out(void *arg, const void *p, size_t n)
 {
 	struct tbuf *b = arg;
 	if (b->len + n > b->cap) {
@@ -34,7 +34,7 @@ static int tbuf_out(void *arg, const void *p, size_t n)
 }
 
 static uint64_t t_rng = 88172645463325252ULL;
-static uint64_t t_rand(void)
+static inline uint64_t t_rand(void)
 {
 	t_rng ^= t_rng << 13;
 	t_rng ^= t_rng >> 7;
@@ -43,14 +43,14 @@ static uint64_t t_rand(void)
 }
 
 /* Random bytes. */
-static void t_fill_random(uint8_t *p, size_t n)
+static inline void t_fill_random(uint8_t *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		p[i] = (uint8_t)t_rand();
 }
 
 /* Text-like data with repetition: words from a small vocabulary. */
-static void t_fill_text(uint8_t *p, size_t n)
+static inline void t_fill_text(uint8_t *p, size_t n)
 {
 	static const char *w[] = { "struct ", "int ", "return ", "static ", "const ", "char *", "void ",
 				   "if (", ") {\n", "}\n", "for (", "; ", "size_t ", "NULL", "0x", "buf" };
@@ -65,7 +65,7 @@ static void t_fill_text(uint8_t *p, size_t n)
 }
 
 /* A fresh store directory under /tmp; path written to dir (64 bytes). */
-static dre_store *t_store(char *dir, uint64_t limit)
+static inline dre_store *t_store(char *dir, uint64_t limit)
 {
 	strcpy(dir, "/tmp/wanopt-test-XXXXXX");
 	if (!mkdtemp(dir))
@@ -78,7 +78,7 @@ static dre_store *t_store(char *dir, uint64_t limit)
 	return st;
 }
 
-static dre_store *t_reopen(const char *dir, uint64_t limit)
+static inline dre_store *t_reopen(const char *dir, uint64_t limit)
 {
 	char err[256];
 	dre_store_opts o = { .size_limit = limit, .create = 1 };
@@ -88,7 +88,7 @@ static dre_store *t_reopen(const char *dir, uint64_t limit)
 	return st;
 }
 
-static void t_rmstore(const char *dir)
+static inline void t_rmstore(const char *dir)
 {
 	char cmd[128];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -97,7 +97,7 @@ static void t_rmstore(const char *dir)
 }
 
 /* Encode p[0..n) in pieces of random size (1..maxpiece) with one encoder. */
-static int t_encode(dre_enc *e, const uint8_t *p, size_t n, size_t maxpiece, struct tbuf *out)
+static inline int t_encode(dre_enc *e, const uint8_t *p, size_t n, size_t maxpiece, struct tbuf *out)
 {
 	size_t pos = 0;
 	while (pos < n) {
@@ -113,7 +113,7 @@ static int t_encode(dre_enc *e, const uint8_t *p, size_t n, size_t maxpiece, str
 }
 
 /* Decode p[0..n) fed in pieces of random size. */
-static int t_decode(dre_dec *d, const uint8_t *p, size_t n, size_t maxpiece, struct tbuf *out)
+static inline int t_decode(dre_dec *d, const uint8_t *p, size_t n, size_t maxpiece, struct tbuf *out)
 {
 	size_t pos = 0;
 	while (pos < n) {
