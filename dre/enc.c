@@ -298,13 +298,15 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len)
 	rc = enc_delta(e, p, len);
 	if (rc < 0)
 		return rc;
+	ssize_t lit_off = -1;
 	if (rc == 0) {
+		lit_off = (ssize_t)e->lits.len;
 		if ((rc = run_flush(e)) || (rc = op2(e, DRE_OP_LIT, 1, len, 0)) ||
 		    (rc = dre_buf_add(&e->lits, p, len)))
 			return rc;
 		e->st_lit += len;
 	}
-	if ((rc = dre_enc_put(e, h, p, len, e->prev)))
+	if ((rc = dre_enc_put(e, h, p, len, e->prev, lit_off)))
 		return rc;
 	e->prev = tag;
 	return retain_chunk(e, tag, p, len);
@@ -408,19 +410,64 @@ static int enc_drain(dre_enc *e, int final, dre_out_fn out, void *arg)
 	return 0;
 }
 
+/* Buffer up to n bytes of p and encode what whole frames that allows;
+ * returns the bytes taken. */
+static int enc_buffered(dre_enc *e, const uint8_t *p, size_t n, size_t *took, dre_out_fn out, void *arg)
+{
+	size_t cap = 2 * (e->o.frame_max + e->cdc.max);
+	size_t take = cap - e->in.len < n ? cap - e->in.len : n;
+	if (dre_buf_add(&e->in, p, take))
+		return DRE_ENOMEM;
+	*took = take;
+	return enc_drain(e, 0, out, arg);
+}
+
+/* Encode one frame from the buffered leftover followed by the first `need`
+ * bytes of p (copied behind it); returns how many bytes of p it consumed
+ * beyond the leftover (the rest of the copy is dropped: p still has it). */
+static int enc_bridge(dre_enc *e, const uint8_t *p, size_t need, size_t *took, dre_out_fn out, void *arg)
+{
+	size_t have = e->in.len - e->in_off, used = 0;
+	if (e->in_off) {
+		memmove(e->in.p, e->in.p + e->in_off, have);
+		e->in.len = have;
+		e->in_off = 0;
+	}
+	if (dre_buf_add(&e->in, p, need))
+		return DRE_ENOMEM;
+	int rc = enc_frame(e, e->in.p, have + need, 0, &used, out, arg);
+	if (rc)
+		return rc;
+	if (used >= have) {
+		*took = used - have;
+		e->in.len = 0;
+	} else {
+		*took = 0;
+		e->in_off = used;
+		e->in.len = have;
+	}
+	return 0;
+}
+
 int dre_enc_write(dre_enc *e, const void *buf, size_t n, dre_out_fn out, void *arg)
 {
 	const uint8_t *p = buf;
-	size_t cap = 2 * (e->o.frame_max + e->cdc.max);
+	size_t need = e->o.frame_max + e->cdc.max;
 	while (n) {
-		size_t take = cap - e->in.len < n ? cap - e->in.len : n;
-		if (dre_buf_add(&e->in, p, take))
-			return DRE_ENOMEM;
-		p += take;
-		n -= take;
-		int rc = enc_drain(e, 0, out, arg);
+		size_t took = 0;
+		int rc;
+		if (n < need)
+			rc = enc_buffered(e, p, n, &took, out, arg);
+		else if (e->in.len > e->in_off)
+			rc = enc_bridge(e, p, need, &took, out, arg);
+		else /* nothing buffered: whole frames straight from the caller's bytes */
+			rc = enc_frame(e, p, n, 0, &took, out, arg);
 		if (rc)
 			return rc;
+		if (!took && e->in.len == e->in_off && (rc = enc_buffered(e, p, n, &took, out, arg)))
+			return rc;
+		p += took;
+		n -= took;
 	}
 	return 0;
 }

@@ -2,6 +2,8 @@
 #ifndef WANOPT_DRE_ENC_INT_H
 #define WANOPT_DRE_ENC_INT_H
 
+#include <sys/types.h>
+
 #include "dre_int.h"
 #include "worker.h"
 
@@ -80,7 +82,9 @@ int dre_enc_submit(dre_enc *e, int type, size_t raw_n, uint64_t sum, dre_out_fn 
 int dre_enc_wait(dre_enc *e);
 int dre_enc_work_start(dre_enc *e);
 /* Store mutations (enc_store.c): now, or recorded for the helper thread. */
-int dre_enc_put(dre_enc *e, const uint8_t h[32], const uint8_t *p, uint32_t len, uint64_t prev);
+/* lit_off: where p's bytes sit in e->lits, or -1 (they are copied then). */
+int dre_enc_put(dre_enc *e, const uint8_t h[32], const uint8_t *p, uint32_t len, uint64_t prev,
+		ssize_t lit_off);
 int dre_enc_hit(dre_enc *e, uint64_t prev, uint64_t tag);
 /* 1 if a chunk with SHA-256 h and length len was recorded in the current or
  * the in-flight frame (not necessarily stored yet). */
@@ -88,7 +92,8 @@ int dre_enc_pending(const dre_enc *e, const uint8_t h[32], uint32_t len);
 /* A frame was handed over: pending entries older than the previous frame expire. */
 void dre_enc_pend_next(dre_enc *e);
 /* Run recorded store operations (the helper thread). */
-int dre_enc_eops_run(dre_store *st, const dre_buf *eops, const dre_buf *data, uint32_t peer_bit);
+int dre_enc_eops_run(dre_store *st, const dre_buf *eops, const dre_buf *data, const dre_buf *lits,
+		     uint32_t peer_bit);
 void dre_enc_work_stop(dre_enc *e);
 
 #endif

@@ -6,6 +6,7 @@
  * findable through a small pending table (current and in-flight frame), so a
  * repeat within that distance is still sent as a reference. */
 #include <stdlib.h>
+#include <sys/types.h>
 
 #include "enc_int.h"
 
@@ -16,7 +17,8 @@ struct dre_eop {
 	uint32_t len;   /* PUT: chunk length */
 	uint64_t tag;   /* HIT: the referenced chunk */
 	uint64_t prev;  /* the chunk output before it (0: none / already linked) */
-	size_t data;    /* PUT: offset of the bytes in the data buffer */
+	size_t data;    /* PUT: offset of the bytes in the data buffer (or the literals) */
+	uint32_t lit;   /* PUT: 1 if the bytes are in the frame's literal section */
 	uint8_t h[32];  /* PUT: SHA-256 */
 };
 enum { EOP_PUT = 1, EOP_HIT = 2 };
@@ -28,7 +30,8 @@ struct dre_pend {
 };
 
 /* Run recorded operations against the store, in order. */
-int dre_enc_eops_run(dre_store *st, const dre_buf *eops, const dre_buf *data, uint32_t peer_bit)
+int dre_enc_eops_run(dre_store *st, const dre_buf *eops, const dre_buf *data, const dre_buf *lits,
+		     uint32_t peer_bit)
 {
 	const struct dre_eop *o = (const struct dre_eop *)eops->p;
 	size_t n = eops->len / sizeof *o;
@@ -37,7 +40,8 @@ int dre_enc_eops_run(dre_store *st, const dre_buf *eops, const dre_buf *data, ui
 			dre_store_hit(st, o->prev, o->tag);
 			continue;
 		}
-		int rc = dre_store_add(st, o->h, data->p + o->data, o->len, o->prev, peer_bit, 0);
+		const uint8_t *p = (o->lit ? lits->p : data->p) + o->data;
+		int rc = dre_store_add(st, o->h, p, o->len, o->prev, peer_bit, 0);
 		if (rc < 0)
 			return rc;
 	}
@@ -82,13 +86,17 @@ void dre_enc_pend_next(dre_enc *e)
 	e->pend_gen++;
 }
 
-int dre_enc_put(dre_enc *e, const uint8_t h[32], const uint8_t *p, uint32_t len, uint64_t prev)
+int dre_enc_put(dre_enc *e, const uint8_t h[32], const uint8_t *p, uint32_t len, uint64_t prev,
+		ssize_t lit_off)
 {
 	if (!e->ws.t.running) /* the peer stores what it gets: mark it */
 		return dre_store_add(e->st, h, p, len, prev, e->peer_bit, 0);
-	struct dre_eop o = { EOP_PUT, len, 0, prev, e->edata.len, { 0 } };
+	/* a literal's bytes are in the frame's literal section already (which
+	 * stays untouched until both helper jobs are done): no second copy */
+	struct dre_eop o = { EOP_PUT, len, 0, prev, lit_off >= 0 ? (size_t)lit_off : e->edata.len,
+			     lit_off >= 0, { 0 } };
 	memcpy(o.h, h, 32);
-	if (dre_buf_add(&e->edata, p, len) || dre_buf_add(&e->eops, &o, sizeof o))
+	if ((lit_off < 0 && dre_buf_add(&e->edata, p, len)) || dre_buf_add(&e->eops, &o, sizeof o))
 		return DRE_ENOMEM;
 	pend_add(e, h, len);
 	return 0;
@@ -100,6 +108,6 @@ int dre_enc_hit(dre_enc *e, uint64_t prev, uint64_t tag)
 		dre_store_hit(e->st, prev, tag);
 		return 0;
 	}
-	struct dre_eop o = { EOP_HIT, 0, tag, prev, 0, { 0 } };
+	struct dre_eop o = { EOP_HIT, 0, tag, prev, 0, 0, { 0 } };
 	return dre_buf_add(&e->eops, &o, sizeof o);
 }

@@ -21,7 +21,8 @@ static int put_stream_header(dre_enc *e, dre_out_fn out, void *arg)
 	return out(arg, h, sizeof h) ? DRE_EOUT : 0;
 }
 
-/* Assemble and emit one frame from ops and lits (see dre_proto.h). */
+/* Assemble and emit one frame from ops and lits (see dre_proto.h).  Raw
+ * literals go out as a second piece, not copied behind the header. */
 static int emit(dre_enc *e, int type, size_t raw_n, uint64_t sum, const dre_buf *ops, const dre_buf *lits,
 		dre_out_fn out, void *arg)
 {
@@ -32,7 +33,7 @@ static int emit(dre_enc *e, int type, size_t raw_n, uint64_t sum, const dre_buf 
 	if (!lits->len || (lz != DRE_PLZ_NONE && dre_lz_incompressible(lits->p, lits->len)))
 		lz = DRE_PLZ_NONE;
 	e->out.len = 0;
-	if (dre_buf_reserve(&e->out, DRE_FRAME_HDR_MAX + ops->len + lits->len + 64))
+	if (dre_buf_reserve(&e->out, DRE_FRAME_HDR_MAX + ops->len + (lz == DRE_PLZ_NONE ? 0 : lits->len) + 64))
 		return DRE_ENOMEM;
 	uint8_t *h = e->out.p;
 	size_t n = 0;
@@ -44,23 +45,24 @@ static int emit(dre_enc *e, int type, size_t raw_n, uint64_t sum, const dre_buf 
 	h[n++] = (uint8_t)lz;
 	size_t gap = n, body = n + 10 + 8 + ops->len; /* room for a 10-byte varint, sum, ops */
 	e->out.len = body;
-	if (lits->len && (rc = (lz == DRE_PLZ_NONE ? dre_buf_add(&e->out, lits->p, lits->len)
-						  : dre_lz_compress(e->lz, lits->p, lits->len, &e->out))))
+	if (lits->len && lz != DRE_PLZ_NONE && (rc = dre_lz_compress(e->lz, lits->p, lits->len, &e->out)))
 		return rc;
-	size_t lz_n = e->out.len - body;
+	size_t lz_n = lz == DRE_PLZ_NONE ? lits->len : e->out.len - body;
 	uint8_t v[10];
 	size_t vn = dre_put_varint(v, lz_n);
 	h = e->out.p;
 	/* close the gap left for the varint so the frame is contiguous */
-	memmove(h + gap + vn + 8 + ops->len, h + body, lz_n);
+	memmove(h + gap + vn + 8 + ops->len, h + body, e->out.len - body);
 	memcpy(h + gap, v, vn);
 	dre_put_u64(h + gap + vn, sum);
 	memcpy(h + gap + vn + 8, ops->p, ops->len);
 	e->out.len -= 10 - vn;
 	e->stats.lz_in += lits->len;
 	e->stats.lz_out += lz_n;
-	e->stats.out_bytes += e->out.len;
-	return out(arg, e->out.p, e->out.len) ? DRE_EOUT : 0;
+	e->stats.out_bytes += e->out.len + (lz == DRE_PLZ_NONE ? lits->len : 0);
+	if (out(arg, e->out.p, e->out.len))
+		return DRE_EOUT;
+	return lz == DRE_PLZ_NONE && lits->len && out(arg, lits->p, lits->len) ? DRE_EOUT : 0;
 }
 
 static void buf_swap(dre_buf *a, dre_buf *b)
@@ -113,7 +115,7 @@ static int job_emit(void *arg)
 static int job_store(void *arg)
 {
 	dre_enc *e = arg;
-	return dre_enc_eops_run(e->st, &e->ws.eops, &e->ws.edata, e->peer_bit);
+	return dre_enc_eops_run(e->st, &e->ws.eops, &e->ws.edata, &e->w.lits, e->peer_bit);
 }
 
 static void work_free(struct dre_ework *w)

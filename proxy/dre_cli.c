@@ -14,7 +14,7 @@
 #include "dre.h"
 #include "dre_proto.h"
 
-#define IO_BLOCK (1u << 20)
+#define IO_BLOCK (4u << 20) /* several frames: the encoder frames most of it in place */
 
 struct cli {
 	const char *store;
