@@ -265,7 +265,7 @@ static int enc_delta(dre_enc *e, const uint8_t *p, uint32_t len)
 }
 
 /* Encode one chunk p[0..len). */
-static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len)
+static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *hash)
 {
 	int rc;
 	e->last_cont = 0;
@@ -279,7 +279,9 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len)
 	}
 	uint8_t h[32];
 	dre_ent ent;
-	if (dre_fp_sha256(e->fp, p, len, h))
+	if (hash)
+		memcpy(h, hash, 32);
+	else if (dre_fp_sha256(e->fp, p, len, h))
 		return DRE_EINVAL;
 	uint64_t tag = dre_fp_tag(h);
 	if (dre_store_find(e->st, tag, &ent) && ent.len == len && peer_has(e, &ent) && dre_store_same(e->st, &ent, h)) {
@@ -358,23 +360,32 @@ static int enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *
 		     void *arg)
 {
 	size_t pos = 0;
+	uint64_t fresh = e->st_lit + e->st_delta;
 	int rc = 0;
 	e->ops.len = e->lits.len = 0;
 	e->cur_ch.len = e->cur_raw.len = 0;
 	e->frame_prev = e->prev;
+	e->prep.n = 0;
+	if (!e->o.no_dedup && e->prep_want && (rc = dre_enc_prep(e, p, n, final)))
+		return rc;
 	while (pos < n && pos < e->o.frame_max && !rc) {
 		size_t c = e->o.no_dedup ? 0 : run_fast(e, p + pos, n - pos);
 		if (c) {
 			pos += c;
 			continue;
 		}
-		c = e->o.no_dedup ? (n - pos < e->cdc.max ? n - pos : e->cdc.max)
-				  : dre_cdc_cut(&e->cdc, p + pos, n - pos, final);
+		uint32_t plen = 0;
+		const uint8_t *h = e->prep.n ? dre_enc_prep_get(e, pos, &plen) : NULL;
+		c = h ? plen
+		      : e->o.no_dedup ? (n - pos < e->cdc.max ? n - pos : e->cdc.max)
+				      : dre_cdc_cut(&e->cdc, p + pos, n - pos, final);
 		if (!c)
 			break;
-		rc = enc_chunk(e, p + pos, (uint32_t)c);
+		rc = enc_chunk(e, p + pos, (uint32_t)c, h);
 		pos += c;
 	}
+	/* hash the next frame ahead if most of this one was new data */
+	e->prep_want = 2 * (e->st_lit + e->st_delta - fresh) > pos;
 	if (!rc)
 		rc = run_flush(e);
 	if (rc || !pos)

@@ -27,6 +27,16 @@ struct dre_ret {
 
 /* A helper thread: residual-codes and emits frame N (or runs its store
  * operations) while frame N+1 is cut and fingerprinted. */
+/* A frame cut and hashed ahead (enc_prep.c). */
+struct dre_prep_ch;
+struct dre_prep {
+	dre_worker t;            /* hashes the second half */
+	dre_fp *fp;              /* the helper thread's hasher */
+	struct dre_prep_ch *ch;  /* chunks found: offset, length, SHA-256 */
+	size_t n, split, next;   /* chunks, first one of the helper's half, lookup cursor */
+	const uint8_t *base;     /* the frame's bytes */
+};
+
 struct dre_ework {
 	dre_worker t;
 	dre_buf ops, lits;      /* the job */
@@ -72,6 +82,8 @@ struct dre_enc {
 	dre_buf eops, edata;       /* store operations of the frame being built (threaded) */
 	struct dre_pend *pend;     /* chunks recorded but maybe not stored yet */
 	uint32_t pend_gen;         /* frame generation of the pending table */
+	struct dre_prep prep;      /* the frame cut and hashed ahead, when prep_want */
+	int prep_want;             /* the last frame was mostly new data */
 };
 
 /* Emit a frame of `type` (0: just the stream header) built from e->ops and
@@ -95,5 +107,12 @@ void dre_enc_pend_next(dre_enc *e);
 int dre_enc_eops_run(dre_store *st, const dre_buf *eops, const dre_buf *data, const dre_buf *lits,
 		     uint32_t peer_bit);
 void dre_enc_work_stop(dre_enc *e);
+/* Hash-ahead (enc_prep.c): start/stop its helper thread; cut p[0..n) (as
+ * enc_frame would from position 0) and hash the chunks on two threads; the
+ * hash and length of the precomputed chunk starting at pos, or NULL. */
+int dre_enc_prep_start(dre_enc *e);
+void dre_enc_prep_stop(dre_enc *e);
+int dre_enc_prep(dre_enc *e, const uint8_t *p, size_t n, int final);
+const uint8_t *dre_enc_prep_get(dre_enc *e, size_t pos, uint32_t *len);
 
 #endif

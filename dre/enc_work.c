@@ -132,6 +132,9 @@ int dre_enc_work_start(dre_enc *e)
 	int rc = dre_worker_start(&e->ws.t, job_store, e);
 	if (!rc && (rc = dre_worker_start(&e->w.t, job_emit, e)))
 		dre_worker_stop(&e->ws.t);
+	if (!rc && (rc = dre_enc_prep_start(e)))
+		dre_enc_work_stop(e);
+	e->prep_want = 1;
 	return rc;
 }
 
@@ -139,4 +142,5 @@ void dre_enc_work_stop(dre_enc *e)
 {
 	work_free(&e->w);
 	work_free(&e->ws);
+	dre_enc_prep_stop(e);
 }
