@@ -486,6 +486,9 @@ struct px_relay *px_relay_new(struct px_relay_env *env, struct bufferevent *bev,
 	bufferevent_setcb(bev, lan_read_cb, lan_write_cb, lan_event_cb, r);
 	bufferevent_setwatermark(bev, EV_WRITE, LAN_LOWAT, 0);
 	bufferevent_set_max_single_read(bev, READ_CHUNK);
+	/* libevent writes 16 KiB per call by default: a syscall per 16 KiB of
+	 * decoded output would cost more than the decoding */
+	bufferevent_set_max_single_write(bev, READ_CHUNK);
 	if (s) {
 		r->ts = s;
 		tun_stream_set_cbs(s, &px_relay_stream_cbs, r);
