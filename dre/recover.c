@@ -164,7 +164,8 @@ static int new_file(dre_store *st, uint32_t num)
 	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return DRE_EIO;
-	st->files[st->nfiles++] = (struct dre_sfile){ num, fd, 0, 0 };
+	st->files[st->nfiles] = (struct dre_sfile){ .num = num, .fd = fd };
+	dre_store_map(st, &st->files[st->nfiles++], st->file_max);
 	return 0;
 }
 
@@ -298,7 +299,7 @@ static int load_file(dre_store *st, uint32_t num, int active)
 		st->capfiles = cap;
 	}
 	struct dre_sfile *f = &st->files[st->nfiles++];
-	*f = (struct dre_sfile){ num, fd, (uint64_t)sb.st_size, (uint64_t)sb.st_size };
+	*f = (struct dre_sfile){ .num = num, .fd = fd, .size = (uint64_t)sb.st_size };
 	struct dre_idxent *ents;
 	size_t n;
 	int rc = 0;
@@ -320,6 +321,8 @@ static int load_file(dre_store *st, uint32_t num, int active)
 		}
 	}
 	st->disk_bytes += f->size;
+	f->written = f->size; /* after any cut of a torn tail */
+	dre_store_map(st, f, active && f->size < st->file_max ? st->file_max : f->size);
 	return rc;
 }
 

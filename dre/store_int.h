@@ -23,8 +23,10 @@ struct dre_idxent {
 struct dre_sfile {
 	uint32_t num;  /* file number (name) */
 	int fd;
-	uint64_t size; /* bytes of whole records */
-	uint64_t flushed; /* writeback started up to here */
+	uint64_t size; /* bytes of whole records (appended, maybe still queued) */
+	uint64_t written; /* bytes the writer has written (readable through map) */
+	const uint8_t *map; /* read-only mapping of the file, or NULL (pread then) */
+	uint64_t map_len;
 };
 
 struct dre_store {
@@ -66,6 +68,13 @@ int dre_store_rotate(dre_store *st);
 /* Read file num's .idx if it is intact and covers `size` bytes: 0 and a
  * malloc()ed array, or -1. */
 int dre_store_load_idx(dre_store *st, uint32_t num, uint64_t size, struct dre_idxent **out, size_t *n);
+/* Map file f for reading (map_len bytes: its size, or the most it may grow
+ * to while active); without a mapping, reads use pread. */
+void dre_store_map(dre_store *st, struct dre_sfile *f, uint64_t map_len);
+/* Unmap and close file f. */
+void dre_store_unmap(struct dre_sfile *f);
+/* The writer finished writing file num up to `end` (lock held). */
+void dre_store_written(dre_store *st, uint32_t num, uint64_t end);
 /* DIR/NNNNNNNN.ext of data file num. */
 void dre_store_path(const dre_store *st, uint32_t num, const char *ext, char *out, size_t len);
 /* Write the knowledge files of peers that changed (lock held). */

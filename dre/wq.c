@@ -181,8 +181,11 @@ static void *writer_main(void *arg)
 		if (rc)
 			st->io_errors++;
 		st->wq_busy = NULL;
-		if (j->kind == WQ_DATA)
+		if (j->kind == WQ_DATA) {
 			st->wq_bytes -= j->len;
+			if (!rc)
+				dre_store_written(st, j->file, j->off + j->len);
+		}
 		job_free(j);
 		pthread_cond_broadcast(&st->wq_done);
 	}
