@@ -33,7 +33,7 @@
 
 #define LAN_HIWAT (4u << 20)     /* LAN output above this: pause decoding */
 #define LAN_LOWAT (1u << 20)     /* ... resume below this */
-#define READ_CHUNK (256u << 10)  /* LAN bytes fed to the encoder at a time */
+#define READ_CHUNK (1u << 20)    /* LAN bytes read and fed to the encoder at a time */
 #define FRAME_MAX (256u << 10)   /* encoder frame size: latency vs overhead */
 #define FLUSH_DELAY_US 2000      /* LAN quiet this long: send the partial chunk */
 #define ACK_EVERY 8              /* frames between ACKs while data keeps coming */
@@ -197,6 +197,26 @@ static void try_close_wan(struct px_relay *r)
 		finish_lan(r); /* a pair's feeder may be waiting for this (see finish_lan) */
 }
 
+/* Hand the first n bytes of `in` to the encoder (or the stream), piece by
+ * piece as they sit in the buffer: the encoder frames large pieces in place. */
+static int feed(struct px_relay *r, struct evbuffer *in, size_t n)
+{
+	struct evbuffer_iovec v[16];
+	int k = evbuffer_peek(in, (ssize_t)n, NULL, v, 16);
+	if (k < 0 || k > 16) {
+		const unsigned char *p = evbuffer_pullup(in, (ssize_t)n);
+		return r->enc ? dre_enc_write(r->enc, p, n, wan_out, r) : wan_out(r, p, n);
+	}
+	for (int i = 0; i < k && n; i++) {
+		size_t m = v[i].iov_len < n ? v[i].iov_len : n;
+		int rc = r->enc ? dre_enc_write(r->enc, v[i].iov_base, m, wan_out, r) : wan_out(r, v[i].iov_base, m);
+		if (rc)
+			return rc;
+		n -= m;
+	}
+	return 0;
+}
+
 /* Move LAN input into the stream while it has room. */
 static void pump(struct px_relay *r)
 {
@@ -211,8 +231,7 @@ static void pump(struct px_relay *r)
 		size_t n = len < room ? len : room;
 		if (n > READ_CHUNK)
 			n = READ_CHUNK;
-		const unsigned char *p = evbuffer_pullup(in, (ssize_t)n);
-		int rc = r->enc ? dre_enc_write(r->enc, p, n, wan_out, r) : wan_out(r, p, n);
+		int rc = feed(r, in, n);
 		if (rc) {
 			relay_abort(r, PROTO_RST_INTERNAL, r->enc ? dre_strerror(rc) : "tunnel write failed");
 			return;

@@ -29,7 +29,9 @@ px_edge edge "$P" "$S2" "--forward=127.0.0.1:$L -> 127.0.0.1:$SRV" "--forward=12
 	"--forward=127.0.0.1:$LT -> 127.0.0.3:$SRV" "--forward=127.0.0.1:$LP -> 127.0.0.4:$SRV" \
 	"--optimize=lz 127.0.0.2/32" "--optimize=tfo 127.0.0.3/32" "--optimize=passthrough 127.0.0.4/32"
 MB=$((1 << 20))
-rss() { awk '/VmRSS/ {print int($2 / 1024)}' "/proc/${PID[$1]}/status"; }
+# anonymous memory: what the proxy buffers (store files are mapped for reading,
+# and their page-cache pages would count in VmRSS without being ours)
+rss() { awk '/RssAnon/ {print int($2 / 1024)}' "/proc/${PID[$1]}/status"; }
 
 # ---- 1. slow receivers ----
 # hot data: a window of references decodes to far more than a window
