@@ -7,16 +7,16 @@ static void *worker_main(void *arg)
 	dre_worker *w = arg;
 	pthread_mutex_lock(&w->mu);
 	for (;;) {
-		while (!w->busy && !w->stop)
+		while (!w->pending && !w->stop)
 			pthread_cond_wait(&w->cv, &w->mu);
-		if (!w->busy && w->stop)
-			break;
+		if (!w->pending)
+			break; /* stop, and nothing left to run */
 		pthread_mutex_unlock(&w->mu);
 		int rc = w->job(w->arg);
 		pthread_mutex_lock(&w->mu);
 		if (rc && !w->err)
 			w->err = rc;
-		w->busy = 0;
+		w->pending--;
 		pthread_cond_broadcast(&w->cv);
 	}
 	pthread_mutex_unlock(&w->mu);
@@ -29,7 +29,8 @@ int dre_worker_start(dre_worker *w, dre_job_fn job, void *arg)
 		return 0;
 	w->job = job;
 	w->arg = arg;
-	w->busy = w->stop = w->err = 0;
+	w->pending = 0;
+	w->stop = w->err = 0;
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
 	if (pthread_create(&w->th, NULL, worker_main, w)) {
@@ -44,21 +45,26 @@ int dre_worker_start(dre_worker *w, dre_job_fn job, void *arg)
 void dre_worker_kick(dre_worker *w)
 {
 	pthread_mutex_lock(&w->mu);
-	w->busy = 1;
+	w->pending++;
 	pthread_cond_broadcast(&w->cv);
 	pthread_mutex_unlock(&w->mu);
 }
 
-int dre_worker_wait(dre_worker *w)
+int dre_worker_wait_below(dre_worker *w, unsigned n)
 {
 	if (!w->running)
 		return 0;
 	pthread_mutex_lock(&w->mu);
-	while (w->busy)
+	while (w->pending >= n)
 		pthread_cond_wait(&w->cv, &w->mu);
 	int err = w->err;
 	pthread_mutex_unlock(&w->mu);
 	return err;
+}
+
+int dre_worker_wait(dre_worker *w)
+{
+	return dre_worker_wait_below(w, 1);
 }
 
 void dre_worker_stop(dre_worker *w)
