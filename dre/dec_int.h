@@ -31,7 +31,6 @@ struct dre_sop {
 enum { SOP_PUT = 1, SOP_HIT = 2, SOP_BREAK = 3, SOP_PUTL = 4 /* PUT, then adopt prev -> it */,
        SOP_PREV = 5 /* the previous chunk is arg (LEARN) */ };
 
-/* The helper thread: stores the chunks of frame N while frame N+1 is rebuilt. */
 /* A frame's checksum check and output, when the helper thread does them. */
 struct dre_vjob {
 	uint64_t want, seed;      /* expected dre_sum64 and its seed */
@@ -39,11 +38,26 @@ struct dre_vjob {
 	void *arg;
 };
 
-struct dre_dwork {
-	dre_worker t;
-	dre_buf ops, data;        /* the job: struct dre_sop list and its frame bytes */
+/* Frames in flight to the helper thread: the decoder rebuilds frame N+DEPTH
+ * while the helper checks, outputs and stores frames N..N+DEPTH-1. */
+#define DRE_DEC_DEPTH 3
+
+/* One frame handed to the helper thread. */
+struct dre_dslot {
+	dre_buf ops, data;        /* its struct dre_sop list and its bytes */
 	int verify;               /* ... and, if set, check and output data (vj) first */
 	struct dre_vjob vj;
+};
+
+/* The helper thread: stores the chunks of earlier frames while the next one
+ * is rebuilt.  Slots are filled by the decoder's thread in order (put) and run
+ * by the helper in the same order (take); the worker's pending count says
+ * which are in flight, so a slot is refilled only after its run finished. */
+struct dre_dwork {
+	dre_worker t;
+	struct dre_dslot slot[DRE_DEC_DEPTH];
+	unsigned put;             /* slots handed over; decoder's thread only */
+	unsigned take;            /* slots run; helper thread only */
 	dre_fp *fp;
 };
 
@@ -76,15 +90,17 @@ struct dre_dec {
 
 /* Record a store operation for the frame being rebuilt. */
 int dre_dec_sop(dre_dec *d, uint32_t kind, uint32_t len, uint64_t arg);
-/* Make every recorded store operation take effect now (lookups that missed
- * call this and try again).  0 or a store error. */
+/* Make every recorded store operation take effect now, those of the frames
+ * in flight to the helper thread first (lookups that missed call this and try
+ * again).  0 or a store error, or the helper thread's. */
 int dre_dec_sync(dre_dec *d);
 /* End of a frame: hand its store operations to the helper thread (swapping
- * frame buffers) or run them.  With vj, the frame's checksum check and output
- * go along (or are done now, if the frame is not handed over).  0 or an error
- * (a helper thread's error shows at the next call). */
+ * frame buffers with a free slot, waiting for one if all DRE_DEC_DEPTH are in
+ * flight) or run them.  With vj, the frame's checksum check and output go
+ * along (or are done now, if the frame is not handed over).  0 or an error
+ * (a helper thread's error shows at a later call). */
 int dre_dec_commit(dre_dec *d, const struct dre_vjob *vj);
-/* Start or stop the helper thread; stopping waits for its work. */
+/* Start or stop the helper thread; stopping finishes the frames in flight. */
 int dre_dec_work_start(dre_dec *d);
 void dre_dec_work_stop(dre_dec *d);
 /* Look a tag up, making pending store operations take effect on a miss. */

@@ -43,12 +43,6 @@ static int sops_run(dre_store *st, dre_fp *fp, uint64_t *prev, const struct dre_
 	return 0;
 }
 
-/* Wait until the helper thread is idle; returns its sticky error. */
-static int work_wait(dre_dec *d)
-{
-	return dre_worker_wait(&d->w.t);
-}
-
 /* Check a rebuilt frame against its checksum, then hand it out. */
 static int verify_out(const struct dre_vjob *vj, const dre_buf *data)
 {
@@ -57,15 +51,17 @@ static int verify_out(const struct dre_vjob *vj, const dre_buf *data)
 	return data->len && vj->out(vj->arg, data->p, data->len) < 0 ? DRE_EOUT : 0;
 }
 
-/* The helper thread's job: check and output the frame handed over (once an
- * earlier frame failed, nothing more goes out), then run its store operations. */
+/* The helper thread's job: take the oldest slot in flight, check and output
+ * its frame (once an earlier frame failed, nothing more goes out), then run
+ * its store operations. */
 static int work_job(void *arg)
 {
 	dre_dec *d = arg;
 	struct dre_dwork *w = &d->w;
-	int rc = w->verify && !w->t.err ? verify_out(&w->vj, &w->data) : 0;
-	return rc ? rc : sops_run(d->st, w->fp, &d->prev, (struct dre_sop *)w->ops.p,
-				  w->ops.len / sizeof(struct dre_sop), w->data.p, d->peer_bit);
+	struct dre_dslot *s = &w->slot[w->take++ % DRE_DEC_DEPTH];
+	int rc = s->verify && !w->t.err ? verify_out(&s->vj, &s->data) : 0;
+	return rc ? rc : sops_run(d->st, w->fp, &d->prev, (struct dre_sop *)s->ops.p,
+				  s->ops.len / sizeof(struct dre_sop), s->data.p, d->peer_bit);
 }
 
 int dre_dec_work_start(dre_dec *d)
@@ -75,6 +71,7 @@ int dre_dec_work_start(dre_dec *d)
 		return 0;
 	if (!w->fp && !(w->fp = dre_fp_new()))
 		return DRE_ENOMEM;
+	w->put = w->take = 0;
 	return dre_worker_start(&w->t, work_job, d);
 }
 
@@ -84,13 +81,15 @@ void dre_dec_work_stop(dre_dec *d)
 	dre_worker_stop(&w->t);
 	dre_fp_free(w->fp);
 	w->fp = NULL;
-	dre_buf_free(&w->ops);
-	dre_buf_free(&w->data);
+	for (int i = 0; i < DRE_DEC_DEPTH; i++) {
+		dre_buf_free(&w->slot[i].ops);
+		dre_buf_free(&w->slot[i].data);
+	}
 }
 
 int dre_dec_sync(dre_dec *d)
 {
-	int rc = work_wait(d);
+	int rc = dre_worker_wait(&d->w.t);
 	if (rc)
 		return rc;
 	size_t n = d->sops.len / sizeof(struct dre_sop);
@@ -102,30 +101,40 @@ int dre_dec_sync(dre_dec *d)
 	return rc;
 }
 
+/* Swap two buffers; a keeps b's memory, emptied. */
+static void buf_swap(dre_buf *a, dre_buf *b)
+{
+	dre_buf t = *a;
+	*a = *b;
+	*b = t;
+	a->len = 0;
+}
+
 int dre_dec_commit(dre_dec *d, const struct dre_vjob *vj)
 {
 	struct dre_dwork *w = &d->w;
-	int rc = work_wait(d);
-	if (rc)
-		return rc;
 	if (!w->t.running || d->sops_done) {
+		/* no helper, or this frame's operations began here (a sync
+		 * emptied the ring): finish here, after the frames in flight */
+		int rc = dre_worker_wait(&w->t);
+		if (rc)
+			return rc;
 		rc = vj ? verify_out(vj, &d->out) : 0;
 		if (!rc)
 			rc = dre_dec_sync(d);
 		d->sops.len = d->sops_done = 0;
 		return rc;
 	}
-	w->verify = vj != NULL;
+	int rc = dre_worker_wait_below(&w->t, DRE_DEC_DEPTH);
+	if (rc)
+		return rc;
+	/* the slot after the last one handed over has finished its run */
+	struct dre_dslot *s = &w->slot[w->put++ % DRE_DEC_DEPTH];
+	s->verify = vj != NULL;
 	if (vj)
-		w->vj = *vj;
-	/* hand the frame over: its ops and its bytes; take the worker's old buffers */
-	dre_buf t = w->ops;
-	w->ops = d->sops;
-	d->sops = t;
-	t = w->data;
-	w->data = d->out;
-	d->out = t;
-	d->sops.len = d->out.len = 0;
+		s->vj = *vj;
+	buf_swap(&d->sops, &s->ops);
+	buf_swap(&d->out, &s->data);
 	dre_worker_kick(&w->t);
 	return 0;
 }
