@@ -29,35 +29,42 @@ static void frame_free(struct dre_qframe *f)
 		return;
 	free(f->ops);
 	free(f->lits);
+	free(f->lzd);
 	free(f);
 }
 
-/* Keep one finished frame's buffers for the next frame (saves page faults). */
+/* Keep finished frames' buffers for the next frames (saves page faults): as
+ * many as can be parsed ahead, and one more. */
 static void frame_recycle(dre_dec *d, struct dre_qframe *f)
 {
-	if (d->spare && (d->spare->ops_cap + d->spare->lits_cap) >= (f->ops_cap + f->lits_cap)) {
+	if (d->nspare > DRE_DEC_AHEAD) {
 		frame_free(f);
 		return;
 	}
-	frame_free(d->spare);
+	f->next = d->spare;
 	d->spare = f;
+	d->nspare++;
 }
 
 /* A frame with room for the given section sizes, recycled if possible. */
 static struct dre_qframe *frame_get(dre_dec *d, size_t ops_len, size_t lit_len)
 {
 	struct dre_qframe *f = d->spare;
-	d->spare = NULL;
-	if (!f && !(f = calloc(1, sizeof *f)))
+	if (f) {
+		d->spare = f->next;
+		d->nspare--;
+	} else if (!(f = calloc(1, sizeof *f))) {
 		return NULL;
+	}
+	/* grown by doubling: frames' sizes vary, and new memory costs page faults */
 	if (f->ops_cap < ops_len + 1) {
 		free(f->ops);
-		f->ops_cap = ops_len + 1;
+		f->ops_cap = ops_len + 1 > 2 * f->ops_cap ? ops_len + 1 : 2 * f->ops_cap;
 		f->ops = malloc(f->ops_cap);
 	}
 	if (f->lits_cap < lit_len + 1) {
 		free(f->lits);
-		f->lits_cap = lit_len + 1;
+		f->lits_cap = lit_len + 1 > 2 * f->lits_cap ? lit_len + 1 : 2 * f->lits_cap;
 		f->lits = malloc(f->lits_cap);
 	}
 	if (!f->ops || !f->lits) {
@@ -74,8 +81,13 @@ void dre_dec_free(dre_dec *d)
 	if (!d)
 		return;
 	dre_dec_work_stop(d);
+	dre_dec_lz_stop(d);
 	dre_buf_free(&d->sops);
-	frame_free(d->spare);
+	while (d->spare) {
+		struct dre_qframe *f = d->spare;
+		d->spare = f->next;
+		frame_free(f);
+	}
 	while (d->qhead) {
 		struct dre_qframe *f = d->qhead;
 		d->qhead = f->next;
@@ -95,9 +107,11 @@ int dre_dec_set_threaded(dre_dec *d, int on)
 	if (!on) {
 		int rc = dre_dec_sync(d);
 		dre_dec_work_stop(d);
+		dre_dec_lz_stop(d);
 		return rc;
 	}
-	return dre_dec_work_start(d);
+	int rc = dre_dec_work_start(d);
+	return rc ? rc : dre_dec_lz_start(d);
 }
 
 void dre_dec_set_peer(dre_dec *d, int peer)
@@ -149,7 +163,8 @@ static int parse_header(const uint8_t *p, size_t n, struct dre_fhdr *h)
 	return 1;
 }
 
-/* Decompress a frame's literal section into a new queued frame. */
+/* Load a frame into a new queued frame: its ops, and its literal section
+ * decompressed (or on its way, see dec_lz.c). */
 static int frame_load(dre_dec *d, const struct dre_fhdr *h, const uint8_t *p, struct dre_qframe **out)
 {
 	struct dre_qframe *f = frame_get(d, h->ops_len, h->lit_len);
@@ -157,14 +172,7 @@ static int frame_load(dre_dec *d, const struct dre_fhdr *h, const uint8_t *p, st
 		return DRE_ENOMEM;
 	f->h = *h;
 	memcpy(f->ops, p + h->hdr_len, h->ops_len);
-	const uint8_t *lz = p + h->hdr_len + h->ops_len;
-	int rc = 0;
-	if (h->lit_len || h->lz_len) {
-		if (!d->lz[h->lz] && !(d->lz[h->lz] = dre_lz_new(h->lz, 0, 1)))
-			rc = DRE_ENOMEM;
-		else
-			rc = dre_lz_decompress(d->lz[h->lz], lz, h->lz_len, f->lits, h->lit_len);
-	}
+	int rc = dre_dec_lz_load(d, f, p + h->hdr_len + h->ops_len);
 	if (rc) {
 		frame_recycle(d, f);
 		return rc;
@@ -176,6 +184,9 @@ static int frame_load(dre_dec *d, const struct dre_fhdr *h, const uint8_t *p, st
 /* Apply a queued frame: 0 done, DRE_EMISS/DRE_ECHECKSUM askable, else fatal. */
 static int frame_apply(dre_dec *d, struct dre_qframe *f, dre_out_fn out, void *arg)
 {
+	int lrc = dre_dec_lz_ready(d, f);
+	if (lrc)
+		return lrc;
 	d->out.len = 0;
 	if (dre_buf_reserve(&d->out, f->h.raw_len))
 		return DRE_ENOMEM;
@@ -202,9 +213,77 @@ static int frame_apply(dre_dec *d, struct dre_qframe *f, dre_out_fn out, void *a
 	return rc ? rc : crc;
 }
 
-/* Unlink f (whose predecessor in the queue is prev, or NULL) and free it. */
+/* Parse the stream header if not yet seen: 1 done, 0 need more, <0 bad. */
+static int stream_header(dre_dec *d)
+{
+	if (d->hdr_got)
+		return 1;
+	if (d->in.len - d->in_off < DRE_STREAM_HDR_LEN)
+		return 0;
+	const uint8_t *p = d->in.p + d->in_off;
+	if (memcmp(p, DRE_STREAM_MAGIC, 4) || p[4] != DRE_STREAM_VERSION)
+		return DRE_ECORRUPT;
+	d->seed = dre_get_u64(p + 6);
+	d->in_off += DRE_STREAM_HDR_LEN;
+	d->hdr_got = 1;
+	return 1;
+}
+
+/* A LEARN's ops start with the number of the frame it stands for, which must
+ * have been seen: 0 or DRE_ECORRUPT. */
+static int learn_check(const dre_dec *d, const struct dre_fhdr *h, const uint8_t *p)
+{
+	uint64_t seq = h->ops_len < 24 ? 0 : dre_get_u64(p + h->hdr_len);
+	return seq == 0 || seq > d->seq ? DRE_ECORRUPT : 0;
+}
+
+/* Take complete frames out of the input buffer into the queue: one at a time
+ * (it is applied before the next is parsed, keeping memory flat), or up to
+ * DRE_DEC_AHEAD with the decompression thread, and every one there is while
+ * waiting for a LEARN.  An error found while parsing ahead is left in the
+ * input and reported once the frames before it are applied. */
+static int parse_frames(dre_dec *d)
+{
+	unsigned ahead = d->lzw.t.running ? DRE_DEC_AHEAD : 1;
+	for (;;) {
+		struct dre_fhdr h;
+		size_t avail = d->in.len - d->in_off;
+		const uint8_t *p = d->in.p + d->in_off;
+		int rc = parse_header(p, avail, &h);
+		if (rc > 0 && avail < h.hdr_len + h.ops_len + h.lz_len)
+			return 0;
+		if (rc > 0 && h.type == DRE_FT_LEARN)
+			rc = learn_check(d, &h, p) ? DRE_ECORRUPT : 1;
+		if (rc < 0 && d->qhead && !d->waiting && ahead > 1)
+			return 0;
+		if (rc <= 0)
+			return rc;
+		struct dre_qframe *f;
+		if ((rc = frame_load(d, &h, p, &f)))
+			return rc;
+		if (h.type == DRE_FT_DATA)
+			f->seq = ++d->seq;
+		else if (h.type == DRE_FT_LEARN)
+			f->learn_seq = dre_get_u64(f->ops);
+		d->in_off += h.hdr_len + h.ops_len + h.lz_len;
+		d->qbytes += h.ops_len + h.lit_len;
+		d->qcount++;
+		if (d->qtail)
+			d->qtail->next = f;
+		else
+			d->qhead = f;
+		d->qtail = f;
+		if (d->qbytes > DRE_LEARN_BACKLOG && d->waiting)
+			return DRE_ESTATE;
+		if ((!d->waiting || d->paused) && d->qcount >= ahead)
+			return 0; /* apply before parsing on */
+	}
+}
+
+/* Unlink f (whose predecessor in the queue is prev, or NULL) and recycle it. */
 static void queue_drop(dre_dec *d, struct dre_qframe *prev, struct dre_qframe *f)
 {
+	dre_dec_lz_ready(d, f); /* the thread is done with it */
 	if (prev)
 		prev->next = f->next;
 	else
@@ -212,6 +291,7 @@ static void queue_drop(dre_dec *d, struct dre_qframe *prev, struct dre_qframe *f
 	if (d->qtail == f)
 		d->qtail = prev;
 	d->qbytes -= f->h.ops_len + f->h.lit_len;
+	d->qcount--;
 	frame_recycle(d, f);
 }
 
@@ -247,16 +327,21 @@ static int queue_run(dre_dec *d, dre_out_fn out, void *arg)
 				return rc;
 			continue;
 		}
+		if (d->lzw.t.running && !d->paused && d->qcount < DRE_DEC_AHEAD) {
+			int rc = parse_frames(d); /* keep the decompression thread busy */
+			if (rc < 0)
+				return rc;
+		}
 		struct dre_qframe *f = d->qhead;
 		if (!f || d->paused)
 			return 0;
-		if (f->h.type == DRE_FT_LEARN) {
-			queue_drop(d, NULL, f); /* answers an ask already satisfied */
-			continue;
-		}
-		if (f->h.type == DRE_FT_END) {
-			d->ended = 1; /* everything before it is applied */
-			queue_drop(d, NULL, f);
+		if (f->h.type == DRE_FT_LEARN || f->h.type == DRE_FT_END) {
+			int rc = dre_dec_lz_ready(d, f);
+			if (f->h.type == DRE_FT_END)
+				d->ended = 1; /* everything before it is applied */
+			queue_drop(d, NULL, f); /* a LEARN: answers an ask already satisfied */
+			if (rc)
+				return rc;
 			continue;
 		}
 		if (d->ended) {
@@ -274,57 +359,6 @@ static int queue_run(dre_dec *d, dre_out_fn out, void *arg)
 		queue_drop(d, NULL, f);
 		if (rc)
 			return rc;
-	}
-}
-
-/* Parse the stream header if not yet seen: 1 done, 0 need more, <0 bad. */
-static int stream_header(dre_dec *d)
-{
-	if (d->hdr_got)
-		return 1;
-	if (d->in.len - d->in_off < DRE_STREAM_HDR_LEN)
-		return 0;
-	const uint8_t *p = d->in.p + d->in_off;
-	if (memcmp(p, DRE_STREAM_MAGIC, 4) || p[4] != DRE_STREAM_VERSION)
-		return DRE_ECORRUPT;
-	d->seed = dre_get_u64(p + 6);
-	d->in_off += DRE_STREAM_HDR_LEN;
-	d->hdr_got = 1;
-	return 1;
-}
-
-/* Take every complete frame out of the input buffer into the queue. */
-static int parse_frames(dre_dec *d)
-{
-	for (;;) {
-		struct dre_fhdr h;
-		size_t avail = d->in.len - d->in_off;
-		int rc = parse_header(d->in.p + d->in_off, avail, &h);
-		if (rc <= 0)
-			return rc;
-		size_t total = h.hdr_len + h.ops_len + h.lz_len;
-		if (avail < total)
-			return 0;
-		struct dre_qframe *f;
-		if ((rc = frame_load(d, &h, d->in.p + d->in_off, &f)))
-			return rc;
-		if (h.type == DRE_FT_DATA) {
-			f->seq = ++d->seq;
-		} else if (h.type == DRE_FT_LEARN && (h.ops_len < 24 || (f->learn_seq = dre_get_u64(f->ops)) == 0 || f->learn_seq > d->seq)) {
-			frame_free(f);
-			return DRE_ECORRUPT;
-		}
-		d->in_off += total;
-		d->qbytes += h.ops_len + h.lit_len;
-		if (d->qtail)
-			d->qtail->next = f;
-		else
-			d->qhead = f;
-		d->qtail = f;
-		if (d->qbytes > DRE_LEARN_BACKLOG && d->waiting)
-			return DRE_ESTATE;
-		if (!d->waiting || d->paused)
-			return 0; /* apply it before parsing on, keeping memory flat */
 	}
 }
 

@@ -1,4 +1,4 @@
-/* dec_int.h: the decoder's private state (dec.c, dec_ops.c). */
+/* dec_int.h: the decoder's private state (dec.c, dec_ops.c, dec_work.c, dec_lz.c). */
 #ifndef WANOPT_DRE_DEC_INT_H
 #define WANOPT_DRE_DEC_INT_H
 
@@ -11,14 +11,33 @@ struct dre_fhdr {
 	size_t hdr_len;
 };
 
-/* A parsed frame (literal section already decompressed) waiting to be applied. */
+/* A parsed frame waiting to be applied.  Its literal section is decompressed
+ * when it is parsed or, by the decompression thread, soon after (lz_no). */
 struct dre_qframe {
 	struct dre_fhdr h;
 	uint64_t seq;        /* DATA: its number in the stream */
 	uint64_t learn_seq;  /* LEARN: the frame it stands for */
 	uint8_t *ops, *lits;
-	size_t ops_cap, lits_cap;
+	uint8_t *lzd;        /* its compressed literal section, for the thread */
+	size_t ops_cap, lits_cap, lzd_cap;
+	unsigned lz_no;      /* its number in the thread's order; 0 once known done */
+	int lz_rc;           /* 0 or the decompression's error */
 	struct dre_qframe *next;
+};
+
+/* Frames parsed ahead of the one being applied, their literal sections
+ * decompressed by a thread of their own (in arrival order: one compression
+ * stream spans the frames) while the decoder rebuilds earlier ones. */
+#define DRE_DEC_AHEAD 3
+
+/* The decompression thread: frames are handed over in order (put) through a
+ * ring and decompressed in the same order (take). */
+struct dre_dlz {
+	dre_worker t;
+	struct dre_qframe *ring[DRE_DEC_AHEAD];
+	unsigned put;             /* frames handed over; decoder's thread only */
+	unsigned take;            /* frames taken; the thread only */
+	int failed;               /* a decompression failed (the stream is lost); the thread only */
 };
 
 /* A store operation recorded while a frame is rebuilt, run after it (in order)
@@ -69,8 +88,10 @@ struct dre_dec {
 	uint64_t seed, seq, applied, wait_seq;
 	dre_buf in;
 	size_t in_off;
-	struct dre_qframe *qhead, *qtail, *spare;
+	struct dre_qframe *qhead, *qtail, *spare; /* queue; spare: recycled frames */
+	unsigned qcount, nspare;
 	uint64_t qbytes;
+	struct dre_dlz lzw;
 	dre_ent cur;              /* cursor, as in the encoder */
 	uint64_t prev;            /* last chunk output: used only by whoever runs sops */
 	dre_buf sops;             /* store operations of the frame being rebuilt */
@@ -105,6 +126,16 @@ int dre_dec_work_start(dre_dec *d);
 void dre_dec_work_stop(dre_dec *d);
 /* Look a tag up, making pending store operations take effect on a miss. */
 int dre_dec_find(dre_dec *d, uint64_t tag, dre_ent *e);
+
+/* Start or stop the decompression thread; stopping finishes what it holds. */
+int dre_dec_lz_start(dre_dec *d);
+void dre_dec_lz_stop(dre_dec *d);
+/* Decompress f's literal section (f->h says how) from lz[0..h.lz_len): at
+ * once, or handed to the thread (lz is copied; waits while DRE_DEC_AHEAD
+ * frames are in flight).  0 or an error (DRE_ENOMEM, or at once DRE_ELZ). */
+int dre_dec_lz_load(dre_dec *d, struct dre_qframe *f, const uint8_t *lz);
+/* Wait until f's literals are there: 0 or its decompression's error. */
+int dre_dec_lz_ready(dre_dec *d, struct dre_qframe *f);
 
 /* Rebuild a DATA frame into d->out: 0, DRE_EMISS, DRE_ECORRUPT, ... */
 int dre_dec_ops(dre_dec *d, struct dre_qframe *f);

@@ -1,0 +1,164 @@
+/* test_dre_dec.c: the threaded decoder (frames decompressed ahead on one
+ * thread, checked, output and stored on another) against the plain one. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "../dre/dre_int.h"
+#include "dre_util.h"
+
+/* Text with repeats, so frames hold literals, references and runs. */
+static uint8_t *make_input(size_t n)
+{
+	uint8_t *p = malloc(n);
+	size_t third = n / 3;
+	t_fill_text(p, third);
+	memcpy(p + third, p, third);
+	t_fill_text(p + 2 * third, n - 2 * third);
+	return p;
+}
+
+/* Decode c[0..len) into a fresh store, fed in pieces of up to `piece` bytes;
+ * the first error (or 0), and the bytes decoded in *dec. */
+static int decode_fresh(const uint8_t *c, size_t len, int threaded, size_t piece, struct tbuf *dec)
+{
+	char dir[64];
+	dre_store *st = t_store(dir, 0);
+	assert_non_null(st);
+	dre_dec *d = dre_dec_new(st);
+	assert_int_equal(dre_dec_set_threaded(d, threaded), 0);
+	int rc = t_decode(d, c, len, piece, dec);
+	int frc = dre_dec_finish(d); /* no output after this */
+	dre_dec_free(d);
+	dre_store_close(st);
+	t_rmstore(dir);
+	return rc ? rc : frc;
+}
+
+/* Damaged or cut streams: the threaded decoder fails where the plain one
+ * fails and hands out exactly the same bytes before it. */
+static void test_threaded_agrees_on_damage(void **state)
+{
+	char da[64];
+	dre_store *sa = t_store(da, 0);
+	size_t n = 900000;
+	uint8_t *p = make_input(n);
+	struct tbuf enc = { 0 };
+	dre_enc_opts o = { .frame_max = 16 << 10 };
+	dre_enc *e = dre_enc_new(sa, &o);
+	assert_int_equal(t_encode(e, p, n, n, &enc), 0);
+	dre_enc_free(e);
+	int errors = 0;
+	for (int trial = 0; trial < 120; trial++) {
+		uint8_t *c = malloc(enc.len);
+		memcpy(c, enc.p, enc.len);
+		size_t len = enc.len;
+		if (trial % 3 == 0)
+			len = t_rand() % enc.len; /* cut */
+		if (trial % 3 != 1)
+			c[t_rand() % len] ^= (uint8_t)(1 + t_rand() % 255);
+		size_t piece = trial % 2 ? 1 + t_rand() % 4096 : 1 + t_rand() % (256 << 10);
+		struct tbuf plain = { 0 }, thr = { 0 };
+		int prc = decode_fresh(c, len, 0, piece, &plain);
+		int trc = decode_fresh(c, len, 1, piece, &thr);
+		assert_int_equal(prc != 0, trc != 0);
+		assert_int_equal(thr.len, plain.len);
+		assert_true(thr.len == 0 || memcmp(thr.p, p, thr.len) == 0);
+		if (prc)
+			errors++;
+		free(plain.p);
+		free(thr.p);
+		free(c);
+	}
+	assert_true(errors > 70);
+	free(p);
+	free(enc.p);
+	dre_store_close(sa);
+	t_rmstore(da);
+}
+
+/* END with the threaded decoder: reported once applied, and data after it
+ * refused, as without threads. */
+static void test_threaded_end_frame(void **state)
+{
+	char da[64], db[64];
+	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
+	size_t n = 400000;
+	uint8_t *p = make_input(n);
+	struct tbuf enc = { 0 }, dec = { 0 };
+	dre_enc_opts o = { .frame_max = 32 << 10 };
+	dre_enc *e = dre_enc_new(sa, &o);
+	assert_int_equal(dre_enc_write(e, p, n, tbuf_out, &enc), 0);
+	assert_int_equal(dre_enc_end(e, tbuf_out, &enc), 0);
+	size_t end_at = enc.len;
+	dre_dec *d = dre_dec_new(sb);
+	assert_int_equal(dre_dec_set_threaded(d, 1), 0);
+	assert_int_equal(dre_dec_write(d, enc.p, end_at - 5, tbuf_out, &dec), 0);
+	assert_false(dre_dec_ended(d));
+	assert_int_equal(dre_dec_write(d, enc.p + end_at - 5, 5, tbuf_out, &dec), 0);
+	assert_true(dre_dec_ended(d));
+	assert_int_equal(dre_dec_finish(d), 0);
+	assert_int_equal(dec.len, n);
+	assert_memory_equal(dec.p, p, n);
+	assert_int_equal(dre_enc_write(e, p, 1000, tbuf_out, &enc), 0);
+	assert_int_equal(dre_enc_flush(e, tbuf_out, &enc), 0);
+	assert_int_equal(dre_dec_write(d, enc.p + end_at, enc.len - end_at, tbuf_out, &dec), DRE_ECORRUPT);
+	assert_int_equal(dre_dec_finish(d), DRE_ECORRUPT);
+	assert_int_equal(dec.len, n);
+	dre_enc_free(e);
+	dre_dec_free(d);
+	free(enc.p);
+	free(dec.p);
+	free(p);
+	dre_store_close(sa);
+	dre_store_close(sb);
+	t_rmstore(da);
+	t_rmstore(db);
+}
+
+/* Threads switched on and off between writes, frames in flight each time. */
+static void test_threaded_toggle(void **state)
+{
+	char da[64], db[64];
+	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
+	size_t n = 2 << 20;
+	uint8_t *p = make_input(n);
+	struct tbuf enc = { 0 }, dec = { 0 };
+	dre_enc_opts o = { .frame_max = 16 << 10 };
+	dre_enc *e = dre_enc_new(sa, &o);
+	assert_int_equal(t_encode(e, p, n, n, &enc), 0);
+	dre_dec *d = dre_dec_new(sb);
+	for (size_t pos = 0, k = 0; pos < enc.len; pos += k) {
+		k = 1 + t_rand() % (128 << 10);
+		if (k > enc.len - pos)
+			k = enc.len - pos;
+		assert_int_equal(dre_dec_set_threaded(d, (int)(t_rand() % 2)), 0);
+		assert_int_equal(dre_dec_write(d, enc.p + pos, k, tbuf_out, &dec), 0);
+	}
+	assert_int_equal(dre_dec_finish(d), 0);
+	assert_int_equal(dec.len, n);
+	assert_memory_equal(dec.p, p, n);
+	char err[256];
+	assert_int_equal(dre_store_check(sb, err, sizeof err), 0);
+	dre_enc_free(e);
+	dre_dec_free(d);
+	free(enc.p);
+	free(dec.p);
+	free(p);
+	dre_store_close(sa);
+	dre_store_close(sb);
+	t_rmstore(da);
+	t_rmstore(db);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_threaded_agrees_on_damage),
+		cmocka_unit_test(test_threaded_end_frame),
+		cmocka_unit_test(test_threaded_toggle),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
