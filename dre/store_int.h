@@ -54,6 +54,8 @@ struct dre_store {
 	struct dre_wjob *wq_head, *wq_tail; /* jobs waiting, oldest first */
 	struct dre_wjob *wq_busy; /* the job being done (outside the lock) */
 	uint64_t wq_bytes;        /* record bytes appended but not yet written */
+	struct dre_wjob *wq_spare; /* written data blocks kept for reuse */
+	unsigned wq_nspare;
 };
 
 void dre_rec_header(uint8_t h[DRE_REC_HDR], uint32_t magic, uint32_t len, const uint8_t hash[32],

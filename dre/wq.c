@@ -28,6 +28,8 @@
 #define WQ_CAP (32u << 20)        /* appenders wait beyond this many bytes queued */
 #define WQ_LINGER_NS 2000000      /* an idle writer waits this long for a block to fill */
 #define WQ_WRITEBACK (8u << 20)   /* start kernel writeback every 8 MiB of a file */
+#define WQ_SPARE 4                /* written blocks kept for reuse: fresh memory costs a
+				     page fault every 4 KiB, more than the copy into it */
 
 enum wq_kind {
 	WQ_DATA, /* write data[0..len) at file offset off */
@@ -64,6 +66,32 @@ static void job_free(struct dre_wjob *j)
 		free(j->data);
 		free(j);
 	}
+}
+
+/* A written job: keep it if it is a whole data block and few are kept, else
+ * free it; lock held. */
+static void job_done(dre_store *st, struct dre_wjob *j)
+{
+	if (j->kind != WQ_DATA || j->cap != WQ_BLOCK || st->wq_nspare >= WQ_SPARE) {
+		job_free(j);
+		return;
+	}
+	j->next = st->wq_spare;
+	st->wq_spare = j;
+	st->wq_nspare++;
+}
+
+/* A data block for `file` at `off`, of cap bytes (a kept one if it fits);
+ * lock held. */
+static struct dre_wjob *block_new(dre_store *st, uint32_t file, int fd, uint64_t off, size_t cap)
+{
+	struct dre_wjob *j = st->wq_spare;
+	if (cap != WQ_BLOCK || !j)
+		return job_new(WQ_DATA, file, fd, off, cap);
+	st->wq_spare = j->next;
+	st->wq_nspare--;
+	*j = (struct dre_wjob){ .kind = WQ_DATA, .file = file, .fd = fd, .off = off, .cap = cap, .data = j->data };
+	return j;
 }
 
 /* Queue j behind the others; lock held. */
@@ -186,7 +214,7 @@ static void *writer_main(void *arg)
 			if (!rc)
 				dre_store_written(st, j->file, j->off + j->len);
 		}
-		job_free(j);
+		job_done(st, j);
 		pthread_cond_broadcast(&st->wq_done);
 	}
 	pthread_mutex_unlock(&st->mu);
@@ -219,6 +247,12 @@ void dre_wq_stop(dre_store *st)
 		job_free(j);
 	}
 	job_free(st->wq_cur);
+	while (st->wq_spare) {
+		struct dre_wjob *j = st->wq_spare;
+		st->wq_spare = j->next;
+		job_free(j);
+	}
+	st->wq_nspare = 0;
 	st->wq_head = st->wq_tail = st->wq_cur = NULL;
 	if (st->wq_inited) {
 		pthread_cond_destroy(&st->wq_cv);
@@ -237,7 +271,7 @@ int dre_wq_append(dre_store *st, const struct dre_sfile *f, const uint8_t *hdr, 
 		j = NULL;
 	}
 	if (!j) {
-		if (!(j = job_new(WQ_DATA, f->num, f->fd, f->size, want > WQ_BLOCK ? want : WQ_BLOCK)))
+		if (!(j = block_new(st, f->num, f->fd, f->size, want > WQ_BLOCK ? want : WQ_BLOCK)))
 			return DRE_ENOMEM;
 		st->wq_cur = j;
 	}
