@@ -13,6 +13,11 @@ int dre_idx_init(dre_idx *x, size_t cap)
 	x->slot = calloc(c, sizeof *x->slot);
 	if (!x->slot)
 		return DRE_ENOMEM;
+	/* write every page now: fresh calloc'd memory maps the shared zero page,
+	 * lookups read it in, and the first add to each page would then pay a
+	 * copy-on-write fault with a TLB flush on every CPU running a thread */
+	for (size_t i = 0; i < c * sizeof *x->slot; i += 4096)
+		((volatile uint8_t *)x->slot)[i] = 0;
 	x->mask = c - 1;
 	x->count = 0;
 	return 0;
