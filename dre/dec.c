@@ -73,6 +73,7 @@ static struct dre_qframe *frame_get(dre_dec *d, size_t ops_len, size_t lit_len)
 	}
 	f->next = NULL;
 	f->seq = f->learn_seq = 0;
+	f->inplace = 0;
 	return f;
 }
 
@@ -188,6 +189,7 @@ static int frame_apply(dre_dec *d, struct dre_qframe *f, dre_out_fn out, void *a
 	if (lrc)
 		return lrc;
 	d->out.len = 0;
+	dre_dec_adopt_lits(d, f);
 	if (dre_buf_reserve(&d->out, f->h.raw_len))
 		return DRE_ENOMEM;
 	int rc = f->h.type == DRE_FT_DATA ? dre_dec_ops(d, f) : dre_dec_learn_ops(d, f);

@@ -22,6 +22,7 @@ struct dre_qframe {
 	size_t ops_cap, lits_cap, lzd_cap;
 	unsigned lz_no;      /* its number in the thread's order; 0 once known done */
 	int lz_rc;           /* 0 or the decompression's error */
+	int inplace;         /* lits were moved to d->out, being its bytes already */
 	struct dre_qframe *next;
 };
 
@@ -137,6 +138,10 @@ int dre_dec_lz_load(dre_dec *d, struct dre_qframe *f, const uint8_t *lz);
 /* Wait until f's literals are there: 0 or its decompression's error. */
 int dre_dec_lz_ready(dre_dec *d, struct dre_qframe *f);
 
+/* Before rebuilding f into an empty d->out: if f is a DATA frame made of
+ * literal ops only, swap buffers so that d->out holds its literal section,
+ * which is already the frame's bytes (saves copying them). */
+void dre_dec_adopt_lits(dre_dec *d, struct dre_qframe *f);
 /* Rebuild a DATA frame into d->out: 0, DRE_EMISS, DRE_ECORRUPT, ... */
 int dre_dec_ops(dre_dec *d, struct dre_qframe *f);
 /* Rebuild a LEARN frame into d->out, storing its chunks. */

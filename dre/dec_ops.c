@@ -22,10 +22,31 @@ static int take_lits(struct opctx *c, uint64_t n)
 	dre_dec *d = c->d;
 	if (n > c->f->h.lit_len - c->lit || n > c->f->h.raw_len - d->out.len)
 		return DRE_ECORRUPT;
-	memcpy(d->out.p + d->out.len, c->f->lits + c->lit, n);
+	if (!c->f->inplace) /* else the literals are there, at out.len == lit */
+		memcpy(d->out.p + d->out.len, c->f->lits + c->lit, n);
 	c->lit += n;
 	d->out.len += n;
 	return 0;
+}
+
+void dre_dec_adopt_lits(dre_dec *d, struct dre_qframe *f)
+{
+	if (f->h.type != DRE_FT_DATA || f->h.lit_len != f->h.raw_len || d->out.len)
+		return;
+	const uint8_t *op = f->ops, *end = f->ops + f->h.ops_len;
+	while (op < end) {
+		int kind = *op++;
+		uint64_t n;
+		if ((kind != DRE_OP_LIT && kind != DRE_OP_RAW) || dre_get_varint(&op, end, &n))
+			return; /* other ops, or malformed: rebuilt (and refused) as usual */
+	}
+	uint8_t *p = d->out.p;
+	size_t cap = d->out.cap;
+	d->out.p = f->lits;
+	d->out.cap = f->lits_cap;
+	f->lits = p;
+	f->lits_cap = cap;
+	f->inplace = 1;
 }
 
 /* The last len output bytes form a new chunk: have it fingerprinted and stored. */
