@@ -2,6 +2,7 @@
  * on stdin/stdout against a persistent store, for benchmarks and for users
  * sizing their cache. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -151,6 +152,16 @@ static int parse_args(int argc, char **argv, struct cli *c)
 	return 0;
 }
 
+/* If fd 1 is a pipe, let it hold a whole frame (1 MiB by default): with the
+ * default 64 KiB, writing one decoded frame wakes the reader 16 times.  A
+ * failure (an older kernel, a lower pipe-max-size) leaves the pipe as it was. */
+static void grow_out_pipe(void)
+{
+	int have = fcntl(STDOUT_FILENO, F_GETPIPE_SZ);
+	if (have > 0 && have < (int)IO_BLOCK)
+		(void)fcntl(STDOUT_FILENO, F_SETPIPE_SZ, (int)IO_BLOCK);
+}
+
 /* Output callback: write everything to fd 1. */
 static int write_out(void *arg, const void *buf, size_t n)
 {
@@ -187,6 +198,7 @@ static int run_codec(struct cli *c, int decode)
 		return 1;
 	}
 	c->eo.threaded = 1; /* the CLI owns its thread: overlap LZ with chunking */
+	grow_out_pipe();
 	dre_enc *e = decode ? NULL : dre_enc_new(st, &c->eo);
 	dre_dec *d = decode ? dre_dec_new(st) : NULL;
 	char *buf = malloc(IO_BLOCK);
