@@ -38,7 +38,9 @@ struct dre_dlz {
 	struct dre_qframe *ring[DRE_DEC_AHEAD];
 	unsigned put;             /* frames handed over; decoder's thread only */
 	unsigned take;            /* frames taken; the thread only */
-	int failed;               /* a decompression failed (the stream is lost); the thread only */
+	int failed;               /* a decompression failed (the stream is lost); whoever
+				     decompresses (the decoder's thread only while the
+				     thread is idle) */
 };
 
 /* A store operation recorded while a frame is rebuilt, run after it (in order)

@@ -8,16 +8,29 @@
 
 #include "dec_int.h"
 
-/* The thread's job: decompress the oldest frame handed over.  After a failure
- * the stream's state is lost: later frames fail without touching it. */
+/* Literal sections smaller than this are decompressed by the decoder's own
+ * thread when the decompression thread is idle: handing one over costs about
+ * as much as decompressing it (two wake-ups). */
+#define LZ_INLINE_MAX (64u << 10)
+
+/* Decompress f's literal section from lz into f->lits, setting f->lz_rc.
+ * After a failure the stream's state is lost: later frames fail without
+ * touching it. */
+static void lz_run(dre_dec *d, struct dre_qframe *f, const uint8_t *lz)
+{
+	struct dre_dlz *l = &d->lzw;
+	f->lz_rc = l->failed ? DRE_ELZ : dre_lz_decompress(d->lz[f->h.lz], lz, f->h.lz_len, f->lits, f->h.lit_len);
+	if (f->lz_rc)
+		l->failed = 1;
+}
+
+/* The thread's job: decompress the oldest frame handed over. */
 static int lz_job(void *arg)
 {
 	dre_dec *d = arg;
 	struct dre_dlz *l = &d->lzw;
 	struct dre_qframe *f = l->ring[l->take++ % DRE_DEC_AHEAD];
-	f->lz_rc = l->failed ? DRE_ELZ : dre_lz_decompress(d->lz[f->h.lz], f->lzd, f->h.lz_len, f->lits, f->h.lit_len);
-	if (f->lz_rc)
-		l->failed = 1;
+	lz_run(d, f, f->lzd);
 	return 0;
 }
 
@@ -43,6 +56,11 @@ int dre_dec_lz_load(dre_dec *d, struct dre_qframe *f, const uint8_t *lz)
 		return DRE_ENOMEM;
 	if (!l->t.running)
 		return f->lz_rc = dre_lz_decompress(d->lz[h->lz], lz, h->lz_len, f->lits, h->lit_len);
+	if (h->lit_len < LZ_INLINE_MAX && !dre_worker_pending(&l->t)) {
+		/* in order, as the thread is done; an error shows at the frame's turn */
+		lz_run(d, f, lz);
+		return 0;
+	}
 	if (f->lzd_cap < h->lz_len + 1) {
 		free(f->lzd);
 		f->lzd_cap = h->lz_len + 1;

@@ -62,6 +62,16 @@ int dre_worker_wait_below(dre_worker *w, unsigned n)
 	return err;
 }
 
+unsigned dre_worker_pending(dre_worker *w)
+{
+	if (!w->running)
+		return 0;
+	pthread_mutex_lock(&w->mu);
+	unsigned n = w->pending;
+	pthread_mutex_unlock(&w->mu);
+	return n;
+}
+
 int dre_worker_wait(dre_worker *w)
 {
 	return dre_worker_wait_below(w, 1);

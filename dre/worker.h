@@ -28,6 +28,8 @@ void dre_worker_kick(dre_worker *w);
 /* Wait until fewer than n runs are pending (n >= 1); the sticky error, 0 if
  * never started. */
 int dre_worker_wait_below(dre_worker *w, unsigned n);
+/* Runs pending now (0 if never started): once 0, the job's effects are seen. */
+unsigned dre_worker_pending(dre_worker *w);
 /* Wait until no run is pending; the sticky error, 0 if never started. */
 int dre_worker_wait(dre_worker *w);
 /* Finish every pending run and end the thread; accepts a never-started worker. */
