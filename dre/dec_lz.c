@@ -56,6 +56,11 @@ int dre_dec_lz_load(dre_dec *d, struct dre_qframe *f, const uint8_t *lz)
 		return DRE_ENOMEM;
 	if (!l->t.running)
 		return f->lz_rc = dre_lz_decompress(d->lz[h->lz], lz, h->lz_len, f->lits, h->lit_len);
+	if (h->lz == DRE_PLZ_NONE) {
+		/* a copy, and no stream state: no order to keep */
+		f->lz_rc = dre_lz_decompress(d->lz[h->lz], lz, h->lz_len, f->lits, h->lit_len);
+		return 0;
+	}
 	if (h->lit_len < LZ_INLINE_MAX && !dre_worker_pending(&l->t)) {
 		/* in order, as the thread is done; an error shows at the frame's turn */
 		lz_run(d, f, lz);
