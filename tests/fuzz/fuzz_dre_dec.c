@@ -1,7 +1,7 @@
 /* fuzz_dre_dec.c: libFuzzer harness for the DRE decoder: arbitrary bytes, fed
  * in two pieces, against a store that holds some chunks (so references can
- * resolve).  Nothing may crash, hang or read out of bounds, and whatever the
- * decoder outputs must have passed a frame checksum. */
+ * resolve), plain or threaded.  Nothing may crash, hang or read out of
+ * bounds, and whatever the decoder outputs must have passed a frame checksum. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +47,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		setup();
 	dre_dec *d = dre_dec_new(st);
 	size_t total = 0, cut = size ? data[0] % (size + 1) : 0;
+	/* the last byte's low bit: threaded (frames decompressed ahead, checked
+	 * and stored on helper threads) */
+	dre_dec_set_threaded(d, size && (data[size - 1] & 1));
 	if (dre_dec_write(d, data, cut, sink, &total) == 0)
 		dre_dec_write(d, data + cut, size - cut, sink, &total);
 	dre_dec_finish(d);
