@@ -157,11 +157,13 @@ typedef void (*dre_ask_fn)(void *arg, uint64_t seq);
 
 dre_dec *dre_dec_new(dre_store *st);
 void dre_dec_free(dre_dec *d);
-/* 1: store new chunks on a helper thread while the next frame is rebuilt
- * (faster on a multi-core host).  Without an ask callback the helper thread
- * also checks each frame's checksum and calls `out` (from that thread; a
- * pause request is then ignored); with one, callbacks stay on the caller's
- * thread.  A checksum failure seen by the helper thread fails the next call. */
+/* 1: two helper threads (faster on a multi-core host): one decompresses the
+ * literal sections of the next few frames, one stores the new chunks of the
+ * last few while the frame between is rebuilt.  Without an ask callback the
+ * storing thread also checks each frame's checksum and calls `out` (from that
+ * thread; a pause request is then ignored); with one, callbacks stay on the
+ * caller's thread.  A checksum failure seen by a helper thread fails a later
+ * call; the bytes handed out before any error are the same as without. */
 int dre_dec_set_threaded(dre_dec *d, int on);
 /* What this decoder stores came from peer slot `peer` (dre_store_peer): mark
  * it as held by that peer too. */
