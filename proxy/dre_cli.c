@@ -16,6 +16,7 @@
 #include "dre_proto.h"
 
 #define IO_BLOCK (4u << 20) /* several frames: the encoder frames most of it in place */
+#define OUT_PIPE (1 << 20) /* a decoded frame (the default frame size) */
 
 struct cli {
 	const char *store;
@@ -158,8 +159,8 @@ static int parse_args(int argc, char **argv, struct cli *c)
 static void grow_out_pipe(void)
 {
 	int have = fcntl(STDOUT_FILENO, F_GETPIPE_SZ);
-	if (have > 0 && have < (int)IO_BLOCK)
-		(void)fcntl(STDOUT_FILENO, F_SETPIPE_SZ, (int)IO_BLOCK);
+	if (have > 0 && have < OUT_PIPE)
+		(void)fcntl(STDOUT_FILENO, F_SETPIPE_SZ, OUT_PIPE);
 }
 
 /* Output callback: write everything to fd 1. */
