@@ -124,11 +124,22 @@ void dre_store_written(dre_store *st, uint32_t num, uint64_t end)
 }
 
 /* The mapped bytes of record at off (header and len payload bytes) of file
- * f, or NULL if not (yet) readable through the mapping. */
-static const uint8_t *mapped(const struct dre_sfile *f, uint64_t off, uint32_t len)
+ * f, or NULL if not (yet) readable through the mapping.  Every MAP_LINGER
+ * bytes read, the mappings' pages are let go: they stay in the page cache,
+ * but do not pile up in this process's resident set.  Lock held. */
+#define MAP_LINGER (32u << 20)
+static const uint8_t *mapped(dre_store *st, const struct dre_sfile *f, uint64_t off, uint32_t len)
 {
 	uint64_t end = off + DRE_REC_HDR + len;
-	return f->map && end <= f->written && end <= f->map_len ? f->map + off : NULL;
+	if (!f->map || end > f->written || end > f->map_len)
+		return NULL;
+	if ((st->map_read += len) > MAP_LINGER) {
+		for (size_t i = 0; i < st->nfiles; i++)
+			if (st->files[i].map)
+				madvise((void *)st->files[i].map, st->files[i].map_len, MADV_DONTNEED);
+		st->map_read = 0;
+	}
+	return f->map + off;
 }
 
 /* Note an index entry (a chunk, or a link when len == DRE_IDX_LINK) in the
@@ -342,7 +353,7 @@ static int read_locked(dre_store *st, const dre_ent *e, uint8_t hdr[DRE_REC_HDR]
 		return DRE_EMISS;
 	struct iovec iov[2] = { { hdr, DRE_REC_HDR }, { buf, cur->len } };
 	ssize_t want = DRE_REC_HDR + (buf ? cur->len : 0);
-	const uint8_t *m = mapped(f, cur->off, cur->len);
+	const uint8_t *m = mapped(st, f, cur->off, cur->len);
 	if (m) {
 		memcpy(hdr, m, DRE_REC_HDR);
 		if (buf)

@@ -54,6 +54,7 @@ struct dre_store {
 	struct dre_wjob *wq_head, *wq_tail; /* jobs waiting, oldest first */
 	struct dre_wjob *wq_busy; /* the job being done (outside the lock) */
 	uint64_t wq_bytes;        /* record bytes appended but not yet written */
+	uint64_t map_read;        /* bytes read through mappings since their pages were let go */
 	struct dre_wjob *wq_spare; /* written data blocks kept for reuse */
 	unsigned wq_nspare;
 };
