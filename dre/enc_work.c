@@ -55,7 +55,8 @@ static int emit(dre_enc *e, int type, size_t raw_n, uint64_t sum, const dre_buf 
 	memmove(h + gap + vn + 8 + ops->len, h + body, e->out.len - body);
 	memcpy(h + gap, v, vn);
 	dre_put_u64(h + gap + vn, sum);
-	memcpy(h + gap + vn + 8, ops->p, ops->len);
+	if (ops->len)
+		memcpy(h + gap + vn + 8, ops->p, ops->len);
 	e->out.len -= 10 - vn;
 	e->stats.lz_in += lits->len;
 	e->stats.lz_out += lz_n;
