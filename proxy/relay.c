@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,6 +38,7 @@
 #define FRAME_MAX (256u << 10)   /* encoder frame size: latency vs overhead */
 #define FLUSH_DELAY_US 2000      /* LAN quiet this long: send the partial chunk */
 #define ACK_EVERY 8              /* frames between ACKs while data keeps coming */
+#define GATHER_MAX (64u << 10)   /* encoder output held while a LAN burst lasts */
 
 struct px_relay {
 	struct px_relay_env *env;
@@ -49,6 +51,7 @@ struct px_relay {
 	struct event *flush_ev;
 	size_t held;              /* tunnel bytes received, credit not yet returned */
 	struct evbuffer *pend;    /* tunnel bytes arrived while decoding was paused */
+	struct evbuffer *gather;  /* encoder output held while a LAN burst lasts (see pump) */
 	uint64_t acked;           /* frames we acknowledged to the peer */
 	uint64_t peer_acked;      /* frames the peer acknowledged to us */
 	dre_codec_stats last;     /* encoder figures already added to stats */
@@ -58,6 +61,7 @@ struct px_relay {
 	unsigned wan_eof : 1;     /* the peer sent CLOSE */
 	unsigned lan_shut : 1;    /* we shut down LAN writes */
 	unsigned connecting : 1;  /* LAN socket still connecting (core) */
+	unsigned gathering : 1;   /* encoder output goes to `gather` (inside pump) */
 	struct timespec t0;
 	char src[96], dst[300];
 };
@@ -128,6 +132,8 @@ static void relay_free(struct px_relay *r, int rst, const char *why)
 	dre_dec_free(r->dec);
 	if (r->pend)
 		evbuffer_free(r->pend);
+	if (r->gather)
+		evbuffer_free(r->gather);
 	stats_stream_close(r->st);
 	struct px_relay_env *env = r->env;
 	free(r);
@@ -150,14 +156,30 @@ static void maybe_done(struct px_relay *r)
 		relay_free(r, 0, NULL);
 }
 
-/* Encoder output: into the stream. */
+/* Send the encoder output held back in `gather`, ahead of anything else. */
+static int gather_push(struct px_relay *r)
+{
+	if (!r->gather || !evbuffer_get_length(r->gather))
+		return 0;
+	return !r->ts || tun_stream_write_buffer(r->ts, r->gather) ? -1 : 0;
+}
+
+/* Encoder output: into the stream (or, inside pump, held in `gather`). */
 static int wan_out(void *arg, const void *buf, size_t len)
 {
 	struct px_relay *r = arg;
-	if (!r->ts || tun_stream_write(r->ts, buf, len))
+	if (r->gathering ? evbuffer_add(r->gather, buf, len) != 0
+			 : gather_push(r) || !r->ts || tun_stream_write(r->ts, buf, len))
 		return -1;
 	stats_stream_add(r->st, STATS_WAN_OUT, len);
 	return 0;
+}
+
+/* 1 if more LAN bytes wait in the kernel: pump runs again at once. */
+static int lan_more(struct px_relay *r)
+{
+	int q = 0, fd = bufferevent_getfd(r->bev);
+	return !r->lan_eof && fd >= 0 && ioctl(fd, FIONREAD, &q) == 0 && q > 0;
 }
 
 /* Decoder output: into the LAN socket; pause above the high mark. */
@@ -188,6 +210,10 @@ static void try_close_wan(struct px_relay *r)
 		return;
 	if (r->enc && dre_enc_seq(r->enc) > r->peer_acked)
 		return; /* on_ack calls again */
+	if (gather_push(r)) {
+		relay_abort(r, PROTO_RST_INTERNAL, "tunnel write failed");
+		return;
+	}
 	stats_sync(r);
 	tun_stream_close(r->ts);
 	r->wan_closed = 1;
@@ -217,28 +243,64 @@ static int feed(struct px_relay *r, struct evbuffer *in, size_t n)
 	return 0;
 }
 
-/* Move LAN input into the stream while it has room. */
+/* Room in the stream for more input, counting what `gather` holds (which it
+ * sends first when it is large or fills the room); *err on a write failure. */
+static size_t pump_room(struct px_relay *r, int *err)
+{
+	size_t g = r->gather ? evbuffer_get_length(r->gather) : 0;
+	size_t room = r->ts ? tun_stream_room(r->ts) : 0;
+	if (g && (g >= GATHER_MAX || g >= room)) {
+		*err = gather_push(r);
+		return *err || !r->ts ? 0 : tun_stream_room(r->ts);
+	}
+	return room - g;
+}
+
+/* Move LAN input into the stream while it has room.  While more LAN bytes
+ * are already waiting (a burst, e.g. a hot transfer), the encoder's small
+ * frames are held and go out together once the burst is read (or 64 KiB
+ * gathered): dozens of tiny frames as dozens of segments would outrun a
+ * congestion window that shrank while the tunnel idled, and cost a round
+ * trip.  Interactive traffic, where the socket is empty after each read, is
+ * sent at once. */
 static void pump(struct px_relay *r)
 {
 	struct evbuffer *in = bufferevent_get_input(r->bev);
 	size_t len;
+	r->gathering = r->enc != NULL && r->gather != NULL;
 	while ((len = evbuffer_get_length(in)) > 0) {
-		size_t room = r->ts ? tun_stream_room(r->ts) : 0;
+		int err = 0;
+		size_t room = pump_room(r, &err);
+		if (err) {
+			r->gathering = 0;
+			relay_abort(r, PROTO_RST_INTERNAL, "tunnel write failed");
+			return;
+		}
 		if (!room) {
 			bufferevent_disable(r->bev, EV_READ);
-			return;
+			break;
 		}
 		size_t n = len < room ? len : room;
 		if (n > READ_CHUNK)
 			n = READ_CHUNK;
 		int rc = feed(r, in, n);
 		if (rc) {
+			r->gathering = 0;
 			relay_abort(r, PROTO_RST_INTERNAL, r->enc ? dre_strerror(rc) : "tunnel write failed");
 			return;
 		}
 		evbuffer_drain(in, n);
 		stats_stream_add(r->st, STATS_LAN_IN, n);
 	}
+	r->gathering = 0;
+	if (r->gather && (evbuffer_get_length(in) || !lan_more(r) || evbuffer_get_length(r->gather) >= GATHER_MAX)) {
+		if (gather_push(r)) {
+			relay_abort(r, PROTO_RST_INTERNAL, "tunnel write failed");
+			return;
+		}
+	}
+	if (evbuffer_get_length(in))
+		return; /* backpressured: on_writable calls again */
 	if (!r->lan_eof)
 		bufferevent_enable(r->bev, EV_READ);
 	if (r->enc) {
@@ -252,7 +314,7 @@ static void flush_cb(evutil_socket_t fd, short what, void *arg)
 	struct px_relay *r = arg;
 	if (!r->ts || !tun_stream_room(r->ts))
 		return; /* backpressured: pump re-arms when room comes back */
-	int rc = dre_enc_flush(r->enc, wan_out, r);
+	int rc = gather_push(r) ? DRE_EOUT : dre_enc_flush(r->enc, wan_out, r);
 	if (rc)
 		relay_abort(r, PROTO_RST_INTERNAL, dre_strerror(rc));
 }
@@ -470,7 +532,8 @@ static int make_codec(struct px_relay *r, tun_stream *s)
 	r->enc = dre_enc_new(r->env->store, &o);
 	r->dec = dre_dec_new(r->env->store);
 	r->pend = evbuffer_new();
-	if (!r->enc || !r->dec || !r->pend)
+	r->gather = evbuffer_new();
+	if (!r->enc || !r->dec || !r->pend || !r->gather)
 		return -1;
 	dre_dec_set_peer(r->dec, slot);
 	dre_dec_set_ask(r->dec, dec_ask, r);
