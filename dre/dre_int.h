@@ -82,6 +82,9 @@ static inline uint64_t dre_get_u64(const uint8_t *p)
 
 /* Format an error message into err (errlen bytes; err may be NULL). */
 void dre_seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Write all n bytes of p to fd, at offset off (pwrite) or, if off < 0, at the
+ * file position; retries short writes and EINTR.  0 or -1 (errno set). */
+int dre_write_all(int fd, const void *p, size_t n, int64_t off);
 
 /* ---- growable byte buffer. */
 typedef struct dre_buf {

@@ -23,22 +23,7 @@ void dre_store_path(const dre_store *st, uint32_t num, const char *ext, char *ou
 	snprintf(out, len, "%s/%08" PRIx32 ".%s", st->dir, num, ext);
 }
 
-/* Write all of buf to fd; 0 or -1. */
-static int write_all(int fd, const void *buf, size_t n)
-{
-	const uint8_t *p = buf;
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
+/* See store_int.h. */
 int dre_store_write_idx(dre_store *st, uint32_t num, uint64_t size, const struct dre_idxent *e,
 			size_t n)
 {
@@ -60,7 +45,7 @@ int dre_store_write_idx(dre_store *st, uint32_t num, uint64_t size, const struct
 	uint64_t sum = dre_sum64(buf, len - 8, 0);
 	memcpy(buf + len - 8, &sum, 8);
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	int rc = fd < 0 || write_all(fd, buf, len) || fdatasync(fd) ? DRE_EIO : 0;
+	int rc = fd < 0 || dre_write_all(fd, buf, len, -1) || fdatasync(fd) ? DRE_EIO : 0;
 	if (fd >= 0)
 		close(fd);
 	if (!rc && rename(tmp, dst))

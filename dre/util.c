@@ -1,7 +1,9 @@
 /* util.c: error strings, the sum64 checksum, growable buffers. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "dre_int.h"
 
@@ -117,4 +119,21 @@ void dre_buf_free(dre_buf *b)
 	free(b->p);
 	b->p = NULL;
 	b->len = b->cap = 0;
+}
+
+int dre_write_all(int fd, const void *vp, size_t n, int64_t off)
+{
+	const uint8_t *p = vp;
+	while (n) {
+		ssize_t w = off < 0 ? write(fd, p, n) : pwrite(fd, p, n, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+		if (off >= 0)
+			off += w;
+	}
+	return 0;
 }

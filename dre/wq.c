@@ -115,29 +115,13 @@ static void seal_cur(dre_store *st)
 	}
 }
 
-/* pwrite all of data, retrying short writes and EINTR: 0 or -1. */
-static int write_all_at(int fd, const uint8_t *p, size_t n, uint64_t off)
-{
-	while (n) {
-		ssize_t w = pwrite(fd, p, n, (off_t)off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-		off += (uint64_t)w;
-	}
-	return 0;
-}
-
 /* Do one job, without the lock (except a sync's peer save): 0 or -1. */
 static int run_job(dre_store *st, struct dre_wjob *j)
 {
 	int rc = 0;
 	switch (j->kind) {
 	case WQ_DATA: {
-		rc = write_all_at(j->fd, j->data, j->len, j->off);
+		rc = dre_write_all(j->fd, j->data, j->len, (int64_t)j->off);
 		uint64_t end = j->off + j->len, mark = end & ~(uint64_t)(WQ_WRITEBACK - 1);
 		/* start writeback of each 8 MiB as it fills, without waiting: dirty
 		 * pages never pile up to where the kernel throttles us for seconds */
