@@ -74,7 +74,8 @@ int tfo_set_keepalive(int fd, int idle, int intvl, int cnt, char *err, size_t er
 int tfo_info(int fd, struct tfo_info *out, char *err, size_t errlen);
 /* Re-sizes buffers from the measured RTT (TCP_INFO) and the rate hint (or the
  * measured delivery rate): grows them when bandwidth x delay exceeds the
- * current size; never shrinks.  *bufsize (may be NULL) gets the result. */
+ * current size; never shrinks.  *bufsize (may be NULL) gets the result.
+ * Returns 1 if it grew them, 0 if not, -1 on error. */
 int tfo_retune(int fd, const struct tfo_opts *o, uint64_t *bufsize, char *err, size_t errlen);
 /* True when the kernel offers congestion control cc. */
 int tfo_cc_available(const char *cc);

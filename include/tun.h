@@ -219,6 +219,8 @@ unsigned tun_conn_version(const tun_conn *c);
 uint32_t tun_conn_caps(const tun_conn *c);
 /* Smoothed round-trip time from PING/PONG in microseconds (0: unknown). */
 uint64_t tun_conn_rtt_us(const tun_conn *c);
+/* The connection's socket (for tuning, e.g. tfo_retune), or -1. */
+int tun_conn_fd(const tun_conn *c);
 /* Streams currently open on c. */
 unsigned tun_conn_streams(const tun_conn *c);
 /* Counters of c since it connected. */

@@ -46,6 +46,7 @@ struct worker {
 	atomic_uint up;
 	atomic_ullong rtt_us;     /* smallest tunnel RTT of this worker's edges, for the gauge */
 	struct event *rtt_ev;
+	unsigned rtt_ticks;
 	int draining, drained, threaded; /* drained: idleness reported to the main thread */
 };
 
@@ -107,12 +108,16 @@ static void conn_error(void *arg, const char *msg)
 	log_warn("tunnel refused: %s", msg);
 }
 
-/* On a worker's thread, once a second: publish its smallest tunnel RTT. */
+/* On a worker's thread, once a second: publish its smallest tunnel RTT;
+ * every PX_RETUNE_S seconds, size its connections' buffers. */
 static void worker_rtt(evutil_socket_t fd, short what, void *arg)
 {
 	struct worker *w = arg;
 	uint64_t best = 0;
+	int retune = ++w->rtt_ticks % PX_RETUNE_S == 0;
 	for (size_t i = 0; i < w->nconns; i++) {
+		if (retune)
+			px_node_retune(&w->k->node, w->conns[i]);
 		uint64_t r = tun_conn_rtt_us(w->conns[i]);
 		if (r && (!best || r < best))
 			best = r;

@@ -62,6 +62,14 @@ static uint64_t edge_tunnel_rtt(void *arg)
 	return best;
 }
 
+/* Every PX_RETUNE_S seconds: size the tunnel connections' buffers. */
+static void edge_retune(void *arg)
+{
+	struct px_edge *e = arg;
+	for (int i = 0; i < e->nup; i++)
+		px_node_retune(&e->node, e->up[i]);
+}
+
 static void tun_error(void *arg, const char *msg)
 {
 	struct px_edge *e = arg;
@@ -312,6 +320,7 @@ static int edge_start(struct px_daemon *d, void *arg)
 	e->d = d;
 	e->node.tunnels_up = edge_tunnels_up;
 	e->node.tunnel_rtt = edge_tunnel_rtt;
+	e->node.retune = edge_retune;
 	e->node.role = e;
 	if (px_node_start(&e->node, d, PROTO_ROLE_EDGE))
 		return -1;

@@ -28,6 +28,8 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 		stats_set(s, STATS_TUNNELS_UP, n->tunnels_up(n->role));
 	if (n->tunnel_rtt)
 		stats_set(s, STATS_TUNNEL_RTT_US, n->tunnel_rtt(n->role));
+	if (n->retune && (n->ticks + 1) % PX_RETUNE_S == 0)
+		n->retune(n->role);
 	if (ss.io_errors > n->io_errors)
 		log_warn("store %s: %llu data file read/write errors (see the kernel log)",
 			 conf_store(px_daemon_conf(n->d)), (unsigned long long)(ss.io_errors - n->io_errors));
@@ -54,6 +56,25 @@ void px_node_on_fd(void *arg, int fd, int phase)
 			log_debug("WAN socket: %s%s, buffers %llu", t.cc, t.cc_fallback ? " (fallback)" : "",
 				  (unsigned long long)t.bufsize);
 	}
+}
+
+void px_node_retune(struct px_node *n, tun_conn *c)
+{
+	char err[256];
+	uint64_t size = 0;
+	int fd = tun_conn_fd(c);
+	if (n->rate_bps || fd < 0)
+		return; /* hints: sized at connect, and that holds */
+	struct tfo_opts o = { .cc = n->cc };
+	int rc = tfo_retune(fd, &o, &size, err, sizeof err);
+	if (rc < 0)
+		log_debug("tunnel %s: retune: %s", tun_conn_peer(c), err);
+	else if (rc > 0)
+		log_info("tunnel %s: buffers grown to %llu bytes (2 x measured bandwidth x delay)",
+			 tun_conn_peer(c), (unsigned long long)size);
+	else
+		log_debug("tunnel %s: buffers %llu bytes cover the measured bandwidth x delay",
+			  tun_conn_peer(c), (unsigned long long)size);
 }
 
 /* Stream window: at least the default, or 2 x bandwidth x delay when known. */

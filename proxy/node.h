@@ -26,6 +26,7 @@ struct px_node {
 	uint32_t rtt_us;
 	unsigned (*tunnels_up)(void *arg); /* role's count of live tunnel connections */
 	uint64_t (*tunnel_rtt)(void *arg); /* role's tunnel RTT in us (0: unknown), or NULL */
+	void (*retune)(void *arg);         /* role's px_node_retune of its connections, or NULL */
 	void *role;
 };
 
@@ -38,5 +39,10 @@ void px_node_reload(struct px_node *n, const struct conf *c);
 void px_node_stop(struct px_node *n);
 /* The tun_cbs.on_fd hook: tunes WAN sockets (arg is the px_node). */
 void px_node_on_fd(void *arg, int fd, int phase);
+/* Every PX_RETUNE_S seconds per tunnel connection (from the thread that owns
+ * it): without link hints, grow its buffers to 2 x delivery rate x min RTT
+ * as TCP_INFO measures them, when the kernel's autotuning stopped short. */
+#define PX_RETUNE_S 10
+void px_node_retune(struct px_node *n, tun_conn *c);
 
 #endif

@@ -209,12 +209,13 @@ int tfo_retune(int fd, const struct tfo_opts *o, uint64_t *bufsize, char *err, s
 		return -1;
 	rate = o && o->rate_bps ? o->rate_bps : ti.delivery_rate * 8;
 	want = tfo_bdp_bytes(rate, ti.min_rtt_us ? ti.min_rtt_us : ti.rtt_us);
-	if (want > cur) {
+	int grew = want > cur;
+	if (grew) {
 		if (tfo_set_bufs(fd, want, err, errlen) < 0)
 			return -1;
 		cur = want;
 	}
 	if (bufsize)
 		*bufsize = cur;
-	return 0;
+	return grew;
 }

@@ -625,6 +625,7 @@ const tun_hello *tun_conn_hello(const tun_conn *c) { return c->state == CS_UP ? 
 unsigned tun_conn_version(const tun_conn *c) { return c->version; }
 uint32_t tun_conn_caps(const tun_conn *c) { return c->caps; }
 uint64_t tun_conn_rtt_us(const tun_conn *c) { return c->rtt_us; }
+int tun_conn_fd(const tun_conn *c) { return c->bev ? bufferevent_getfd(c->bev) : c->fd; }
 unsigned tun_conn_streams(const tun_conn *c) { return c->m ? mux_streams(c->m) : 0; }
 
 /* Counters of c (kept after its mux is gone). */
