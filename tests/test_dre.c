@@ -74,10 +74,7 @@ static void test_roundtrip_sizes(void **state)
 	char err[256];
 	assert_int_equal(dre_store_check(sa, err, sizeof err), 0);
 	assert_int_equal(dre_store_check(sb, err, sizeof err), 0);
-	dre_store_close(sa);
-	dre_store_close(sb);
-	t_rmstore(da);
-	t_rmstore(db);
+	t_stores_done(sa, da, sb, db);
 }
 
 /* Data seen before costs little; edited data costs about its edits. */
@@ -109,10 +106,7 @@ static void test_repeat_and_edits(void **state)
 	assert_true(edited < 20 * 50 + 20 * 100 + 2000);
 	free(v1);
 	free(v2);
-	dre_store_close(sa);
-	dre_store_close(sb);
-	t_rmstore(da);
-	t_rmstore(db);
+	t_stores_done(sa, da, sb, db);
 }
 
 /* What a store learned survives closing and reopening it. */
@@ -139,10 +133,7 @@ static void test_restart_keeps_cache(void **state)
 	assert_true(id == dre_store_id(sa));
 	assert_true(roundtrip(sa, sb, p, n, 100000) < 1000);
 	free(p);
-	dre_store_close(sa);
-	dre_store_close(sb);
-	t_rmstore(da);
-	t_rmstore(db);
+	t_stores_done(sa, da, sb, db);
 }
 
 /* A torn write (data file cut mid-record) is dropped at open, never served. */
@@ -186,10 +177,7 @@ static void test_crash_torn_record(void **state)
 	free(enc.p);
 	free(dec.p);
 	free(p);
-	dre_store_close(sa);
-	dre_store_close(sb);
-	t_rmstore(da);
-	t_rmstore(db);
+	t_stores_done(sa, da, sb, db);
 }
 
 /* A tiny store evicts, stays within its bound, stays consistent, and encoder
@@ -219,10 +207,7 @@ static void test_eviction_tiny_store(void **state)
 	dre_store_get_stats(sa, &s);
 	assert_true(s.disk_bytes <= 1 << 20);
 	free(p);
-	dre_store_close(sa);
-	dre_store_close(sb);
-	t_rmstore(da);
-	t_rmstore(db);
+	t_stores_done(sa, da, sb, db);
 }
 
 /* Two threads store and read back chunks at once in a tiny store, so records
@@ -339,10 +324,7 @@ static void test_corrupt_input(void **state)
 	assert_true(errors > 250);
 	free(p);
 	free(enc.p);
-	dre_store_close(sa);
-	dre_store_close(sb);
-	t_rmstore(da);
-	t_rmstore(db);
+	t_stores_done(sa, da, sb, db);
 }
 
 struct asker {
@@ -591,10 +573,7 @@ static void test_end_frame(void **state)
 	free(enc.p);
 	free(dec.p);
 	free(p);
-	dre_store_close(sa);
-	dre_store_close(sb);
-	t_rmstore(da);
-	t_rmstore(db);
+	t_stores_done(sa, da, sb, db);
 }
 
 static int pause_out(void *arg, const void *p, size_t n)
@@ -634,10 +613,7 @@ static void test_decoder_pause(void **state)
 	free(enc.p);
 	free(dec.p);
 	free(p);
-	dre_store_close(sa);
-	dre_store_close(sb);
-	t_rmstore(da);
-	t_rmstore(db);
+	t_stores_done(sa, da, sb, db);
 }
 
 int main(void)

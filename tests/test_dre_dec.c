@@ -112,10 +112,7 @@ static void test_threaded_end_frame(void **state)
 	free(enc.p);
 	free(dec.p);
 	free(p);
-	dre_store_close(sa);
-	dre_store_close(sb);
-	t_rmstore(da);
-	t_rmstore(db);
+	t_stores_done(sa, da, sb, db);
 }
 
 /* Threads switched on and off between writes, frames in flight each time. */
@@ -147,10 +144,7 @@ static void test_threaded_toggle(void **state)
 	free(enc.p);
 	free(dec.p);
 	free(p);
-	dre_store_close(sa);
-	dre_store_close(sb);
-	t_rmstore(da);
-	t_rmstore(db);
+	t_stores_done(sa, da, sb, db);
 }
 
 int main(void)
