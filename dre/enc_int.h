@@ -25,8 +25,6 @@ struct dre_ret {
 	size_t rawlen;
 };
 
-/* A helper thread: residual-codes and emits frame N (or runs its store
- * operations) while frame N+1 is cut and fingerprinted. */
 /* A frame cut and hashed ahead (enc_prep.c). */
 struct dre_prep_ch;
 struct dre_prep {
@@ -37,6 +35,8 @@ struct dre_prep {
 	const uint8_t *base;     /* the frame's bytes */
 };
 
+/* A helper thread: residual-codes and emits frame N (or runs its store
+ * operations) while frame N+1 is cut and fingerprinted. */
 struct dre_ework {
 	dre_worker t;
 	dre_buf ops, lits;      /* the job */
