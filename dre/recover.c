@@ -150,7 +150,7 @@ static int new_file(dre_store *st, uint32_t num)
 	if (fd < 0)
 		return DRE_EIO;
 	st->files[st->nfiles] = (struct dre_sfile){ .num = num, .fd = fd };
-	dre_store_map(st, &st->files[st->nfiles++], st->file_max);
+	dre_store_map(&st->files[st->nfiles++], st->file_max);
 	return 0;
 }
 
@@ -307,7 +307,7 @@ static int load_file(dre_store *st, uint32_t num, int active)
 	}
 	st->disk_bytes += f->size;
 	f->written = f->size; /* after any cut of a torn tail */
-	dre_store_map(st, f, active && f->size < st->file_max ? st->file_max : f->size);
+	dre_store_map(f, active && f->size < st->file_max ? st->file_max : f->size);
 	return rc;
 }
 

@@ -78,7 +78,7 @@ int dre_rec_check(const uint8_t h[DRE_REC_HDR], const void *payload)
 	return 0;
 }
 
-void dre_store_map(dre_store *st, struct dre_sfile *f, uint64_t map_len)
+void dre_store_map(struct dre_sfile *f, uint64_t map_len)
 {
 	f->map = NULL;
 	f->map_len = 0;
@@ -92,10 +92,9 @@ void dre_store_map(dre_store *st, struct dre_sfile *f, uint64_t map_len)
 		return;
 	f->map = m;
 	f->map_len = map_len;
-	(void)st;
 }
 
-void dre_store_unmap(struct dre_sfile *f)
+void dre_store_close_file(struct dre_sfile *f)
 {
 	if (f->map)
 		munmap((void *)f->map, f->map_len);
@@ -242,7 +241,7 @@ static int evict_oldest(dre_store *st)
 		}
 	}
 	free(ents);
-	dre_store_unmap(&f);
+	dre_store_close_file(&f);
 	char path[4096];
 	dre_store_path(st, f.num, "dat", path, sizeof path);
 	unlink(path);
@@ -618,7 +617,7 @@ void dre_store_close(dre_store *st)
 		return;
 	dre_wq_stop(st);
 	for (size_t i = 0; i < st->nfiles; i++)
-		dre_store_unmap(&st->files[i]);
+		dre_store_close_file(&st->files[i]);
 	if (st->lockfd >= 0)
 		close(st->lockfd);
 	free(st->files);

@@ -73,9 +73,9 @@ int dre_store_rotate(dre_store *st);
 int dre_store_load_idx(dre_store *st, uint32_t num, uint64_t size, struct dre_idxent **out, size_t *n);
 /* Map file f for reading (map_len bytes: its size, or the most it may grow
  * to while active); without a mapping, reads use pread. */
-void dre_store_map(dre_store *st, struct dre_sfile *f, uint64_t map_len);
+void dre_store_map(struct dre_sfile *f, uint64_t map_len);
 /* Unmap and close file f. */
-void dre_store_unmap(struct dre_sfile *f);
+void dre_store_close_file(struct dre_sfile *f);
 /* The writer finished writing file num up to `end` (lock held). */
 void dre_store_written(dre_store *st, uint32_t num, uint64_t end);
 /* DIR/NNNNNNNN.ext of data file num. */
