@@ -256,6 +256,32 @@ static size_t pump_room(struct px_relay *r, int *err)
 	return room - g;
 }
 
+/* Feed LAN input to the encoder (or the stream) while the stream has room;
+ * NULL, or why the relay must be aborted. */
+static const char *pump_feed(struct px_relay *r, struct evbuffer *in)
+{
+	size_t len;
+	while ((len = evbuffer_get_length(in)) > 0) {
+		int err = 0;
+		size_t room = pump_room(r, &err);
+		if (err)
+			return "tunnel write failed";
+		if (!room) {
+			bufferevent_disable(r->bev, EV_READ);
+			return NULL;
+		}
+		size_t n = len < room ? len : room;
+		if (n > READ_CHUNK)
+			n = READ_CHUNK;
+		int rc = feed(r, in, n);
+		if (rc)
+			return r->enc ? dre_strerror(rc) : "tunnel write failed";
+		evbuffer_drain(in, n);
+		stats_stream_add(r->st, STATS_LAN_IN, n);
+	}
+	return NULL;
+}
+
 /* Move LAN input into the stream while it has room.  While more LAN bytes
  * are already waiting (a burst, e.g. a hot transfer), the encoder's small
  * frames are held and go out together once the burst is read (or 64 KiB
@@ -266,38 +292,16 @@ static size_t pump_room(struct px_relay *r, int *err)
 static void pump(struct px_relay *r)
 {
 	struct evbuffer *in = bufferevent_get_input(r->bev);
-	size_t len;
 	r->gathering = r->enc != NULL && r->gather != NULL;
-	while ((len = evbuffer_get_length(in)) > 0) {
-		int err = 0;
-		size_t room = pump_room(r, &err);
-		if (err) {
-			r->gathering = 0;
-			relay_abort(r, PROTO_RST_INTERNAL, "tunnel write failed");
-			return;
-		}
-		if (!room) {
-			bufferevent_disable(r->bev, EV_READ);
-			break;
-		}
-		size_t n = len < room ? len : room;
-		if (n > READ_CHUNK)
-			n = READ_CHUNK;
-		int rc = feed(r, in, n);
-		if (rc) {
-			r->gathering = 0;
-			relay_abort(r, PROTO_RST_INTERNAL, r->enc ? dre_strerror(rc) : "tunnel write failed");
-			return;
-		}
-		evbuffer_drain(in, n);
-		stats_stream_add(r->st, STATS_LAN_IN, n);
-	}
+	const char *why = pump_feed(r, in);
 	r->gathering = 0;
-	if (r->gather && (evbuffer_get_length(in) || !lan_more(r) || evbuffer_get_length(r->gather) >= GATHER_MAX)) {
-		if (gather_push(r)) {
-			relay_abort(r, PROTO_RST_INTERNAL, "tunnel write failed");
-			return;
-		}
+	if (!why && r->gather &&
+	    (evbuffer_get_length(in) || !lan_more(r) || evbuffer_get_length(r->gather) >= GATHER_MAX) &&
+	    gather_push(r))
+		why = "tunnel write failed";
+	if (why) {
+		relay_abort(r, PROTO_RST_INTERNAL, why);
+		return;
 	}
 	if (evbuffer_get_length(in))
 		return; /* backpressured: on_writable calls again */
