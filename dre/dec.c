@@ -196,9 +196,9 @@ static int frame_apply(dre_dec *d, struct dre_qframe *f, dre_out_fn out, void *a
 	uint64_t key = f->h.type == DRE_FT_DATA ? f->seq : (f->learn_seq | 1ULL << 63);
 	/* with a helper thread and no ask path (a miss is fatal anyway), the
 	 * checksum check and the output go to the helper thread too */
-	struct dre_vjob vj = { f->h.sum, d->seed ^ key, out, arg };
+	struct dre_vjob vj = { f->h.sum, d->seed ^ key, d->version, out, arg };
 	int defer = !rc && d->w.t.running && !d->ask;
-	if (!rc && !defer && dre_sum64(d->out.p, d->out.len, d->seed ^ key) != f->h.sum)
+	if (!rc && !defer && dre_frame_sum(d->version, d->out.p, d->out.len, d->seed ^ key) != f->h.sum)
 		rc = DRE_ECHECKSUM;
 	if (!rc) {
 		d->applied = f->h.type == DRE_FT_DATA ? f->seq : f->learn_seq;
@@ -223,8 +223,9 @@ static int stream_header(dre_dec *d)
 	if (d->in.len - d->in_off < DRE_STREAM_HDR_LEN)
 		return 0;
 	const uint8_t *p = d->in.p + d->in_off;
-	if (memcmp(p, DRE_STREAM_MAGIC, 4) || p[4] != DRE_STREAM_VERSION)
+	if (memcmp(p, DRE_STREAM_MAGIC, 4) || p[4] < DRE_STREAM_VERSION_MIN || p[4] > DRE_STREAM_VERSION)
 		return DRE_ECORRUPT;
+	d->version = p[4];
 	d->seed = dre_get_u64(p + 6);
 	d->in_off += DRE_STREAM_HDR_LEN;
 	d->hdr_got = 1;

@@ -55,7 +55,8 @@ enum { SOP_PUT = 1, SOP_HIT = 2, SOP_BREAK = 3, SOP_PUTL = 4 /* PUT, then adopt 
 
 /* A frame's checksum check and output, when the helper thread does them. */
 struct dre_vjob {
-	uint64_t want, seed;      /* expected dre_sum64 and its seed */
+	uint64_t want, seed;      /* expected frame checksum and its seed */
+	int version;              /* the stream's (which checksum) */
 	dre_out_fn out;
 	void *arg;
 };
@@ -89,6 +90,7 @@ struct dre_dec {
 	dre_lzc *lz[3];           /* by enum dre_proto_lz, created on first use */
 	int hdr_got, waiting, err, paused, ended;
 	uint64_t seed, seq, applied, wait_seq;
+	int version;              /* the stream header's */
 	dre_buf in;
 	size_t in_off;
 	struct dre_qframe *qhead, *qtail, *spare; /* queue; spare: recycled frames */

@@ -46,7 +46,7 @@ static int sops_run(dre_store *st, dre_fp *fp, uint64_t *prev, const struct dre_
 /* Check a rebuilt frame against its checksum, then hand it out. */
 static int verify_out(const struct dre_vjob *vj, const dre_buf *data)
 {
-	if (dre_sum64(data->p, data->len, vj->seed) != vj->want)
+	if (dre_frame_sum(vj->version, data->p, data->len, vj->seed) != vj->want)
 		return DRE_ECHECKSUM;
 	return data->len && vj->out(vj->arg, data->p, data->len) < 0 ? DRE_EOUT : 0;
 }

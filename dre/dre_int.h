@@ -13,6 +13,16 @@
  * published specification).  Used for store records and frame outputs; it is
  * not a fingerprint (SHA-256 is). */
 uint64_t dre_sum64(const void *p, size_t n, uint64_t seed);
+/* ---- fsum.c: the frame checksum of stream version 2: a different function,
+ * about three times as fast on large input (AVX2 where the CPU has it). */
+uint64_t dre_fsum(const void *p, size_t n, uint64_t seed);
+/* The same value computed without SIMD (its definition; for tests). */
+uint64_t dre_fsum_ref(const void *p, size_t n, uint64_t seed);
+/* The frame checksum of a stream of `version`. */
+static inline uint64_t dre_frame_sum(int version, const void *p, size_t n, uint64_t seed)
+{
+	return version >= 2 ? dre_fsum(p, n, seed) : dre_sum64(p, n, seed);
+}
 
 /* ---- fingerprints (fp.c): SHA-256 through OpenSSL, context reused. */
 typedef struct dre_fp dre_fp;
@@ -124,6 +134,10 @@ int dre_store_read(dre_store *st, const dre_ent *e, void *buf);
 /* As dre_store_read without the payload checksum: for bytes that a frame
  * checksum (or a comparison) covers anyway. */
 int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf);
+/* 1 if the chunk stored for e is exactly p[0..e->len), compared in place
+ * where the store's mapping covers it (else read into scratch, e->len bytes);
+ * 0 if it differs, was evicted, or cannot be read. */
+int dre_store_equal(dre_store *st, const dre_ent *e, const void *p, void *scratch);
 /* 1 if the chunk stored for e has exactly SHA-256 h (not just the tag). */
 int dre_store_same(dre_store *st, const dre_ent *e, const uint8_t h[32]);
 /* Record that chunk b followed chunk a, if a has no successor yet. */

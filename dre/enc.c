@@ -54,6 +54,8 @@ dre_enc *dre_enc_new(dre_store *st, const dre_enc_opts *o)
 		o = &def;
 	if (!st && !o->no_dedup)
 		return NULL;
+	if (o->version && (o->version < DRE_STREAM_VERSION_MIN || o->version > DRE_STREAM_VERSION))
+		return NULL;
 	dre_enc *e = calloc(1, sizeof *e);
 	if (!e)
 		return NULL;
@@ -61,6 +63,8 @@ dre_enc *dre_enc_new(dre_store *st, const dre_enc_opts *o)
 	e->o = *o;
 	if (!e->o.frame_max)
 		e->o.frame_max = FRAME_DEFAULT;
+	if (!e->o.version)
+		e->o.version = DRE_STREAM_VERSION;
 	if (e->o.frame_max > DRE_FRAME_RAW_MAX / 2)
 		e->o.frame_max = DRE_FRAME_RAW_MAX / 2;
 	e->lzkind = pick_lz(o);
@@ -340,7 +344,7 @@ static int retain_frame(dre_enc *e)
 }
 
 /* Run fast path: if the next bytes are exactly the chunk after the cursor
- * (read back from the store and compared), send them as part of the run with
+ * (compared with the stored bytes), send them as part of the run with
  * no chunking or hashing.  Returns the chunk length consumed, 0 if not. */
 static size_t run_fast(dre_enc *e, const uint8_t *p, size_t n)
 {
@@ -348,7 +352,7 @@ static size_t run_fast(dre_enc *e, const uint8_t *p, size_t n)
 		return 0;
 	dre_ent ent;
 	if (!dre_store_find(e->st, e->cur.next, &ent) || !peer_has(e, &ent) || ent.len > n || ent.len > DRE_DELTA_WIN ||
-	    dre_store_read_fast(e->st, &ent, e->win) || memcmp(e->win, p, ent.len))
+	    !dre_store_equal(e->st, &ent, p, e->win))
 		return 0;
 	if (enc_hit(e, &ent, 0, ent.len) || retain_chunk(e, ent.tag, p, ent.len))
 		return 0;
@@ -396,7 +400,7 @@ static int enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *
 	*used = pos;
 	if ((rc = retain_frame(e)))
 		return rc;
-	return dre_enc_submit(e, DRE_FT_DATA, pos, dre_sum64(p, pos, e->seed ^ e->seq), out, arg);
+	return dre_enc_submit(e, DRE_FT_DATA, pos, dre_frame_sum(e->o.version, p, pos, e->seed ^ e->seq), out, arg);
 }
 
 /* Encode whole frames from the buffered input while enough is buffered (or all
@@ -413,12 +417,19 @@ static int enc_drain(dre_enc *e, int final, dre_out_fn out, void *arg)
 			break;
 		e->in_off += used;
 	}
-	if (e->in_off) {
-		memmove(e->in.p, e->in.p + e->in_off, e->in.len - e->in_off);
-		e->in.len -= e->in_off;
-		e->in_off = 0;
-	}
+	if (e->in_off == e->in.len) /* else the rest moves to the front when room is short */
+		e->in_off = e->in.len = 0;
 	return 0;
+}
+
+/* Move the buffered input not yet framed to the front of the buffer. */
+static void in_compact(dre_enc *e)
+{
+	if (!e->in_off)
+		return;
+	memmove(e->in.p, e->in.p + e->in_off, e->in.len - e->in_off);
+	e->in.len -= e->in_off;
+	e->in_off = 0;
 }
 
 /* Buffer up to n bytes of p and encode what whole frames that allows;
@@ -426,6 +437,7 @@ static int enc_drain(dre_enc *e, int final, dre_out_fn out, void *arg)
 static int enc_buffered(dre_enc *e, const uint8_t *p, size_t n, size_t *took, dre_out_fn out, void *arg)
 {
 	size_t cap = 2 * (e->o.frame_max + e->cdc.max);
+	in_compact(e); /* what is left is less than a frame and a chunk */
 	size_t take = cap - e->in.len < n ? cap - e->in.len : n;
 	if (dre_buf_add(&e->in, p, take))
 		return DRE_ENOMEM;
@@ -439,11 +451,7 @@ static int enc_buffered(dre_enc *e, const uint8_t *p, size_t n, size_t *took, dr
 static int enc_bridge(dre_enc *e, const uint8_t *p, size_t need, size_t *took, dre_out_fn out, void *arg)
 {
 	size_t have = e->in.len - e->in_off, used = 0;
-	if (e->in_off) {
-		memmove(e->in.p, e->in.p + e->in_off, have);
-		e->in.len = have;
-		e->in_off = 0;
-	}
+	in_compact(e);
 	if (dre_buf_add(&e->in, p, need))
 		return DRE_ENOMEM;
 	int rc = enc_frame(e, e->in.p, have + need, 0, &used, out, arg);
@@ -481,6 +489,23 @@ int dre_enc_write(dre_enc *e, const void *buf, size_t n, dre_out_fn out, void *a
 		n -= took;
 	}
 	return 0;
+}
+
+void *dre_enc_space(dre_enc *e, size_t min, size_t *room)
+{
+	size_t frames = 2 * (e->o.frame_max + e->cdc.max);
+	if (e->in.cap - e->in.len < min)
+		in_compact(e);
+	if (dre_buf_reserve(&e->in, min > frames ? min : frames))
+		return NULL;
+	*room = e->in.cap - e->in.len;
+	return e->in.p + e->in.len;
+}
+
+int dre_enc_commit(dre_enc *e, size_t n, dre_out_fn out, void *arg)
+{
+	e->in.len += n;
+	return enc_drain(e, 0, out, arg);
 }
 
 int dre_enc_flush(dre_enc *e, dre_out_fn out, void *arg)

@@ -13,7 +13,7 @@ static int put_stream_header(dre_enc *e, dre_out_fn out, void *arg)
 		return 0;
 	uint8_t h[DRE_STREAM_HDR_LEN];
 	memcpy(h, DRE_STREAM_MAGIC, 4);
-	h[4] = DRE_STREAM_VERSION;
+	h[4] = (uint8_t)e->o.version;
 	h[5] = 0;
 	dre_put_u64(h + 6, e->seed);
 	e->hdr_sent = 1;

@@ -53,7 +53,7 @@ int dre_enc_learn(dre_enc *e, uint64_t seq, dre_out_fn out, void *arg)
 		e->lits.len += c->len;
 	}
 	e->stats.asks++;
-	rc = dre_enc_submit(e, DRE_FT_LEARN, e->lits.len, dre_sum64(e->lits.p, e->lits.len, e->seed ^ seq ^ 1ULL << 63),
+	rc = dre_enc_submit(e, DRE_FT_LEARN, e->lits.len, dre_frame_sum(e->o.version, e->lits.p, e->lits.len, e->seed ^ seq ^ 1ULL << 63),
 			    out, arg);
 	return rc ? rc : dre_enc_wait(e); /* complete when we return */
 }

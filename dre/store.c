@@ -392,6 +392,25 @@ int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf)
 	return rc;
 }
 
+int dre_store_equal(dre_store *st, const dre_ent *e, const void *p, void *scratch)
+{
+	uint8_t hdr[DRE_REC_HDR];
+	int eq = 0;
+	pthread_mutex_lock(&st->mu);
+	dre_ent *cur = dre_idx_get(&st->idx, e->tag);
+	struct dre_sfile *f = cur && cur->len == e->len ? file_find(st, cur->file) : NULL;
+	const uint8_t *m = f ? mapped(st, f, cur->off, cur->len) : NULL;
+	uint32_t len;
+	if (m) {
+		memcpy(&len, m + 4, 4);
+		eq = len == cur->len && dre_fp_tag(m + 8) == cur->tag && !memcmp(m + DRE_REC_HDR, p, len);
+	} else if (f) {
+		eq = !read_locked(st, e, hdr, scratch, 0) && !memcmp(scratch, p, e->len);
+	}
+	pthread_mutex_unlock(&st->mu);
+	return eq;
+}
+
 int dre_store_same(dre_store *st, const dre_ent *e, const uint8_t h[32])
 {
 	uint8_t hdr[DRE_REC_HDR];

@@ -116,6 +116,8 @@ typedef struct dre_enc_opts {
 	uint32_t chunk_min, chunk_avg, chunk_max; /* CDC sizes; 0 = defaults (2K/4K/16K) */
 	int threaded;         /* 1: residual coding and output on a helper thread, overlapping
 				 the next frame; `out` is then called from that thread */
+	int version;          /* stream format version to write (DRE_STREAM_VERSION_MIN..
+				 DRE_STREAM_VERSION, for an older decoder); 0 = newest */
 } dre_enc_opts;
 
 typedef struct dre_codec_stats {
@@ -136,6 +138,13 @@ dre_enc *dre_enc_new(dre_store *st, const dre_enc_opts *o);
 void dre_enc_free(dre_enc *e);
 /* Consume all n bytes; frames that fill up are emitted through out. */
 int dre_enc_write(dre_enc *e, const void *buf, size_t n, dre_out_fn out, void *arg);
+/* Input written in place instead of passed to dre_enc_write (which copies
+ * what it cannot frame at once): space for at least `min` bytes (*room: how
+ * many fit), NULL when out of memory.  After writing n <= *room bytes there,
+ * dre_enc_commit encodes them as dre_enc_write would; nothing else may be
+ * called on the encoder in between. */
+void *dre_enc_space(dre_enc *e, size_t min, size_t *room);
+int dre_enc_commit(dre_enc *e, size_t n, dre_out_fn out, void *arg);
 /* Emit everything buffered as frames now (the caller has no more data for a while). */
 int dre_enc_flush(dre_enc *e, dre_out_fn out, void *arg);
 /* The data ended: flush, then emit an END frame, on which the decoder reports

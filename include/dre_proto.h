@@ -13,8 +13,9 @@
  *   lz       enum dre_proto_lz: how the literal section is coded; zstd and lz4
  *            sections continue one compression stream per direction of a stream
  *            (window carried across frames), so frames decode in order only
- *   sum      dre_sum64(decoded bytes, seed ^ frame sequence number); frames are
- *            numbered from 1 in stream order, LEARN frames excepted
+ *   sum      checksum of the decoded bytes with seed ^ frame sequence number:
+ *            version 2 dre_fsum (dre/fsum.c), version 1 dre_sum64 (XXH64);
+ *            frames are numbered from 1 in stream order, LEARN frames excepted
  * Integers are little-endian; varints are LEB128 (at most 10 bytes).
  *
  * Ops of a DATA frame (the decoder keeps a cursor: the last chunk of the
@@ -49,7 +50,8 @@
 #define WANOPT_DRE_PROTO_H
 
 #define DRE_STREAM_MAGIC "WDRE"
-#define DRE_STREAM_VERSION 1
+#define DRE_STREAM_VERSION 2     /* what encoders write */
+#define DRE_STREAM_VERSION_MIN 1 /* oldest that decoders read */
 #define DRE_STREAM_HDR_LEN 14
 #define DRE_FRAME_MAGIC 0xD7
 #define DRE_FRAME_HDR_MAX (2 + 10 * 4 + 1 + 8)

@@ -15,7 +15,7 @@
 #include "dre.h"
 #include "dre_proto.h"
 
-#define IO_BLOCK (4u << 20) /* several frames: the encoder frames most of it in place */
+#define IO_BLOCK (4u << 20) /* bytes per read: several frames */
 #define OUT_PIPE (1 << 20) /* a decoded frame (the default frame size) */
 
 struct cli {
@@ -202,13 +202,20 @@ static int run_codec(struct cli *c, int decode)
 	grow_out_pipe();
 	dre_enc *e = decode ? NULL : dre_enc_new(st, &c->eo);
 	dre_dec *d = decode ? dre_dec_new(st) : NULL;
-	char *buf = malloc(IO_BLOCK);
-	int rc = (!e && !d) || !buf ? DRE_ENOMEM : 0;
+	char *buf = decode ? malloc(IO_BLOCK) : NULL;
+	int rc = (!e && !d) || (decode && !buf) ? DRE_ENOMEM : 0;
 	if (!rc && d)
 		rc = dre_dec_set_threaded(d, 1);
 	uint64_t at = 0;
 	while (!rc) {
-		ssize_t n = read(STDIN_FILENO, buf, IO_BLOCK);
+		/* the encoder is read into in place: it frames without a copy */
+		size_t room = IO_BLOCK;
+		void *dst = e ? dre_enc_space(e, IO_BLOCK / 4, &room) : buf;
+		if (!dst) {
+			rc = DRE_ENOMEM;
+			break;
+		}
+		ssize_t n = read(STDIN_FILENO, dst, room < IO_BLOCK ? room : IO_BLOCK);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -219,7 +226,7 @@ static int run_codec(struct cli *c, int decode)
 		if (n == 0)
 			break;
 		rc = decode ? dre_dec_write(d, buf, (size_t)n, write_out, NULL)
-			    : dre_enc_write(e, buf, (size_t)n, write_out, NULL);
+			    : dre_enc_commit(e, (size_t)n, write_out, NULL);
 		at += (uint64_t)n;
 	}
 	if (!rc)
