@@ -41,7 +41,8 @@
 enum proto_limits {
 	PROTO_HDR_LEN = 8,            /* frame header bytes */
 	PROTO_MAX_PAYLOAD = 16384,    /* largest payload of any frame (fits the u16 length) */
-	PROTO_VERSION = 1,            /* newest version this build speaks */
+	PROTO_VERSION = 2,            /* newest version this build speaks (2: streams' DRE
+					 payloads may use DRE stream version 2) */
 	PROTO_VERSION_MIN = 1,        /* oldest version this build speaks */
 	PROTO_INITIAL_WINDOW = 1 << 20, /* default per-stream credit a receiver grants */
 	PROTO_MIN_WINDOW = 16384,     /* smallest window a HELLO may advertise */

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,6 +36,8 @@
 #define LAN_HIWAT (4u << 20)     /* LAN output above this: pause decoding */
 #define LAN_LOWAT (1u << 20)     /* ... resume below this */
 #define READ_CHUNK (1u << 20)    /* LAN bytes read and fed to the encoder at a time */
+#define DIRECT_MIN (64u << 10)   /* ... read straight into the encoder: at least this much room */
+#define DIRECT_MAX (4u << 20)    /* ... and at most this much per pump */
 #define FRAME_MAX (256u << 10)   /* encoder frame size: latency vs overhead */
 #define FLUSH_DELAY_US 2000      /* LAN quiet this long: send the partial chunk */
 #define ACK_EVERY 8              /* frames between ACKs while data keeps coming */
@@ -62,6 +65,7 @@ struct px_relay {
 	unsigned lan_shut : 1;    /* we shut down LAN writes */
 	unsigned connecting : 1;  /* LAN socket still connecting (core) */
 	unsigned gathering : 1;   /* encoder output goes to `gather` (inside pump) */
+	unsigned blocked : 1;     /* pump_direct stopped for want of stream room */
 	struct timespec t0;
 	char src[96], dst[300];
 };
@@ -256,9 +260,55 @@ static size_t pump_room(struct px_relay *r, int *err)
 	return room - g;
 }
 
-/* Feed LAN input to the encoder (or the stream) while the stream has room;
- * NULL, or why the relay must be aborted. */
-static const char *pump_feed(struct px_relay *r, struct evbuffer *in)
+/* Read LAN bytes straight into the encoder's buffer while the stream has
+ * room (up to DIRECT_MAX a call, for fairness): no copy through the socket's
+ * evbuffer, and not libevent 2.1's 4 KiB per readiness event
+ * (EVBUFFER_MAX_READ, whatever max_single_read says).  End of file is left
+ * for libevent's next read to report.  NULL, or why the relay must be aborted
+ * (*code: the reset code). */
+static const char *pump_direct(struct px_relay *r, int *code)
+{
+	int fd = bufferevent_getfd(r->bev);
+	if (!r->enc || fd < 0 || r->lan_eof || r->connecting)
+		return NULL;
+	r->blocked = 0;
+	for (size_t total = 0; total < DIRECT_MAX;) {
+		int err = 0;
+		size_t room = pump_room(r, &err), space = 0;
+		if (err)
+			return "tunnel write failed";
+		if (!room) {
+			bufferevent_disable(r->bev, EV_READ);
+			r->blocked = 1;
+			return NULL;
+		}
+		uint8_t *dst = dre_enc_space(r->enc, DIRECT_MIN, &space);
+		if (!dst)
+			return "out of memory";
+		size_t want = room < space ? room : space;
+		want = want < READ_CHUNK ? want : READ_CHUNK;
+		ssize_t n = read(fd, dst, want);
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+			*code = PROTO_RST_TARGET;
+			return evutil_socket_error_to_string(errno);
+		}
+		if (n <= 0)
+			return NULL;
+		int rc = dre_enc_commit(r->enc, (size_t)n, wan_out, r);
+		if (rc)
+			return dre_strerror(rc);
+		stats_stream_add(r->st, STATS_LAN_IN, (uint64_t)n);
+		total += (size_t)n;
+		if ((size_t)n < want)
+			return NULL; /* the socket is empty */
+	}
+	return NULL;
+}
+
+/* Feed LAN input to the encoder (or the stream) while the stream has room:
+ * what libevent read, then (with an encoder) what the socket holds; NULL, or
+ * why the relay must be aborted (*code: the reset code). */
+static const char *pump_feed(struct px_relay *r, struct evbuffer *in, int *code)
 {
 	size_t len;
 	while ((len = evbuffer_get_length(in)) > 0) {
@@ -279,7 +329,7 @@ static const char *pump_feed(struct px_relay *r, struct evbuffer *in)
 		evbuffer_drain(in, n);
 		stats_stream_add(r->st, STATS_LAN_IN, n);
 	}
-	return NULL;
+	return pump_direct(r, code);
 }
 
 /* Move LAN input into the stream while it has room.  While more LAN bytes
@@ -292,18 +342,19 @@ static const char *pump_feed(struct px_relay *r, struct evbuffer *in)
 static void pump(struct px_relay *r)
 {
 	struct evbuffer *in = bufferevent_get_input(r->bev);
+	int code = PROTO_RST_INTERNAL;
 	r->gathering = r->enc != NULL && r->gather != NULL;
-	const char *why = pump_feed(r, in);
+	const char *why = pump_feed(r, in, &code);
 	r->gathering = 0;
-	if (!why && r->gather &&
-	    (evbuffer_get_length(in) || !lan_more(r) || evbuffer_get_length(r->gather) >= GATHER_MAX) &&
+	if (!why && r->gather && evbuffer_get_length(r->gather) &&
+	    (evbuffer_get_length(in) || evbuffer_get_length(r->gather) >= GATHER_MAX || !lan_more(r)) &&
 	    gather_push(r))
 		why = "tunnel write failed";
 	if (why) {
-		relay_abort(r, PROTO_RST_INTERNAL, why);
+		relay_abort(r, code, why);
 		return;
 	}
-	if (evbuffer_get_length(in))
+	if (evbuffer_get_length(in) || r->blocked)
 		return; /* backpressured: on_writable calls again */
 	if (!r->lan_eof)
 		bufferevent_enable(r->bev, EV_READ);
@@ -381,9 +432,48 @@ static void finish_lan(struct px_relay *r)
 	maybe_done(r);
 }
 
+/* Read what else the LAN socket holds, up to READ_CHUNK buffered: libevent
+ * 2.1 reads at most 4 KiB per readiness event (EVBUFFER_MAX_READ, whatever
+ * max_single_read says), which made a hot transfer cost a wakeup, an ioctl
+ * and a read per 4 KiB.  End of file is left for libevent's next read to
+ * report; an error is returned (errno set) so the caller can report it, as
+ * the socket would not report it twice.  0, or -1 on a socket error. */
+static int lan_top_up(struct px_relay *r)
+{
+	int fd = bufferevent_getfd(r->bev);
+	struct evbuffer *in = bufferevent_get_input(r->bev);
+	size_t have = evbuffer_get_length(in);
+	if (fd < 0 || r->enc || r->lan_eof || have >= READ_CHUNK)
+		return 0; /* with an encoder, pump_direct reads */
+	struct evbuffer_iovec v[2];
+	struct iovec iov[2];
+	ssize_t n = 0;
+	evbuffer_unfreeze(in, 0); /* a socket bufferevent keeps the end frozen but while reading */
+	int k = evbuffer_reserve_space(in, (ev_ssize_t)(READ_CHUNK - have), v, 2);
+	if (k > 0) {
+		for (int i = 0; i < k; i++)
+			iov[i] = (struct iovec){ v[i].iov_base, v[i].iov_len };
+		n = readv(fd, iov, k);
+		size_t left = n > 0 ? (size_t)n : 0;
+		for (int i = 0; i < k; i++) {
+			v[i].iov_len = left < v[i].iov_len ? left : v[i].iov_len;
+			left -= v[i].iov_len;
+		}
+		if (n > 0)
+			evbuffer_commit_space(in, v, k);
+	} /* else out of memory: libevent's own reads go on */
+	evbuffer_freeze(in, 0);
+	return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR ? -1 : 0;
+}
+
 static void lan_read_cb(struct bufferevent *bev, void *arg)
 {
-	pump(arg);
+	struct px_relay *r = arg;
+	if (lan_top_up(r)) {
+		lan_event_cb(bev, BEV_EVENT_READING | BEV_EVENT_ERROR, r);
+		return;
+	}
+	pump(r);
 }
 
 static void lan_write_cb(struct bufferevent *bev, void *arg)
@@ -532,7 +622,9 @@ static int make_codec(struct px_relay *r, tun_stream *s)
 	const tun_hello *h = c ? tun_conn_hello(c) : NULL;
 	int slot = h ? dre_store_peer(r->env->store, h->store_id) : -1;
 	dre_enc_opts o = { .link_bps = r->env->link_bps, .frame_max = FRAME_MAX, .retain = 1,
-			   .no_dedup = r->policy == PROTO_POLICY_LZ, .peer = slot + 1 };
+			   .no_dedup = r->policy == PROTO_POLICY_LZ, .peer = slot + 1,
+			   /* a version-1 peer decodes only DRE stream version 1 */
+			   .version = c && tun_conn_version(c) < 2 ? 1 : 0 };
 	r->enc = dre_enc_new(r->env->store, &o);
 	r->dec = dre_dec_new(r->env->store);
 	r->pend = evbuffer_new();
