@@ -22,6 +22,7 @@
 #define WIN_CHUNKS 4      /* chunks in a delta base window */
 #define DELTA_GIVEUP 2    /* failed deltas in a row before waiting for the next hit */
 #define RETAIN_MAX 4096   /* unacknowledged frames kept for learns */
+#define IN_KEEP (64u << 10) /* input buffer kept across flushes */
 
 static int pick_lz(const dre_enc_opts *o)
 {
@@ -493,10 +494,9 @@ int dre_enc_write(dre_enc *e, const void *buf, size_t n, dre_out_fn out, void *a
 
 void *dre_enc_space(dre_enc *e, size_t min, size_t *room)
 {
-	size_t frames = 2 * (e->o.frame_max + e->cdc.max);
 	if (e->in.cap - e->in.len < min)
 		in_compact(e);
-	if (dre_buf_reserve(&e->in, min > frames ? min : frames))
+	if (dre_buf_reserve(&e->in, min))
 		return NULL;
 	*room = e->in.cap - e->in.len;
 	return e->in.p + e->in.len;
@@ -511,6 +511,10 @@ int dre_enc_commit(dre_enc *e, size_t n, dre_out_fn out, void *arg)
 int dre_enc_flush(dre_enc *e, dre_out_fn out, void *arg)
 {
 	int rc = enc_drain(e, 1, out, arg);
+	if (!rc && e->in.cap > IN_KEEP && e->in.len == e->in_off) { /* a quiet stream keeps no large buffer */
+		dre_buf_free(&e->in);
+		e->in_off = 0;
+	}
 	if (!rc)
 		rc = dre_enc_wait(e);
 	if (!rc && !e->hdr_sent) /* an empty stream still has a header */
