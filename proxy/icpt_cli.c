@@ -1,12 +1,13 @@
 /* icpt_cli.c: `wanopt intercept`: checks transparent interception rules.  It
  * accepts intercepted connections on a TPROXY or REDIRECT listener, logs each
- * one's original destination and carries it there directly, unoptimized: the
- * same path the edge's fail-open takes when the tunnel is down. */
+ * one's original destination and carries it there directly, unoptimized, with
+ * the code the edge's fail-open uses when the tunnel is down (px_splice). */
 #include <arpa/inet.h>
 #include <getopt.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stddef.h>
 #include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,107 +22,25 @@
 #include "cmd.h"
 #include "conf.h"
 #include "log.h"
+#include "relay.h"
 #include "tfo.h"
-
-#define ICPT_HIGH_WATER (256 * 1024) /* stop reading one side above this */
 
 struct icpt {
 	struct event_base *base;
+	struct px_relay_env env; /* the splices' (fail-open's own code) */
 	enum tfo_icpt_mode mode;
 	uint16_t port;
 	uint32_t mark;
 	long remaining; /* connections to serve before exiting; <0: forever */
+	long accepted;
 };
 
-/* A client connection and its direct connection to the original destination;
- * side 0 is the client.  Half-closes are passed on; freed when both
- * directions have ended, or at the first error. */
-struct icpt_pair {
-	struct icpt *ic;
-	struct bufferevent *side[2];
-	int eof[2];   /* side i sent EOF */
-	int shut[2];  /* we shut down writing on side i */
-	char label[160];
-};
-
-/* Index of bev within the pair. */
-static int icpt_side(const struct icpt_pair *p, const struct bufferevent *bev)
+/* No connection is open any more: exit if --count were served. */
+static void icpt_idle(struct px_relay_env *env)
 {
-	return p->side[1] == bev;
-}
-
-/* Frees a pair and, when a count was given, exits after the last one. */
-static void icpt_pair_free(struct icpt_pair *p)
-{
-	log_info("closed %s", p->label);
-	for (int i = 0; i < 2; i++)
-		if (p->side[i])
-			bufferevent_free(p->side[i]);
-	if (p->ic->remaining > 0 && --p->ic->remaining == 0)
-		event_base_loopexit(p->ic->base, NULL);
-	free(p);
-}
-
-/* Passes an EOF on to side j once its output is flushed; frees the pair when
- * both directions are done.  Returns 1 when the pair was freed. */
-static int icpt_maybe_shut(struct icpt_pair *p, int j)
-{
-	if (p->eof[!j] && !p->shut[j] &&
-	    evbuffer_get_length(bufferevent_get_output(p->side[j])) == 0) {
-		shutdown(bufferevent_getfd(p->side[j]), SHUT_WR);
-		p->shut[j] = 1;
-	}
-	if (p->shut[0] && p->shut[1]) {
-		icpt_pair_free(p);
-		return 1;
-	}
-	return 0;
-}
-
-/* Output drained below the mark: resume reading the other side, or pass on
- * a pending EOF. */
-static void icpt_write_cb(struct bufferevent *bev, void *arg)
-{
-	struct icpt_pair *p = arg;
-	int j = icpt_side(p, bev);
-
-	if (icpt_maybe_shut(p, j))
-		return;
-	if (!p->eof[!j])
-		bufferevent_enable(p->side[!j], EV_READ);
-}
-
-/* Moves everything read to the other side; backpressure by watermark. */
-static void icpt_read_cb(struct bufferevent *bev, void *arg)
-{
-	struct icpt_pair *p = arg;
-	struct bufferevent *other = p->side[!icpt_side(p, bev)];
-
-	evbuffer_add_buffer(bufferevent_get_output(other), bufferevent_get_input(bev));
-	if (evbuffer_get_length(bufferevent_get_output(other)) >= ICPT_HIGH_WATER)
-		bufferevent_disable(bev, EV_READ);
-}
-
-/* EOF: pass it on after flushing; error: drop both sides. */
-static void icpt_event_cb(struct bufferevent *bev, short what, void *arg)
-{
-	struct icpt_pair *p = arg;
-	int i = icpt_side(p, bev);
-
-	if (what & BEV_EVENT_CONNECTED)
-		return;
-	if (what & BEV_EVENT_ERROR) {
-		log_warn("%s: %s side: %s", p->label, i ? "destination" : "client",
-			 evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
-		icpt_pair_free(p);
-		return;
-	}
-	icpt_read_cb(bev, p);
-	bufferevent_disable(bev, EV_READ);
-	p->eof[i] = 1;
-	/* Fire the other side's write callback once its output is empty. */
-	bufferevent_setwatermark(p->side[!i], EV_WRITE, 0, 0);
-	icpt_maybe_shut(p, !i);
+	struct icpt *ic = (struct icpt *)((char *)env - offsetof(struct icpt, env));
+	if (ic->remaining > 0 && ic->accepted >= ic->remaining)
+		event_base_loopexit(ic->base, NULL);
 }
 
 /* Accepted: read the original destination, dial it directly, relay. */
@@ -132,7 +51,6 @@ static void icpt_accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct 
 	struct sockaddr_storage dst;
 	socklen_t dlen;
 	char err[256], s1[64], s2[64];
-	struct icpt_pair *p = NULL;
 	int out = -1;
 
 	if (tfo_icpt_orig_dst(fd, ic->mode, &dst, &dlen, err, sizeof err) < 0) {
@@ -145,26 +63,27 @@ static void icpt_accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct 
 		goto fail;
 	}
 	out = tfo_dial((struct sockaddr *)&dst, dlen, ic->mark, err, sizeof err);
-	if (out < 0 || tfo_tune_lan(fd, err, sizeof err) < 0 || !(p = calloc(1, sizeof *p))) {
-		log_warn("from %s: %s", tfo_addr_str(peer, s1, sizeof s1), p ? err : "out of memory");
+	if (out < 0 || tfo_tune_lan(fd, err, sizeof err) < 0) {
+		log_warn("from %s: %s", tfo_addr_str(peer, s1, sizeof s1), err);
 		goto fail;
 	}
-	p->ic = ic;
-	snprintf(p->label, sizeof p->label, "%s -> %s", tfo_addr_str(peer, s1, sizeof s1),
+	char label[160];
+	snprintf(label, sizeof label, "%s -> %s", tfo_addr_str(peer, s1, sizeof s1),
 		 tfo_addr_str((struct sockaddr *)&dst, s2, sizeof s2));
-	p->side[0] = bufferevent_socket_new(ic->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	p->side[1] = bufferevent_socket_new(ic->base, out, BEV_OPT_CLOSE_ON_FREE);
-	if (!p->side[0] || !p->side[1]) {
-		log_warn("%s: out of memory", p->label);
-		icpt_pair_free(p);
+	struct bufferevent *a = bufferevent_socket_new(ic->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	struct bufferevent *b = a ? bufferevent_socket_new(ic->base, out, BEV_OPT_CLOSE_ON_FREE) : NULL;
+	if (!b) {
+		log_warn("%s: out of memory", label);
+		if (a)
+			bufferevent_free(a);
+		else
+			close(fd);
+		close(out);
 		return;
 	}
-	for (int i = 0; i < 2; i++) {
-		bufferevent_setcb(p->side[i], icpt_read_cb, icpt_write_cb, icpt_event_cb, p);
-		bufferevent_setwatermark(p->side[i], EV_WRITE, ICPT_HIGH_WATER / 2, 0);
-		bufferevent_enable(p->side[i], EV_READ | EV_WRITE);
-	}
-	log_info("intercepted %s (original destination), passing through directly", p->label);
+	log_info("intercepted %s (original destination), passing through directly", label);
+	ic->accepted++;
+	px_splice_new(&ic->env, a, b, tfo_addr_str(peer, s1, sizeof s1), s2);
 	return;
 fail:
 	if (out >= 0)
@@ -192,7 +111,7 @@ static void icpt_usage(FILE *f)
 		"  --mode=MODE     tproxy (default; IP_TRANSPARENT) or redirect (SO_ORIGINAL_DST)\n"
 		"  --listen=ADDR   bind address (default [::], IPv4 and IPv6)\n"
 		"  --mark=N        SO_MARK for the direct connections (rules skip marked packets)\n"
-		"  --count=N       exit after N connections have closed\n");
+		"  --count=N       exit once N connections were served and none is open\n");
 }
 
 /* Parses the options into ic and the bind address; 0, or 2 on a usage error. */
@@ -272,6 +191,8 @@ int px_cmd_intercept(int argc, char **argv)
 	}
 	if (!(ic.base = event_base_new()))
 		goto err_fd;
+	ic.env.base = ic.base;
+	ic.env.on_idle = icpt_idle;
 	l = evconnlistener_new(ic.base, icpt_accept_cb, &ic, LEV_OPT_CLOSE_ON_FREE, -1, fd);
 	if (!l)
 		goto err_base;

@@ -19,7 +19,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,6 +28,7 @@
 #include <event2/util.h>
 #include <event2/event.h>
 
+#include "bev_fill.h"
 #include "log.h"
 #include "relay.h"
 #include "stats.h"
@@ -36,7 +36,7 @@
 #define LAN_HIWAT (4u << 20)     /* LAN output above this: pause decoding */
 #define LAN_LOWAT (1u << 20)     /* ... resume below this */
 #define READ_CHUNK (1u << 20)    /* LAN bytes read and fed to the encoder at a time */
-#define DIRECT_MIN (64u << 10)   /* ... read straight into the encoder: at least this much room */
+#define DIRECT_MIN (16u << 10)   /* ... read straight into the encoder: from this much a read */
 #define DIRECT_MAX (4u << 20)    /* ... and at most this much per pump */
 #define FRAME_MAX (256u << 10)   /* encoder frame size: latency vs overhead */
 #define FLUSH_DELAY_US 2000      /* LAN quiet this long: send the partial chunk */
@@ -66,6 +66,7 @@ struct px_relay {
 	unsigned connecting : 1;  /* LAN socket still connecting (core) */
 	unsigned gathering : 1;   /* encoder output goes to `gather` (inside pump) */
 	unsigned blocked : 1;     /* pump_direct stopped for want of stream room */
+	uint32_t direct;          /* pump_direct's read size: DIRECT_MIN .. READ_CHUNK */
 	struct timespec t0;
 	char src[96], dst[300];
 };
@@ -282,11 +283,10 @@ static const char *pump_direct(struct px_relay *r, int *code)
 			r->blocked = 1;
 			return NULL;
 		}
-		uint8_t *dst = dre_enc_space(r->enc, DIRECT_MIN, &space);
+		size_t want = room < r->direct ? room : r->direct;
+		uint8_t *dst = dre_enc_space(r->enc, want, &space);
 		if (!dst)
 			return "out of memory";
-		size_t want = room < space ? room : space;
-		want = want < READ_CHUNK ? want : READ_CHUNK;
 		ssize_t n = read(fd, dst, want);
 		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
 			*code = PROTO_RST_TARGET;
@@ -299,6 +299,10 @@ static const char *pump_direct(struct px_relay *r, int *code)
 			return dre_strerror(rc);
 		stats_stream_add(r->st, STATS_LAN_IN, (uint64_t)n);
 		total += (size_t)n;
+		if ((size_t)n == want && want == r->direct && r->direct < READ_CHUNK)
+			r->direct *= 2; /* a bulk transfer: read (and buffer) more at a time */
+		else if ((size_t)n < want / 4 && r->direct > DIRECT_MIN)
+			r->direct /= 2;
 		if ((size_t)n < want)
 			return NULL; /* the socket is empty */
 	}
@@ -432,44 +436,11 @@ static void finish_lan(struct px_relay *r)
 	maybe_done(r);
 }
 
-/* Read what else the LAN socket holds, up to READ_CHUNK buffered: libevent
- * 2.1 reads at most 4 KiB per readiness event (EVBUFFER_MAX_READ, whatever
- * max_single_read says), which made a hot transfer cost a wakeup, an ioctl
- * and a read per 4 KiB.  End of file is left for libevent's next read to
- * report; an error is returned (errno set) so the caller can report it, as
- * the socket would not report it twice.  0, or -1 on a socket error. */
-static int lan_top_up(struct px_relay *r)
-{
-	int fd = bufferevent_getfd(r->bev);
-	struct evbuffer *in = bufferevent_get_input(r->bev);
-	size_t have = evbuffer_get_length(in);
-	if (fd < 0 || r->enc || r->lan_eof || have >= READ_CHUNK)
-		return 0; /* with an encoder, pump_direct reads */
-	struct evbuffer_iovec v[2];
-	struct iovec iov[2];
-	ssize_t n = 0;
-	evbuffer_unfreeze(in, 0); /* a socket bufferevent keeps the end frozen but while reading */
-	int k = evbuffer_reserve_space(in, (ev_ssize_t)(READ_CHUNK - have), v, 2);
-	if (k > 0) {
-		for (int i = 0; i < k; i++)
-			iov[i] = (struct iovec){ v[i].iov_base, v[i].iov_len };
-		n = readv(fd, iov, k);
-		size_t left = n > 0 ? (size_t)n : 0;
-		for (int i = 0; i < k; i++) {
-			v[i].iov_len = left < v[i].iov_len ? left : v[i].iov_len;
-			left -= v[i].iov_len;
-		}
-		if (n > 0)
-			evbuffer_commit_space(in, v, k);
-	} /* else out of memory: libevent's own reads go on */
-	evbuffer_freeze(in, 0);
-	return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR ? -1 : 0;
-}
-
 static void lan_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct px_relay *r = arg;
-	if (lan_top_up(r)) {
+	/* with an encoder, pump_direct reads the rest */
+	if (!r->enc && !r->lan_eof && px_bev_fill(bev, READ_CHUNK)) {
 		lan_event_cb(bev, BEV_EVENT_READING | BEV_EVENT_ERROR, r);
 		return;
 	}
@@ -652,6 +623,7 @@ struct px_relay *px_relay_new(struct px_relay_env *env, struct bufferevent *bev,
 	r->bev = bev;
 	r->policy = policy;
 	r->connecting = connecting;
+	r->direct = DIRECT_MIN;
 	clock_gettime(CLOCK_MONOTONIC, &r->t0);
 	snprintf(r->src, sizeof r->src, "%s", src);
 	snprintf(r->dst, sizeof r->dst, "%s", dst);

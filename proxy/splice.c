@@ -12,10 +12,12 @@
 #include <event2/event.h>
 #include <event2/util.h>
 
+#include "bev_fill.h"
 #include "log.h"
 #include "relay.h"
 
 #define HIWAT (4u << 20)
+#define READ_CHUNK (1u << 20) /* bytes read (and written) at a time */
 #define LOWAT (1u << 20)
 
 struct px_splice {
@@ -62,16 +64,27 @@ static void maybe_shut(struct px_splice *sp, int i)
 		splice_free(sp, 0, NULL);
 }
 
-static void sp_read(struct bufferevent *bev, void *arg)
+static void sp_event(struct bufferevent *bev, short what, void *arg);
+
+/* Move what side i read to the other side's output; stop reading side i
+ * while that output is above HIWAT. */
+static void sp_move(struct px_splice *sp, int i)
 {
-	struct px_splice *sp = arg;
-	int i = side_of(sp, bev);
-	struct bufferevent *o = sp->b[!i];
+	struct bufferevent *bev = sp->b[i], *o = sp->b[!i];
 	struct evbuffer *in = bufferevent_get_input(bev);
 	sp->bytes[i] += evbuffer_get_length(in);
 	evbuffer_add_buffer(bufferevent_get_output(o), in);
 	if (evbuffer_get_length(bufferevent_get_output(o)) >= HIWAT)
 		bufferevent_disable(bev, EV_READ);
+}
+
+static void sp_read(struct bufferevent *bev, void *arg)
+{
+	if (px_bev_fill(bev, READ_CHUNK)) {
+		sp_event(bev, BEV_EVENT_READING | BEV_EVENT_ERROR, arg);
+		return;
+	}
+	sp_move(arg, side_of(arg, bev));
 }
 
 static void sp_write(struct bufferevent *bev, void *arg)
@@ -92,7 +105,7 @@ static void sp_event(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if (what & BEV_EVENT_EOF) {
-		sp_read(bev, sp);
+		sp_move(sp, i);
 		sp->eof[i] = 1;
 		bufferevent_disable(bev, EV_READ);
 		bufferevent_setwatermark(sp->b[!i], EV_WRITE, 0, 0);
@@ -122,6 +135,7 @@ int px_splice_new(struct px_relay_env *env, struct bufferevent *a, struct buffer
 	for (int i = 0; i < 2; i++) {
 		bufferevent_setcb(sp->b[i], sp_read, sp_write, sp_event, sp);
 		bufferevent_setwatermark(sp->b[i], EV_WRITE, LOWAT, 0);
+		bufferevent_set_max_single_write(sp->b[i], READ_CHUNK); /* default: 16 KiB a write */
 	}
 	bufferevent_enable(a, EV_READ | EV_WRITE);
 	bufferevent_enable(b, EV_READ | EV_WRITE); /* fine while b still connects */
