@@ -134,10 +134,12 @@ int dre_store_read(dre_store *st, const dre_ent *e, void *buf);
 /* As dre_store_read without the payload checksum: for bytes that a frame
  * checksum (or a comparison) covers anyway. */
 int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf);
-/* 1 if the chunk stored for e is exactly p[0..e->len), compared in place
- * where the store's mapping covers it (else read into scratch, e->len bytes);
- * 0 if it differs, was evicted, or cannot be read. */
-int dre_store_equal(dre_store *st, const dre_ent *e, const void *p, void *scratch);
+/* The run fast path in one locked step: if chunk `tag` is stored, at most max
+ * bytes long, held by a peer in `bits` (0: no check) and its bytes equal p,
+ * fill *out, refresh it (dre_store_hit without a link) and return 1; else 0.
+ * scratch (DRE_DELTA_WIN bytes) serves reads the mapping cannot. */
+int dre_store_match(dre_store *st, uint64_t tag, const void *p, size_t max, uint32_t bits, void *scratch,
+		    dre_ent *out);
 /* 1 if the chunk stored for e has exactly SHA-256 h (not just the tag). */
 int dre_store_same(dre_store *st, const dre_ent *e, const uint8_t h[32]);
 /* Record that chunk b followed chunk a, if a has no successor yet. */

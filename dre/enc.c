@@ -173,8 +173,10 @@ static int run_position(dre_enc *e, uint64_t tag)
 	return -1;
 }
 
-/* A stored chunk matched (tag with full hash h): extend or start a run, or REF. */
-static int enc_hit(dre_enc *e, const dre_ent *ent, int k, uint32_t len)
+/* A stored chunk matched (tag with full hash h): extend or start a run, or
+ * REF.  refreshed: the store already refreshed it (dre_store_match), so a
+ * run continuation needs no store operation. */
+static int enc_hit(dre_enc *e, const dre_ent *ent, int k, uint32_t len, int refreshed)
 {
 	int rc = 0;
 	if (k >= 0) {
@@ -198,8 +200,8 @@ static int enc_hit(dre_enc *e, const dre_ent *ent, int k, uint32_t len)
 	e->cur = *ent;
 	e->delta_fails = 0;
 	e->st_ref += len;
-	if (!rc)
-		rc = dre_enc_hit(e, cont ? 0 : e->prev, ent->tag); /* link after prev, refresh */
+	if (!rc && !(cont && refreshed)) /* link after prev, refresh */
+		rc = dre_enc_hit(e, cont ? 0 : e->prev, ent->tag);
 	e->prev = ent->tag;
 	return rc;
 }
@@ -291,14 +293,14 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *
 	uint64_t tag = dre_fp_tag(h);
 	if (dre_store_find(e->st, tag, &ent) && ent.len == len && peer_has(e, &ent) && dre_store_same(e->st, &ent, h)) {
 		int k = e->cur.tag ? run_position(e, tag) : -1;
-		if ((rc = enc_hit(e, &ent, k, len)))
+		if ((rc = enc_hit(e, &ent, k, len, 0)))
 			return rc;
 		return retain_chunk(e, tag, p, len);
 	}
 	if (dre_enc_pending(e, h, len)) {
 		/* sent moments ago, not stored yet (helper thread): a reference */
 		dre_ent pe = { .tag = tag, .len = len };
-		if ((rc = enc_hit(e, &pe, -1, len)))
+		if ((rc = enc_hit(e, &pe, -1, len, 0)))
 			return rc;
 		return retain_chunk(e, tag, p, len);
 	}
@@ -352,10 +354,9 @@ static size_t run_fast(dre_enc *e, const uint8_t *p, size_t n)
 	if (!e->cur.tag || (!e->cur.next && !dre_store_find(e->st, e->cur.tag, &e->cur)) || !e->cur.next)
 		return 0;
 	dre_ent ent;
-	if (!dre_store_find(e->st, e->cur.next, &ent) || !peer_has(e, &ent) || ent.len > n || ent.len > DRE_DELTA_WIN ||
-	    !dre_store_equal(e->st, &ent, p, e->win))
+	if (!dre_store_match(e->st, e->cur.next, p, n < DRE_DELTA_WIN ? n : DRE_DELTA_WIN, e->peer_bit, e->win, &ent))
 		return 0;
-	if (enc_hit(e, &ent, 0, ent.len) || retain_chunk(e, ent.tag, p, ent.len))
+	if (enc_hit(e, &ent, 0, ent.len, 1) || retain_chunk(e, ent.tag, p, ent.len))
 		return 0;
 	return ent.len;
 }

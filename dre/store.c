@@ -392,20 +392,37 @@ int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf)
 	return rc;
 }
 
-int dre_store_equal(dre_store *st, const dre_ent *e, const void *p, void *scratch)
+static void touch_locked(dre_store *st, const dre_ent *e);
+
+/* 1 if the chunk stored for e is exactly p[0..e->len), compared in place
+ * where the mapping covers it (else read into scratch); lock held. */
+static int equal_locked(dre_store *st, const dre_ent *e, const void *p, void *scratch)
 {
 	uint8_t hdr[DRE_REC_HDR];
-	int eq = 0;
-	pthread_mutex_lock(&st->mu);
 	dre_ent *cur = dre_idx_get(&st->idx, e->tag);
 	struct dre_sfile *f = cur && cur->len == e->len ? file_find(st, cur->file) : NULL;
 	const uint8_t *m = f ? mapped(st, f, cur->off, cur->len) : NULL;
 	uint32_t len;
 	if (m) {
 		memcpy(&len, m + 4, 4);
-		eq = len == cur->len && dre_fp_tag(m + 8) == cur->tag && !memcmp(m + DRE_REC_HDR, p, len);
-	} else if (f) {
-		eq = !read_locked(st, e, hdr, scratch, 0) && !memcmp(scratch, p, e->len);
+		return len == cur->len && dre_fp_tag(m + 8) == cur->tag && !memcmp(m + DRE_REC_HDR, p, len);
+	}
+	return f && !read_locked(st, e, hdr, scratch, 0) && !memcmp(scratch, p, e->len);
+}
+
+int dre_store_match(dre_store *st, uint64_t tag, const void *p, size_t max, uint32_t bits, void *scratch,
+		    dre_ent *out)
+{
+	int eq = 0;
+	pthread_mutex_lock(&st->mu);
+	dre_ent *cur = dre_idx_get(&st->idx, tag);
+	st->lookups++;
+	if (cur && cur->len <= max && (!bits || (cur->peers & bits))) {
+		*out = *cur;
+		st->hits++;
+		eq = equal_locked(st, out, p, scratch);
+		if (eq && !st->readonly)
+			touch_locked(st, out);
 	}
 	pthread_mutex_unlock(&st->mu);
 	return eq;
