@@ -7,7 +7,8 @@
 #include "index.h"
 
 #define DRE_REC_HDR 56
-#define DRE_REC_CHUNK 0x31435244u /* "DRC1" */
+#define DRE_REC_CHUNK 0x32435244u    /* "DRC2": a chunk, checksum dre_fsum */
+#define DRE_REC_CHUNK_V1 0x31435244u /* "DRC1": a chunk, checksum dre_sum64 (read only) */
 #define DRE_REC_LINK 0x314c5244u  /* "DRL1" */
 #define DRE_IDX_MAGIC 0x31585244u /* "DRX1" */
 #define DRE_IDX_LINK 0xffffffffu  /* len of a link entry */

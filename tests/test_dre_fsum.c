@@ -1,4 +1,5 @@
-/* test_dre_fsum.c: the version-2 frame checksum and the stream versions. */
+/* test_dre_fsum.c: the fast checksum (dre_fsum), the stream versions and the
+ * store record checksums. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -6,6 +7,7 @@
 #include <cmocka.h>
 
 #include "../dre/dre_int.h"
+#include "../dre/store_int.h"
 #include "dre_util.h"
 
 /* The SIMD version (when the CPU has one) gives the reference's value for
@@ -108,12 +110,38 @@ static void test_stream_versions(void **state)
 	t_stores_done(sa, da, sb, db);
 }
 
+/* Store records: new ones carry a dre_fsum checksum ("DRC2"); records of
+ * stores written before ("DRC1", dre_sum64) still check; a damaged payload or
+ * a record whose magic was switched fails either way. */
+static void test_record_checksums(void **state)
+{
+	uint8_t p[5000], h[32], hdr[DRE_REC_HDR];
+	t_fill_random(p, sizeof p);
+	t_fill_random(h, sizeof h);
+	uint32_t magics[] = { DRE_REC_CHUNK, DRE_REC_CHUNK_V1 };
+	for (int i = 0; i < 2; i++) {
+		dre_rec_header(hdr, magics[i], sizeof p, h, 42, p);
+		assert_int_equal(dre_rec_check(hdr, p), 0);
+		assert_int_equal(dre_rec_check(hdr, NULL), 0);
+		p[4000] ^= 1;
+		assert_int_equal(dre_rec_check(hdr, p), -1);
+		p[4000] ^= 1;
+		memcpy(hdr, &magics[!i], 4);
+		assert_int_equal(dre_rec_check(hdr, p), -1);
+	}
+	uint64_t sum;
+	dre_rec_header(hdr, DRE_REC_CHUNK_V1, sizeof p, h, 42, p);
+	memcpy(&sum, hdr + 48, 8);
+	assert_true(sum == dre_sum64(p, sizeof p, dre_sum64(hdr, 48, 0))); /* the format stores kept */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fsum_matches_reference),
 		cmocka_unit_test(test_fsum_detects_changes),
 		cmocka_unit_test(test_stream_versions),
+		cmocka_unit_test(test_record_checksums),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
