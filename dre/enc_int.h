@@ -28,11 +28,15 @@ struct dre_ret {
 /* A frame cut and hashed ahead (enc_prep.c). */
 struct dre_prep_ch;
 struct dre_prep {
-	dre_worker t;            /* hashes the second half */
+	dre_worker t;            /* cuts and hashes the second half */
 	dre_fp *fp;              /* the helper thread's hasher */
-	struct dre_prep_ch *ch;  /* chunks found: offset, length, SHA-256 */
-	size_t n, split, next;   /* chunks, first one of the helper's half, lookup cursor */
-	const uint8_t *base;     /* the frame's bytes */
+	struct dre_prep_ch *ch;  /* chunks found, in order: offset, length, SHA-256 */
+	size_t n, next;          /* chunks, lookup cursor */
+	struct dre_prep_ch *hch; /* the helper's chunks, cut from `from` */
+	size_t hn, from;
+	const uint8_t *base;     /* the input: len bytes, final or not */
+	size_t len;
+	int final;
 };
 
 /* A helper thread: residual-codes and emits frame N (or runs its store

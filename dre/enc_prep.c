@@ -2,20 +2,25 @@
  * enc_prep.c: cutting and fingerprinting a frame ahead, on two threads.
  *
  * When the data is new (most of the last frame went out as literals or
- * deltas), SHA-256 is the encoder's largest cost.  Before such a frame is
- * encoded, its chunk boundaries are found in one pass and the chunks hashed,
- * half of them by a helper thread.  The encoding loop then takes the chunk
- * and hash found for its position.  Cut points depend only on where a chunk
- * starts, so a precomputed entry is exactly what cutting at that position
- * would give; positions the loop reaches otherwise (after a run of chunks
- * matched from the store) are cut and hashed inline as before.  Repeated data
- * is left to the run fast path, which needs no hashing at all.
+ * deltas), chunking and SHA-256 are the encoder's largest costs.  Before such
+ * a frame is encoded, it is cut and its chunks hashed in two halves at once:
+ * we take the first half, the helper thread cuts from the middle of the frame
+ * as if a chunk started there.  Cut points depend only on where a chunk
+ * starts, so every chunk the helper finds is exactly what cutting at its
+ * start would give, and once our cuts reach one of the helper's starts the
+ * two sequences are the same from there on (within a chunk or two, for all
+ * but uniform data: then we just go on cutting alone).  The encoding loop
+ * takes the chunk and hash found for its position; positions it reaches
+ * otherwise (after a run of chunks matched from the store) are cut and hashed
+ * inline as before.  Repeated data is left to the run fast path, which needs
+ * no hashing at all.
  */
 #include <stdlib.h>
 
 #include "enc_int.h"
 
-#define PREP_MAX 4096 /* chunks per frame (1 MiB / 256 B); more are cut inline */
+#define PREP_MAX 4096          /* chunks per frame (1 MiB / 256 B); more are cut inline */
+#define PREP_SPLIT (64u << 10) /* frames shorter than this are cut and hashed by us alone */
 
 struct dre_prep_ch {
 	size_t off;
@@ -23,21 +28,50 @@ struct dre_prep_ch {
 	uint8_t h[32];
 };
 
-/* The helper thread's job: hash chunks [split, n). */
+/* Cut chunks from pos while pos < lim (and the input lasts), appending to
+ * ch[*k] (up to PREP_MAX) and hashing each with fp; stops early, returning
+ * the position reached, once pos is the start of one of the `nstop` chunks
+ * in stop (sorted), which *j then indexes.  Sets *err on a hashing failure. */
+static size_t cut_hash(const dre_enc *e, dre_fp *fp, size_t pos, size_t lim, struct dre_prep_ch *ch, size_t *k,
+		       const struct dre_prep_ch *stop, size_t nstop, size_t *j, int *err)
+{
+	const struct dre_prep *pr = &e->prep;
+	while (pos < pr->len && pos < lim && *k < PREP_MAX) {
+		while (*j < nstop && stop[*j].off < pos)
+			++*j;
+		if (*j < nstop && stop[*j].off == pos)
+			break;
+		size_t c = dre_cdc_cut(&e->cdc, pr->base + pos, pr->len - pos, pr->final);
+		if (!c)
+			break;
+		ch[*k] = (struct dre_prep_ch){ .off = pos, .len = (uint32_t)c };
+		if (dre_fp_sha256(fp, pr->base + pos, (uint32_t)c, ch[*k].h)) {
+			*err = DRE_EINVAL;
+			break;
+		}
+		++*k;
+		pos += c;
+	}
+	return pos;
+}
+
+/* The helper thread's job: cut and hash from pr->from to the frame's end. */
 static int prep_job(void *arg)
 {
 	dre_enc *e = arg;
 	struct dre_prep *pr = &e->prep;
-	for (size_t i = pr->split; i < pr->n; i++)
-		if (dre_fp_sha256(pr->fp, pr->base + pr->ch[i].off, pr->ch[i].len, pr->ch[i].h))
-			return DRE_EINVAL;
-	return 0;
+	size_t j = 0;
+	int err = 0;
+	pr->hn = 0;
+	cut_hash(e, pr->fp, pr->from, e->o.frame_max, pr->hch, &pr->hn, NULL, 0, &j, &err);
+	return err;
 }
 
 int dre_enc_prep_start(dre_enc *e)
 {
 	struct dre_prep *pr = &e->prep;
-	if (!(pr->ch = malloc(PREP_MAX * sizeof *pr->ch)) || !(pr->fp = dre_fp_new()))
+	if (!(pr->ch = malloc(PREP_MAX * sizeof *pr->ch)) || !(pr->hch = malloc(PREP_MAX * sizeof *pr->hch)) ||
+	    !(pr->fp = dre_fp_new()))
 		return DRE_ENOMEM;
 	return dre_worker_start(&pr->t, prep_job, e);
 }
@@ -48,6 +82,7 @@ void dre_enc_prep_stop(dre_enc *e)
 	dre_worker_stop(&pr->t);
 	dre_fp_free(pr->fp);
 	free(pr->ch);
+	free(pr->hch);
 	memset(pr, 0, sizeof *pr);
 }
 
@@ -56,26 +91,27 @@ int dre_enc_prep(dre_enc *e, const uint8_t *p, size_t n, int final)
 	struct dre_prep *pr = &e->prep;
 	pr->n = pr->next = 0;
 	pr->base = p;
+	pr->len = n;
+	pr->final = final;
 	if (!pr->t.running)
 		return 0;
-	size_t pos = 0, bytes = 0;
-	while (pos < n && pos < e->o.frame_max && pr->n < PREP_MAX) {
-		size_t c = dre_cdc_cut(&e->cdc, p + pos, n - pos, final);
-		if (!c)
-			break;
-		pr->ch[pr->n++] = (struct dre_prep_ch){ .off = pos, .len = (uint32_t)c };
-		pos += c;
-	}
-	/* split by bytes: the helper hashes the second half while we do the first */
-	size_t half = pos / 2;
-	for (pr->split = 0; pr->split < pr->n && bytes < half; pr->split++)
-		bytes += pr->ch[pr->split].len;
-	if (pr->split < pr->n)
+	size_t end = n < e->o.frame_max ? n : e->o.frame_max, j = 0;
+	int err = 0;
+	pr->from = end >= PREP_SPLIT ? end / 2 : end;
+	if (pr->from < end)
 		dre_worker_kick(&pr->t);
-	for (size_t i = 0; i < pr->split; i++)
-		if (dre_fp_sha256(e->fp, p + pr->ch[i].off, pr->ch[i].len, pr->ch[i].h))
-			return DRE_EINVAL;
-	return dre_worker_wait(&pr->t);
+	size_t pos = cut_hash(e, e->fp, 0, pr->from, pr->ch, &pr->n, NULL, 0, &j, &err);
+	int rc = pr->from < end ? dre_worker_wait(&pr->t) : 0;
+	if (err || rc)
+		return err ? err : rc;
+	/* go on until our cuts meet the helper's, then take the helper's */
+	j = 0;
+	pos = cut_hash(e, e->fp, pos, e->o.frame_max, pr->ch, &pr->n, pr->hch, pr->hn, &j, &err);
+	for (; j < pr->hn && pr->hch[j].off == pos && pr->n < PREP_MAX; j++) {
+		pr->ch[pr->n++] = pr->hch[j];
+		pos += pr->hch[j].len;
+	}
+	return err;
 }
 
 const uint8_t *dre_enc_prep_get(dre_enc *e, size_t pos, uint32_t *len)
