@@ -34,9 +34,14 @@ def log(msg):
 def run(cmd, stdin_path, stdout_path):
     """Run cmd with files as stdin/stdout; return (wall seconds, peak RSS KiB).
     Peak RSS comes from /usr/bin/time, since a child forked from this (large)
-    Python process would otherwise report the parent's pages."""
+    Python process would otherwise report the parent's pages.  Every command
+    (ours, zstd's, sha256's) starts once what earlier steps wrote is on disk
+    (sync): on 2 cores the kernel writing back an earlier step's gigabytes
+    would otherwise take CPU from whichever command runs next.  A command's
+    own writes still count: its wall time ends when it exits."""
     with tempfile.NamedTemporaryFile(prefix="wanopt-rss-") as rss, \
             open(stdin_path, "rb") as fi, open(stdout_path, "wb") as fo:
+        os.sync()
         t0 = time.perf_counter()
         p = subprocess.run(["/usr/bin/time", "-q", "-f", "%M", "-o", rss.name] + cmd,
                            stdin=fi, stdout=fo, stderr=subprocess.PIPE)

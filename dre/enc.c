@@ -495,10 +495,14 @@ int dre_enc_write(dre_enc *e, const void *buf, size_t n, dre_out_fn out, void *a
 
 void *dre_enc_space(dre_enc *e, size_t min, size_t *room)
 {
-	if (e->in.cap - e->in.len < min)
+	if (e->in.cap - e->in.len < min) {
+		/* move the unframed rest (less than a frame and a chunk) to the
+		 * front; when growing, leave room for two more such requests, so
+		 * such moves stay rare */
 		in_compact(e);
-	if (dre_buf_reserve(&e->in, min))
-		return NULL;
+		if (e->in.cap - e->in.len < min && dre_buf_reserve(&e->in, 3 * min))
+			return NULL;
+	}
 	*room = e->in.cap - e->in.len;
 	return e->in.p + e->in.len;
 }
