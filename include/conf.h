@@ -99,6 +99,7 @@ uint32_t conf_link_rtt(const struct conf *c);              /* microseconds, 0 = 
 enum conf_cc conf_congestion(const struct conf *c);
 unsigned conf_tunnels(const struct conf *c);               /* 1..16 */
 unsigned conf_workers(const struct conf *c);               /* 0 = one per CPU */
+unsigned conf_protocol_max(const struct conf *c);          /* 0 = the newest built in */
 
 /* 1 when the allow list admits addr (AF_INET or AF_INET6; the sockaddr's own
  * port is ignored) on port (host order); IPv4-mapped IPv6 addresses match as

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "conf_int.h"
+#include "proto.h"
 
 #define CONF_FILE_MAX (1u << 20)
 #define CONF_LINE_MAX 4096
@@ -294,6 +295,17 @@ static int set_workers(struct conf *c, const char *v, char *msg, size_t len)
 	return 0;
 }
 
+/* protocol_max = 1..PROTO_VERSION. */
+static int set_protocol_max(struct conf *c, const char *v, char *msg, size_t len)
+{
+	unsigned long n;
+	const char *e = conf_uint_parse(v, PROTO_VERSION_MIN, PROTO_VERSION, &n);
+	if (e)
+		return conf_fail(msg, len, e);
+	c->protocol_max = (unsigned)n;
+	return 0;
+}
+
 /* Every key; index order is the dump order.  Fewer than 32 (src/where). */
 static const struct conf_key conf_keys[] = {
 	{ "peer",        ROLE_EDGE, 0, 0, set_peer, NULL, "HOST:PORT  the core's tunnel address (required)" },
@@ -315,6 +327,7 @@ static const struct conf_key conf_keys[] = {
 	{ "congestion",  ROLE_BOTH, 0, 0, set_congestion, NULL, "bbr|cubic  tunnel congestion control (default bbr)" },
 	{ "tunnels",     ROLE_EDGE, 0, 0, set_tunnels, NULL, "N  parallel tunnel connections, 1-16 (default 1)" },
 	{ "workers",     ROLE_BOTH, 0, 0, set_workers, NULL, "N  worker threads, 0 = one per CPU (default 0)" },
+	{ "protocol_max", ROLE_BOTH, 0, 0, set_protocol_max, NULL, "N  newest tunnel protocol version to offer (default: the newest built in)" },
 };
 #define CONF_NKEYS (sizeof conf_keys / sizeof conf_keys[0])
 

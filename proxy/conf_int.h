@@ -74,6 +74,7 @@ struct conf {
 	uint32_t link_rtt;
 	enum conf_cc cc;
 	unsigned tunnels, workers;
+	unsigned protocol_max;  /* 0: the newest this build speaks */
 	struct conf_tlist allow;
 	char **allow_text;
 	size_t nallow_text;

@@ -69,6 +69,7 @@ uint32_t conf_link_rtt(const struct conf *c) { return c->link_rtt; }
 enum conf_cc conf_congestion(const struct conf *c) { return c->cc; }
 unsigned conf_tunnels(const struct conf *c) { return c->tunnels; }
 unsigned conf_workers(const struct conf *c) { return c->workers; }
+unsigned conf_protocol_max(const struct conf *c) { return c->protocol_max; }
 
 /* The allow list against one destination; NULL addr never matches. */
 int conf_allow_match(const struct conf *c, const struct sockaddr *addr, uint16_t port)

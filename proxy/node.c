@@ -119,6 +119,7 @@ int px_node_start(struct px_node *n, struct px_daemon *d, int role)
 	t->role = (uint8_t)role;
 	t->window = window_for(n->rate_bps, n->rtt_us);
 	t->conns = conf_tunnels(c);
+	t->version_max = conf_protocol_max(c);
 	if (n->rate_bps) {
 		/* about 10 ms of link rate queued for TLS, and small turns on slow links */
 		t->out_buffer = n->rate_bps / 8 / 100 > 4096 ? n->rate_bps / 8 / 100 : 4096;

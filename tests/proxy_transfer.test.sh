@@ -89,6 +89,24 @@ case $line in
 *) fail "no per-connection close line with a reduction in the edge log: $line" ;;
 esac
 
+# An edge offering protocol 1 only (as an older build would): the tunnel
+# comes up at version 1, its streams carry DRE stream version 1 (XXH64 frame
+# checksums) both ways, and repeated data is still hot.
+S3=$(px_port) L1=$(px_port)
+px_edge edge1 "$P" "$S3" --protocol_max=1 "--forward=127.0.0.1:$L1 -> 127.0.0.1:$SRV"
+grep -q "tunnel up: .*(version 1" "$T/edge1.log" && grep -q "tunnel up: .*(version 1" "$T/core.log" &&
+	ok "a protocol-1 edge and a protocol-2 core agree on version 1" || fail "no version-1 tunnel in the logs"
+w0=$(px_stat "$S3" 'j["total"]["wan_in"]')
+expect "protocol 1: download 4 MiB" pxt get 127.0.0.1 "$L1" 60 $((4 * MB))
+w1=$(px_stat "$S3" 'j["total"]["wan_in"]')
+expect "protocol 1: the same 4 MiB again" pxt get 127.0.0.1 "$L1" 60 $((4 * MB))
+w2=$(px_stat "$S3" 'j["total"]["wan_in"]')
+[ $(((w2 - w1) * 20)) -lt $((w1 - w0)) ] && ok "protocol 1: second download crossed $((w2 - w1)) WAN bytes, first $((w1 - w0))" ||
+	fail "protocol 1: second download crossed $((w2 - w1)) WAN bytes, first $((w1 - w0))"
+expect "protocol 1: upload 1 MiB" pxt put 127.0.0.1 "$L1" 61 $MB
+n=$(grep -c "reset" "$T/edge1.log" || true)
+[ "$n" -eq 0 ] && ok "protocol 1: no resets logged" || fail "protocol 1: $n resets logged"
+
 # No stream was reset along the way, and both daemons are still up.
 n=$(grep -c "reset" "$T/edge.log" "$T/core.log" | awk -F: '{s += $2} END {print s}')
 [ "$n" -eq 0 ] && ok "no resets logged" || fail "$n resets logged"
