@@ -126,6 +126,11 @@ void dre_dec_set_ask(dre_dec *d, dre_ask_fn ask, void *arg)
 	d->ask_arg = arg;
 }
 
+void dre_dec_set_take(dre_dec *d, dre_take_fn take)
+{
+	d->take = take;
+}
+
 /* Parse a frame header at p[0..n): 1 and *h filled when complete, 0 when more
  * bytes are needed, DRE_ECORRUPT when invalid. */
 static int parse_header(const uint8_t *p, size_t n, struct dre_fhdr *h)
@@ -182,6 +187,24 @@ static int frame_load(dre_dec *d, const struct dre_fhdr *h, const uint8_t *p, st
 	return 0;
 }
 
+/* A checked frame's output goes to d->take: its new chunks are stored first
+ * (that reads the output buffer), then the buffer is handed over. */
+static int frame_take(dre_dec *d, void *arg)
+{
+	int rc = dre_dec_commit(d, NULL);
+	if (rc)
+		return rc;
+	void *buf = d->out.p;
+	size_t len = d->out.len;
+	memset(&d->out, 0, sizeof d->out);
+	int orc = d->take(arg, buf, len);
+	if (orc < 0)
+		return DRE_EOUT;
+	if (orc > 0)
+		d->paused = 1;
+	return 0;
+}
+
 /* Apply a queued frame: 0 done, DRE_EMISS/DRE_ECHECKSUM askable, else fatal. */
 static int frame_apply(dre_dec *d, struct dre_qframe *f, dre_out_fn out, void *arg)
 {
@@ -204,6 +227,8 @@ static int frame_apply(dre_dec *d, struct dre_qframe *f, dre_out_fn out, void *a
 		d->applied = f->h.type == DRE_FT_DATA ? f->seq : f->learn_seq;
 		d->stats.out_bytes += d->out.len;
 		d->stats.frames++;
+		if (d->take && !d->w.t.running && d->out.len)
+			return frame_take(d, arg);
 		int orc = defer || !d->out.len ? 0 : out(arg, d->out.p, d->out.len);
 		if (orc < 0)
 			rc = DRE_EOUT;

@@ -110,6 +110,7 @@ struct dre_dec {
 	uint32_t win_len;
 	dre_ask_fn ask;
 	void *ask_arg;
+	dre_take_fn take;         /* hand output buffers over (dre_dec_set_take) */
 	uint32_t peer_bit;        /* slot bit of the peer the stream comes from, or 0 */
 	dre_codec_stats stats;
 };

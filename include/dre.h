@@ -179,6 +179,13 @@ int dre_dec_set_threaded(dre_dec *d, int on);
 void dre_dec_set_peer(dre_dec *d, int peer);
 /* Without an ask callback a miss fails the stream with DRE_EMISS. */
 void dre_dec_set_ask(dre_dec *d, dre_ask_fn ask, void *arg);
+/* Output by handing buffers over instead of lending them: each frame's
+ * decoded bytes go to take(arg, buf, len) in a malloc()ed buffer the callee
+ * then owns (and releases with free()), saving the callee a copy; `arg` is
+ * dre_dec_write's, and the return value means what out's does.  Without a
+ * helper thread only (with one, out is called as usual). */
+typedef int (*dre_take_fn)(void *arg, void *buf, size_t len);
+void dre_dec_set_take(dre_dec *d, dre_take_fn take);
 /* Feed any number of encoded bytes; decoded bytes go to out, in order, and
  * only after their frame's checksum matched.  If out returns a positive value
  * the decoder pauses after that frame, keeping the rest of its input; call

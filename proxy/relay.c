@@ -197,6 +197,24 @@ static int lan_out(void *arg, const void *buf, size_t len)
 	return evbuffer_get_length(bufferevent_get_output(r->bev)) >= LAN_HIWAT;
 }
 
+static void free_taken(const void *data, size_t len, void *arg)
+{
+	free((void *)data);
+}
+
+/* Decoder output handed over (dre_dec_set_take): into the LAN socket's output
+ * without a copy; pause above the high mark. */
+static int lan_take(void *arg, void *buf, size_t len)
+{
+	struct px_relay *r = arg;
+	if (evbuffer_add_reference(bufferevent_get_output(r->bev), buf, len, free_taken, NULL)) {
+		free(buf);
+		return -1;
+	}
+	stats_stream_add(r->st, STATS_LAN_OUT, len);
+	return evbuffer_get_length(bufferevent_get_output(r->bev)) >= LAN_HIWAT;
+}
+
 /* Our decoder lacks what a frame references: ask the peer's encoder. */
 static void dec_ask(void *arg, uint64_t seq)
 {
@@ -604,6 +622,7 @@ static int make_codec(struct px_relay *r, tun_stream *s)
 		return -1;
 	dre_dec_set_peer(r->dec, slot);
 	dre_dec_set_ask(r->dec, dec_ask, r);
+	dre_dec_set_take(r->dec, lan_take);
 	return 0;
 }
 
