@@ -142,6 +142,11 @@ int dre_store_match(dre_store *st, uint64_t tag, const void *p, size_t max, uint
 		    dre_ent *out);
 /* 1 if the chunk stored for e has exactly SHA-256 h (not just the tag). */
 int dre_store_same(dre_store *st, const dre_ent *e, const uint8_t h[32]);
+/* Chunks that broke runs (alt.c): remember chunk `tag` under key (a
+ * dre_fsum of its bytes); the tag last remembered under key, or 0 (a lossy
+ * table in memory). */
+void dre_store_alt_set(dre_store *st, uint64_t key, uint64_t tag);
+uint64_t dre_store_alt_get(dre_store *st, uint64_t key);
 /* Record that chunk b followed chunk a, if a has no successor yet. */
 void dre_store_link(dre_store *st, uint64_t a, uint64_t b);
 /* Make b a's successor even if a had another (the peer's order wins). */

@@ -271,6 +271,25 @@ static int enc_delta(dre_enc *e, const uint8_t *p, uint32_t len)
 	return 1;
 }
 
+#define ALT_SEED 0x616c74ULL /* the key of a chunk in alt.c's table */
+
+/* A run broke before p[0..len): if an earlier repeat found these bytes the
+ * slow way (alt.c), encode them as that chunk, compared byte for byte, with
+ * no hashing.  1 if done (*rc set), 0 if not; *key: the bytes' key. */
+static int enc_alt(dre_enc *e, const uint8_t *p, uint32_t len, uint64_t *key, int *rc)
+{
+	dre_ent ent;
+	*key = dre_fsum(p, len, ALT_SEED);
+	uint64_t tag = dre_store_alt_get(e->st, *key);
+	if (!tag || len > DRE_DELTA_WIN || !dre_store_match(e->st, tag, p, len, e->peer_bit, e->win, &ent) ||
+	    ent.len != len)
+		return 0;
+	*rc = enc_hit(e, &ent, run_position(e, tag), len, 1);
+	if (!*rc)
+		*rc = retain_chunk(e, tag, p, len);
+	return 1;
+}
+
 /* Encode one chunk p[0..len). */
 static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *hash)
 {
@@ -286,13 +305,19 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *
 	}
 	uint8_t h[32];
 	dre_ent ent;
+	uint64_t key = 0;
+	if (!hash && e->cur.tag && enc_alt(e, p, len, &key, &rc))
+		return rc;
 	if (hash)
 		memcpy(h, hash, 32);
 	else if (dre_fp_sha256(e->fp, p, len, h))
 		return DRE_EINVAL;
 	uint64_t tag = dre_fp_tag(h);
+	e->stats.hashed_bytes += len;
 	if (dre_store_find(e->st, tag, &ent) && ent.len == len && peer_has(e, &ent) && dre_store_same(e->st, &ent, h)) {
 		int k = e->cur.tag ? run_position(e, tag) : -1;
+		if (k < 0 && key) /* the run broke here: find this chunk faster next time */
+			dre_store_alt_set(e->st, key, tag);
 		if ((rc = enc_hit(e, &ent, k, len, 0)))
 			return rc;
 		return retain_chunk(e, tag, p, len);

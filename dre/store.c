@@ -666,6 +666,7 @@ void dre_store_close(dre_store *st)
 	free(st->files);
 	dre_buf_free(&st->act);
 	dre_idx_free(&st->idx);
+	free(st->alt);
 	pthread_mutex_destroy(&st->mu);
 	free(st->dir);
 	free(st);

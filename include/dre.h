@@ -129,6 +129,8 @@ typedef struct dre_codec_stats {
 	uint64_t lit_bytes;     /* raw bytes sent as literals (the residual) */
 	uint64_t lz_in, lz_out; /* residual bytes before and after LZ */
 	uint64_t asks;          /* encoder: learns answered; decoder: asks raised */
+	uint64_t hashed_bytes;  /* encoder: raw bytes cut and fingerprinted (new data, and
+				   repeats whose order it could not follow) */
 } dre_codec_stats;
 
 typedef struct dre_enc dre_enc;

@@ -109,6 +109,53 @@ static void test_repeat_and_edits(void **state)
 	t_stores_done(sa, da, sb, db);
 }
 
+/* Blocks that recur in another context (A B C B D): a repeat of the data
+ * breaks its run where B is followed by D, not by C as when first seen.  The
+ * first repeat identifies the chunk there by cutting and hashing; later ones
+ * by comparing it with the chunk the store remembered for those bytes
+ * (alt.c); all decode byte for byte. */
+static void test_second_successor(void **state)
+{
+	char da[64], db[64];
+	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
+	size_t blk = 200000, nblk = 5;
+	int order[] = { 0, 1, 2, 1, 3 };
+	uint8_t *blocks = malloc(4 * blk), *p = malloc(nblk * blk);
+	t_fill_random(blocks, 4 * blk);
+	for (size_t i = 0; i < nblk; i++)
+		memcpy(p + i * blk, blocks + order[i] * blk, blk);
+	uint64_t hashed[3];
+	for (int pass = 0; pass < 3; pass++) {
+		struct tbuf enc = { 0 }, dec = { 0 };
+		dre_enc_opts o = { .frame_max = 64 << 10 };
+		dre_enc *e = dre_enc_new(sa, &o);
+		dre_dec *d = dre_dec_new(sb);
+		assert_int_equal(t_encode(e, p, nblk * blk, 50000, &enc), 0);
+		assert_int_equal(t_decode(d, enc.p, enc.len, 50000, &dec), 0);
+		assert_int_equal(dre_dec_finish(d), 0);
+		assert_int_equal(dec.len, nblk * blk);
+		assert_memory_equal(dec.p, p, nblk * blk);
+		dre_codec_stats s;
+		dre_enc_get_stats(e, &s);
+		hashed[pass] = s.hashed_bytes;
+		dre_enc_free(e);
+		dre_dec_free(d);
+		free(enc.p);
+		free(dec.p);
+	}
+	print_message("hashed bytes: cold %llu, first repeat %llu, second %llu\n", (unsigned long long)hashed[0],
+		      (unsigned long long)hashed[1], (unsigned long long)hashed[2]);
+	assert_true(hashed[0] >= 3 * blk);
+	assert_true(hashed[1] < blk);
+	/* the second repeat hashes only its first chunk (a new stream has no
+	 * cursor to follow yet); the first one also the chunk after B where D
+	 * follows */
+	assert_true(hashed[2] <= 16384 && hashed[2] < hashed[1]);
+	free(blocks);
+	free(p);
+	t_stores_done(sa, da, sb, db);
+}
+
 /* What a store learned survives closing and reopening it. */
 static void test_restart_keeps_cache(void **state)
 {
@@ -622,6 +669,7 @@ int main(void)
 		cmocka_unit_test(test_sum64_vectors),
 		cmocka_unit_test(test_roundtrip_sizes),
 		cmocka_unit_test(test_repeat_and_edits),
+		cmocka_unit_test(test_second_successor),
 		cmocka_unit_test(test_restart_keeps_cache),
 		cmocka_unit_test(test_crash_torn_record),
 		cmocka_unit_test(test_eviction_tiny_store),
