@@ -113,4 +113,11 @@ n=$(grep -c "reset" "$T/edge.log" "$T/core.log" | awk -F: '{s += $2} END {print 
 px_alive core && px_alive edge && ok "both daemons alive" || fail "a daemon died"
 active=$(px_stat "$S2" 'j["total"]["active_streams"]')
 [ "$active" -eq 0 ] && ok "no stream left active" || fail "$active streams still active on the edge"
+
+# A client that resets its connection mid-upload: the server must see a
+# reset, never a clean end after fewer bytes (whichever read at the edge
+# meets the error, libevent's or the relay's own into the encoder).
+expect "client resets after 3 MiB: the server sees a reset" pxt abort 127.0.0.1 "$L" 27 $((3 * MB)) "$T/abort1"
+expect "client resets after 100 kB: the server sees a reset" pxt abort 127.0.0.1 "$L" 28 100000 "$T/abort2"
+px_alive core && px_alive edge && ok "both daemons alive after the resets" || fail "a daemon died"
 px_done

@@ -16,6 +16,9 @@ Server protocol (one request line per connection, then the body):
   TAKE FILE             the server answers "ready", half-closes, then reads the
                         client's bytes until EOF and writes "LEN SHA256" to FILE
   STALL SECS            as PUT, but the server reads nothing for SECS first
+  SINK FILE             the server answers "ready", reads until EOF or an error
+                        and writes to FILE "eof LEN" or "reset LEN" (what it
+                        saw, and the bytes before it)
   PEER                  the server answers with the address it sees
 Every client command prints one result line; the first word is the outcome:
 ok, short (clean EOF too early), reset, timeout, refused, mismatch, error.
@@ -167,6 +170,21 @@ class Handler(socketserver.BaseRequestHandler):
                     n += len(b)
                 c.sendall(b"%d %s\n" % (n, h.hexdigest().encode()))
                 c.shutdown(socket.SHUT_WR)
+            elif cmd == b"SINK":
+                n, end = 0, "eof"
+                try:
+                    c.sendall(b"ready\n")
+                    while True:
+                        b = f.read1(1 << 16)
+                        if not b:
+                            break
+                        n += len(b)
+                except OSError:
+                    end = "reset"
+                path = line[1].decode()
+                with open(path + ".tmp", "w") as out:
+                    out.write("%s %d\n" % (end, n))
+                os.rename(path + ".tmp", path)
             elif cmd == b"PEER":
                 c.sendall(("%s\n" % self.client_address[0]).encode())
                 c.shutdown(socket.SHUT_WR)
@@ -325,6 +343,31 @@ def do_take(host, port, seed, size, timeout, path):
     return "timeout", "server never saw the end of the upload"
 
 
+def do_abort(host, port, seed, size, timeout, path):
+    """Upload gen(seed, size) to a SINK, then reset the connection (no FIN):
+    the server must see a reset, never a clean end of the bytes."""
+    t0 = time.monotonic()
+    try:
+        c = connect(host, port, timeout)
+        c.sendall(b"SINK %s\n" % path.encode())
+        if c.recv(6) != b"ready\n":
+            return "mismatch", "the server did not answer ready"
+        for b in gen(seed, size):
+            c.sendall(b)
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.close()
+    except OSError as e:
+        return classify(e), "upload before the reset: %s" % e
+    while time.monotonic() - t0 < timeout:
+        if os.path.exists(path):
+            got = open(path).read().split()
+            if got[0] != "reset" or int(got[1]) > size:
+                return "mismatch", "client reset after %d bytes, server saw: %s" % (size, " ".join(got))
+            return "ok", "client reset after %d bytes, server saw a reset after %s" % (size, got[1])
+        time.sleep(0.05)
+    return "timeout", "server never saw the end of the upload"
+
+
 OPS = {"get": do_get, "put": do_put, "echo": do_echo}
 
 
@@ -339,6 +382,10 @@ def cmd_xfer(a):
 
 def cmd_take(a):
     return report(*do_take(a.host, a.port, a.seed, a.size, a.timeout, a.file))
+
+
+def cmd_abort(a):
+    return report(*do_abort(a.host, a.port, a.seed, a.size, a.timeout, a.file))
 
 
 def cmd_slowget(a):
@@ -598,6 +645,12 @@ def main():
     q.add_argument("size", type=int)
     q.add_argument("file")
     q.set_defaults(fn=cmd_take)
+    q = sub.add_parser("abort")
+    hp(q)
+    q.add_argument("seed", type=int)
+    q.add_argument("size", type=int)
+    q.add_argument("file")
+    q.set_defaults(fn=cmd_abort)
     q = sub.add_parser("slowget")
     hp(q)
     q.add_argument("seed", type=int)
