@@ -14,8 +14,9 @@
  * order of stripes within a block, the scrambles on the order of blocks.
  * Shorter input uses dre_sum64.
  *
- * fsum_scalar is the definition; the SSE2 and AVX2 versions compute the same
- * value (test_dre checks them against it) and are picked at run time.
+ * fsum_scalar is the definition; the AVX2 version computes the same value
+ * (test_dre_fsum checks it against it) and is picked at run time when the
+ * CPU has AVX2.
  */
 #include <pthread.h>
 #include <stdint.h>

@@ -401,20 +401,21 @@ int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf)
 
 static void touch_locked(dre_store *st, const dre_ent *e);
 
-/* 1 if the chunk stored for e is exactly p[0..e->len), compared in place
- * where the mapping covers it (else read into scratch); lock held. */
-static int equal_locked(dre_store *st, const dre_ent *e, const void *p, void *scratch)
+/* 1 if the chunk of index entry cur is stored as exactly p[0..cur->len),
+ * compared in place where the mapping covers it (else read into scratch,
+ * which may drop a bad record and with it cur); lock held. */
+static int equal_locked(dre_store *st, const dre_ent *cur, const void *p, void *scratch)
 {
 	uint8_t hdr[DRE_REC_HDR];
-	dre_ent *cur = dre_idx_get(&st->idx, e->tag);
-	struct dre_sfile *f = cur && cur->len == e->len ? file_find(st, cur->file) : NULL;
-	const uint8_t *m = f ? mapped(st, f, cur->off, cur->len) : NULL;
+	dre_ent e = *cur;
+	struct dre_sfile *f = file_find(st, e.file);
+	const uint8_t *m = f ? mapped(st, f, e.off, e.len) : NULL;
 	uint32_t len;
 	if (m) {
 		memcpy(&len, m + 4, 4);
-		return len == cur->len && dre_fp_tag(m + 8) == cur->tag && !memcmp(m + DRE_REC_HDR, p, len);
+		return len == e.len && dre_fp_tag(m + 8) == e.tag && !memcmp(m + DRE_REC_HDR, p, len);
 	}
-	return f && !read_locked(st, e, hdr, scratch, 0) && !memcmp(scratch, p, e->len);
+	return f && !read_locked(st, &e, hdr, scratch, 0) && !memcmp(scratch, p, e.len);
 }
 
 int dre_store_match(dre_store *st, uint64_t tag, const void *p, size_t max, uint32_t bits, void *scratch,
@@ -427,7 +428,7 @@ int dre_store_match(dre_store *st, uint64_t tag, const void *p, size_t max, uint
 	if (cur && cur->len <= max && (!bits || (cur->peers & bits))) {
 		*out = *cur;
 		st->hits++;
-		eq = equal_locked(st, out, p, scratch);
+		eq = equal_locked(st, cur, p, scratch);
 		if (eq && !st->readonly)
 			touch_locked(st, out);
 	}
