@@ -14,10 +14,35 @@ int dre_dec_sop(dre_dec *d, uint32_t kind, uint32_t len, uint64_t arg)
 	return dre_buf_add(&d->sops, &op, sizeof op);
 }
 
+static int sop_is_put(const struct dre_sop *o)
+{
+	return o->kind == SOP_PUT || o->kind == SOP_PUTL;
+}
+
+/* The SHA-256 of the chunk put by ops[i] into h; when ops[i + 1] puts one
+ * too, both are hashed together and its hash goes to *next (*have set). */
+static int sop_hash(dre_fp *fp, const struct dre_sop *ops, size_t i, size_t n, const uint8_t *data,
+		    uint8_t h[32], uint8_t next[32], int *have)
+{
+	const struct dre_sop *o = &ops[i];
+	if (*have) {
+		memcpy(h, next, 32);
+		*have = 0;
+		return 0;
+	}
+	if (i + 1 < n && sop_is_put(&ops[i + 1])) {
+		*have = 1;
+		return dre_fp_sha256_2(fp, data + o->arg, o->len, h, data + ops[i + 1].arg, ops[i + 1].len, next);
+	}
+	return dre_fp_sha256(fp, data + o->arg, o->len, h);
+}
+
 /* Run ops[0..n) against data; *prev carries the chain between calls. */
 static int sops_run(dre_store *st, dre_fp *fp, uint64_t *prev, const struct dre_sop *ops, size_t n,
 		    const uint8_t *data, uint32_t peer_bit)
 {
+	uint8_t next[32];
+	int have = 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct dre_sop *o = &ops[i];
 		if (o->kind == SOP_BREAK || o->kind == SOP_PREV) {
@@ -25,9 +50,9 @@ static int sops_run(dre_store *st, dre_fp *fp, uint64_t *prev, const struct dre_
 			continue;
 		}
 		uint64_t tag = o->arg;
-		if (o->kind == SOP_PUT || o->kind == SOP_PUTL) {
+		if (sop_is_put(o)) {
 			uint8_t h[32];
-			if (dre_fp_sha256(fp, data + o->arg, o->len, h))
+			if (sop_hash(fp, ops, i, n, data, h, next, &have))
 				return DRE_EINVAL;
 			tag = dre_fp_tag(h);
 			/* what the peer sent, it holds */

@@ -24,12 +24,24 @@ static inline uint64_t dre_frame_sum(int version, const void *p, size_t n, uint6
 	return version >= 2 ? dre_fsum(p, n, seed) : dre_sum64(p, n, seed);
 }
 
-/* ---- fingerprints (fp.c): SHA-256 through OpenSSL, context reused. */
+/* ---- fingerprints (fp.c): SHA-256, with the CPU's SHA extensions where
+ * sha256.c vouches for them, else through OpenSSL (context reused).  A
+ * dre_fp is used by one thread at a time. */
 typedef struct dre_fp dre_fp;
 dre_fp *dre_fp_new(void);
 void dre_fp_free(dre_fp *f);
 /* SHA-256 of p[0..n) into out; 0 on success. */
 int dre_fp_sha256(dre_fp *f, const void *p, size_t n, uint8_t out[32]);
+/* SHA-256 of p[0..n) into o1 and of q[0..m) into o2 (faster than two calls
+ * where the two are hashed interleaved); 0 on success. */
+int dre_fp_sha256_2(dre_fp *f, const void *p, size_t n, uint8_t o1[32], const void *q, size_t m, uint8_t o2[32]);
+/* 1 if fingerprints use the SHA extensions (sha256.c), 0 if OpenSSL. */
+int dre_fp_accel(void);
+/* sha256.c: 1 if the CPU has the SHA extensions and the code below agrees
+ * with OpenSSL (checked once); only then may dre_sha256_ni* be called. */
+int dre_sha256_accel(void);
+void dre_sha256_ni(const void *p, size_t n, uint8_t out[32]);
+void dre_sha256_ni2(const void *p, size_t n, uint8_t o1[32], const void *q, size_t m, uint8_t o2[32]);
 /* The in-memory name of a chunk: the first 8 bytes of its SHA-256, never 0. */
 static inline uint64_t dre_fp_tag(const uint8_t h[32])
 {

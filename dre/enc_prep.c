@@ -29,13 +29,15 @@ struct dre_prep_ch {
 };
 
 /* Cut chunks from pos while pos < lim (and the input lasts), appending to
- * ch[*k] (up to PREP_MAX) and hashing each with fp; stops early, returning
- * the position reached, once pos is the start of one of the `nstop` chunks
- * in stop (sorted), which *j then indexes.  Sets *err on a hashing failure. */
+ * ch[*k] (up to PREP_MAX) and hashing them with fp, two at a time; stops
+ * early, returning the position reached, once pos is the start of one of
+ * the `nstop` chunks in stop (sorted), which *j then indexes.  Sets *err on
+ * a hashing failure. */
 static size_t cut_hash(const dre_enc *e, dre_fp *fp, size_t pos, size_t lim, struct dre_prep_ch *ch, size_t *k,
 		       const struct dre_prep_ch *stop, size_t nstop, size_t *j, int *err)
 {
 	const struct dre_prep *pr = &e->prep;
+	struct dre_prep_ch *odd = NULL; /* a chunk cut but not hashed yet */
 	while (pos < pr->len && pos < lim && *k < PREP_MAX) {
 		while (*j < nstop && stop[*j].off < pos)
 			++*j;
@@ -44,14 +46,20 @@ static size_t cut_hash(const dre_enc *e, dre_fp *fp, size_t pos, size_t lim, str
 		size_t c = dre_cdc_cut(&e->cdc, pr->base + pos, pr->len - pos, pr->final);
 		if (!c)
 			break;
-		ch[*k] = (struct dre_prep_ch){ .off = pos, .len = (uint32_t)c };
-		if (dre_fp_sha256(fp, pr->base + pos, (uint32_t)c, ch[*k].h)) {
-			*err = DRE_EINVAL;
-			break;
-		}
-		++*k;
+		struct dre_prep_ch *x = &ch[(*k)++];
+		*x = (struct dre_prep_ch){ .off = pos, .len = (uint32_t)c };
 		pos += c;
+		if (!odd) {
+			odd = x;
+		} else if (dre_fp_sha256_2(fp, pr->base + odd->off, odd->len, odd->h, pr->base + x->off, x->len, x->h)) {
+			*err = DRE_EINVAL;
+			return pos;
+		} else {
+			odd = NULL;
+		}
 	}
+	if (odd && dre_fp_sha256(fp, pr->base + odd->off, odd->len, odd->h))
+		*err = DRE_EINVAL;
 	return pos;
 }
 

@@ -1,4 +1,6 @@
-/* fp.c: chunk fingerprints: SHA-256 through OpenSSL's EVP, one context reused. */
+/* fp.c: chunk fingerprints: SHA-256, with the CPU's SHA extensions
+ * (sha256.c) when it has them, else through OpenSSL's EVP, one context
+ * reused.  WANOPT_SHA=openssl in the environment forces OpenSSL (tests). */
 #include <stdlib.h>
 
 #include <openssl/evp.h>
@@ -8,7 +10,14 @@
 struct dre_fp {
 	EVP_MD *md;
 	EVP_MD_CTX *ctx;
+	int ni; /* use sha256.c */
 };
+
+int dre_fp_accel(void)
+{
+	const char *force = getenv("WANOPT_SHA");
+	return (!force || strcmp(force, "openssl")) && dre_sha256_accel();
+}
 
 dre_fp *dre_fp_new(void)
 {
@@ -21,6 +30,7 @@ dre_fp *dre_fp_new(void)
 		dre_fp_free(f);
 		return NULL;
 	}
+	f->ni = dre_fp_accel();
 	return f;
 }
 
@@ -35,9 +45,22 @@ void dre_fp_free(dre_fp *f)
 
 int dre_fp_sha256(dre_fp *f, const void *p, size_t n, uint8_t out[32])
 {
+	if (f->ni) {
+		dre_sha256_ni(p, n, out);
+		return 0;
+	}
 	unsigned int len = 0;
 	if (!EVP_DigestInit_ex2(f->ctx, f->md, NULL) || !EVP_DigestUpdate(f->ctx, p, n) ||
 	    !EVP_DigestFinal_ex(f->ctx, out, &len) || len != 32)
 		return DRE_EINVAL;
 	return 0;
+}
+
+int dre_fp_sha256_2(dre_fp *f, const void *p, size_t n, uint8_t o1[32], const void *q, size_t m, uint8_t o2[32])
+{
+	if (f->ni) {
+		dre_sha256_ni2(p, n, o1, q, m, o2);
+		return 0;
+	}
+	return dre_fp_sha256(f, p, n, o1) || dre_fp_sha256(f, q, m, o2) ? DRE_EINVAL : 0;
 }
