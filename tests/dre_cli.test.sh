@@ -22,6 +22,16 @@ for v in v1 v2; do
 	"$W" dre decode --store "$T/B" < "$T/$v.dre" > "$T/$v.out"
 	cmp -s "$T/$v" "$T/$v.out" || fail "$v did not round-trip"
 done
+# input from a regular file is mapped, from a pipe read: both round-trip, and
+# a file is encoded from the offset stdin is at (here not page-aligned, and
+# the input is longer than one 64 MiB mapping)
+python3 -c 'import random, sys; sys.stdout.buffer.write(random.Random(3).randbytes(67200000))' > "$T/big"
+cat "$T/big" | "$W" dre encode --store "$T/P" > "$T/pipe.dre"
+"$W" dre decode --store "$T/Q" < "$T/pipe.dre" | cmp -s - "$T/big" || fail "piped input did not round-trip"
+{ dd bs=12345 count=1 of=/dev/null status=none; "$W" dre encode --store "$T/P" > "$T/off.dre"; } < "$T/big"
+"$W" dre decode --store "$T/Q" < "$T/off.dre" | cmp -s - <(tail -c +12346 "$T/big") || fail "input from an offset did not round-trip"
+[ "$(stat -c %s "$T/off.dre")" -lt 100000 ] || fail "the mapped repeat of piped data was not found in the store"
+rm -f "$T/big" "$T/pipe.dre" "$T/off.dre"
 v1=$(stat -c %s "$T/v1.dre"); v2=$(stat -c %s "$T/v2.dre")
 echo "v1 encoded to $v1 bytes, v2 after v1 to $v2 bytes"
 [ "$v2" -lt 20000 ] || fail "v2 cost $v2 bytes: v1 was not used"
