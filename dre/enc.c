@@ -156,6 +156,37 @@ static int retain_chunk(dre_enc *e, uint64_t tag, const uint8_t *p, uint32_t len
 	return tag ? 0 : dre_buf_add(&e->cur_raw, p, len);
 }
 
+/* The literal section's length so far. */
+static size_t lit_len(const dre_enc *e)
+{
+	return e->litv.p ? e->litv.len : e->lits.len;
+}
+
+/* Turn a literal view into a copy in e->lits (before appending anything
+ * that is not the next input byte). */
+static int lit_own(dre_enc *e)
+{
+	if (!e->litv.p)
+		return 0;
+	int rc = dre_buf_add(&e->lits, e->litv.p, e->litv.len);
+	e->litv = (dre_buf){ 0 };
+	return rc;
+}
+
+/* Append input bytes p[0..len) to the literal section: as a view while the
+ * section is one run of input (no copy), else copied. */
+static int lit_add(dre_enc *e, const uint8_t *p, size_t len)
+{
+	dre_buf *v = &e->litv;
+	if (e->view_ok && !e->lits.len && (!v->p || p == v->p + v->len)) {
+		if (!v->p)
+			v->p = (uint8_t *)p; /* read only: cap 0 marks a view */
+		v->len += len;
+		return 0;
+	}
+	return lit_own(e) ? DRE_ENOMEM : dre_buf_add(&e->lits, p, len);
+}
+
 /* Is `tag` the chunk k steps after the cursor (k < SKIP_MAX+1)?  Returns k or -1. */
 static int run_position(dre_enc *e, uint64_t tag)
 {
@@ -234,6 +265,8 @@ static int enc_delta(dre_enc *e, const uint8_t *p, uint32_t len)
 		return 0;
 	e->win_n = 0;
 	size_t wn = win_fill(e);
+	if (wn && lit_own(e))
+		return DRE_ENOMEM;
 	size_t lits0 = e->lits.len;
 	int n = wn ? dre_delta_encode(e->win, wn, p, len, e->ins, DRE_DELTA_INS_MAX, &e->lits) : -1;
 	if (n < 0) {
@@ -296,8 +329,7 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *
 	int rc;
 	e->last_cont = 0;
 	if (e->o.no_dedup || len < STORE_MIN) {
-		if ((rc = run_flush(e)) || (rc = op2(e, DRE_OP_RAW, 1, len, 0)) ||
-		    (rc = dre_buf_add(&e->lits, p, len)))
+		if ((rc = run_flush(e)) || (rc = op2(e, DRE_OP_RAW, 1, len, 0)) || (rc = lit_add(e, p, len)))
 			return rc;
 		e->prev = 0;
 		e->st_lit += len;
@@ -334,9 +366,8 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *
 		return rc;
 	ssize_t lit_off = -1;
 	if (rc == 0) {
-		lit_off = (ssize_t)e->lits.len;
-		if ((rc = run_flush(e)) || (rc = op2(e, DRE_OP_LIT, 1, len, 0)) ||
-		    (rc = dre_buf_add(&e->lits, p, len)))
+		lit_off = (ssize_t)lit_len(e);
+		if ((rc = run_flush(e)) || (rc = op2(e, DRE_OP_LIT, 1, len, 0)) || (rc = lit_add(e, p, len)))
 			return rc;
 		e->st_lit += len;
 	}
@@ -394,6 +425,7 @@ static int enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *
 	uint64_t fresh = e->st_lit + e->st_delta;
 	int rc = 0;
 	e->ops.len = e->lits.len = 0;
+	e->litv = (dre_buf){ 0 };
 	e->cur_ch.len = e->cur_raw.len = 0;
 	e->frame_prev = e->prev;
 	e->prep.n = 0;
@@ -495,9 +527,9 @@ static int enc_bridge(dre_enc *e, const uint8_t *p, size_t need, size_t *took, d
 	return 0;
 }
 
-int dre_enc_write(dre_enc *e, const void *buf, size_t n, dre_out_fn out, void *arg)
+/* dre_enc_write's work, which may leave frames reading buf in flight. */
+static int enc_write(dre_enc *e, const uint8_t *p, size_t n, dre_out_fn out, void *arg)
 {
-	const uint8_t *p = buf;
 	size_t need = e->o.frame_max + e->cdc.max;
 	while (n) {
 		size_t took = 0;
@@ -506,8 +538,11 @@ int dre_enc_write(dre_enc *e, const void *buf, size_t n, dre_out_fn out, void *a
 			rc = enc_buffered(e, p, n, &took, out, arg);
 		else if (e->in.len > e->in_off)
 			rc = enc_bridge(e, p, need, &took, out, arg);
-		else /* nothing buffered: whole frames straight from the caller's bytes */
+		else { /* nothing buffered: whole frames straight from the caller's bytes */
+			e->view_ok = 1; /* their literals need no copy: we wait before returning */
 			rc = enc_frame(e, p, n, 0, &took, out, arg);
+			e->view_ok = 0;
+		}
 		if (rc)
 			return rc;
 		if (!took && e->in.len == e->in_off && (rc = enc_buffered(e, p, n, &took, out, arg)))
@@ -516,6 +551,17 @@ int dre_enc_write(dre_enc *e, const void *buf, size_t n, dre_out_fn out, void *a
 		n -= took;
 	}
 	return 0;
+}
+
+int dre_enc_write(dre_enc *e, const void *buf, size_t n, dre_out_fn out, void *arg)
+{
+	int rc = enc_write(e, buf, n, out, arg);
+	if (e->view_busy) { /* the caller may reuse its buffer once we return */
+		e->view_busy = 0;
+		int wrc = dre_enc_wait(e);
+		return rc ? rc : wrc;
+	}
+	return rc;
 }
 
 void *dre_enc_space(dre_enc *e, size_t min, size_t *room)

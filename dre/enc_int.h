@@ -44,6 +44,7 @@ struct dre_prep {
 struct dre_ework {
 	dre_worker t;
 	dre_buf ops, lits;      /* the job */
+	dre_buf litv;           /* ... or, when litv.p is set, its literal section as a view */
 	dre_buf eops, edata;    /* ... and its store operations, run first */
 	int type;
 	size_t raw_n;
@@ -63,6 +64,12 @@ struct dre_enc {
 	dre_buf in;            /* input not yet framed, from in_off */
 	size_t in_off;
 	dre_buf ops, lits, out;
+	/* The literal section as a view of the caller's input (cap 0: never
+	 * written or freed) while it is one contiguous run of input bytes, in
+	 * frames cut straight from dre_enc_write's buffer; lits is empty then. */
+	dre_buf litv;
+	int view_ok;           /* the frame being cut may use litv */
+	int view_busy;         /* a helper may still read a view: wait before returning */
 	dre_ent cur;           /* the cursor: last chunk used from the peer's history */
 	uint64_t prev;         /* last chunk output (0 after raw bytes) */
 	uint64_t frame_prev;   /* prev when the current frame began */
@@ -91,8 +98,9 @@ struct dre_enc {
 };
 
 /* Emit a frame of `type` (0: just the stream header) built from e->ops and
- * e->lits, decoding to raw_n bytes whose checksum is sum: on the helper thread
- * if there is one (e->ops/e->lits are then swapped for empty buffers), else now. */
+ * e->lits (or the view e->litv), decoding to raw_n bytes whose checksum is
+ * sum: on the helper thread if there is one (e->ops/e->lits are then swapped
+ * for empty buffers, a view handed over), else now. */
 int dre_enc_submit(dre_enc *e, int type, size_t raw_n, uint64_t sum, dre_out_fn out, void *arg);
 /* Wait until the helper thread has emitted everything; its sticky error or 0. */
 int dre_enc_wait(dre_enc *e);

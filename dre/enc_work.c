@@ -83,11 +83,18 @@ int dre_enc_wait(dre_enc *e)
 int dre_enc_submit(dre_enc *e, int type, size_t raw_n, uint64_t sum, dre_out_fn out, void *arg)
 {
 	struct dre_ework *w = &e->w, *ws = &e->ws;
-	if (!w->t.running)
-		return emit(e, type, raw_n, sum, &e->ops, &e->lits, out, arg);
+	if (!w->t.running) {
+		int rc = emit(e, type, raw_n, sum, &e->ops, e->litv.p ? &e->litv : &e->lits, out, arg);
+		e->litv = (dre_buf){ 0 };
+		return rc;
+	}
 	int rc = dre_enc_wait(e);
 	if (rc)
 		return rc;
+	w->litv = e->litv;
+	e->litv = (dre_buf){ 0 };
+	if (w->litv.p)
+		e->view_busy = 1;
 	/* frame N's coding and its store writes run on two threads while this
 	 * one cuts and hashes frame N+1 */
 	buf_swap(&e->ops, &w->ops);
@@ -110,13 +117,14 @@ static int job_emit(void *arg)
 {
 	dre_enc *e = arg;
 	struct dre_ework *w = &e->w;
-	return emit(e, w->type, w->raw_n, w->sum, &w->ops, &w->lits, w->out, w->arg);
+	return emit(e, w->type, w->raw_n, w->sum, &w->ops, w->litv.p ? &w->litv : &w->lits, w->out, w->arg);
 }
 
 static int job_store(void *arg)
 {
 	dre_enc *e = arg;
-	return dre_enc_eops_run(e->st, &e->ws.eops, &e->ws.edata, &e->w.lits, e->peer_bit);
+	const struct dre_ework *w = &e->w;
+	return dre_enc_eops_run(e->st, &e->ws.eops, &e->ws.edata, w->litv.p ? &w->litv : &w->lits, e->peer_bit);
 }
 
 static void work_free(struct dre_ework *w)

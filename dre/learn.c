@@ -24,6 +24,7 @@ int dre_enc_learn(dre_enc *e, uint64_t seq, dre_out_fn out, void *arg)
 	if (rc)
 		return rc;
 	e->ops.len = e->lits.len = 0;
+	e->litv = (dre_buf){ 0 };
 	if (dre_buf_reserve(&e->ops, 24 + r->nch * 11))
 		return DRE_ENOMEM;
 	dre_put_u64(e->ops.p, r->seq);
