@@ -459,6 +459,8 @@ static int enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *
 	*used = pos;
 	if ((rc = retain_frame(e)))
 		return rc;
+	if (e->view_ok) /* the caller's buffer: stays put until dre_enc_write returns */
+		return dre_enc_submit_src(e, DRE_FT_DATA, pos, e->seed ^ e->seq, p, out, arg);
 	return dre_enc_submit(e, DRE_FT_DATA, pos, dre_frame_sum(e->o.version, p, pos, e->seed ^ e->seq), out, arg);
 }
 

@@ -49,6 +49,7 @@ struct dre_ework {
 	int type;
 	size_t raw_n;
 	uint64_t sum;
+	const uint8_t *src;     /* set: sum is the seed; checksum src[0..raw_n) first */
 	dre_out_fn out;
 	void *arg;
 };
@@ -102,6 +103,10 @@ struct dre_enc {
  * sum: on the helper thread if there is one (e->ops/e->lits are then swapped
  * for empty buffers, a view handed over), else now. */
 int dre_enc_submit(dre_enc *e, int type, size_t raw_n, uint64_t sum, dre_out_fn out, void *arg);
+/* The same, with the checksum of src[0..raw_n) under seed `seed` computed on
+ * the helper thread (which reads src until dre_enc_wait: e->view_busy). */
+int dre_enc_submit_src(dre_enc *e, int type, size_t raw_n, uint64_t seed, const uint8_t *src, dre_out_fn out,
+		       void *arg);
 /* Wait until the helper thread has emitted everything; its sticky error or 0. */
 int dre_enc_wait(dre_enc *e);
 int dre_enc_work_start(dre_enc *e);

@@ -82,7 +82,15 @@ int dre_enc_wait(dre_enc *e)
 
 int dre_enc_submit(dre_enc *e, int type, size_t raw_n, uint64_t sum, dre_out_fn out, void *arg)
 {
+	return dre_enc_submit_src(e, type, raw_n, sum, NULL, out, arg);
+}
+
+int dre_enc_submit_src(dre_enc *e, int type, size_t raw_n, uint64_t sum, const uint8_t *src, dre_out_fn out,
+		       void *arg)
+{
 	struct dre_ework *w = &e->w, *ws = &e->ws;
+	if (src && !w->t.running)
+		sum = dre_frame_sum(e->o.version, src, raw_n, sum);
 	if (!w->t.running) {
 		int rc = emit(e, type, raw_n, sum, &e->ops, e->litv.p ? &e->litv : &e->lits, out, arg);
 		e->litv = (dre_buf){ 0 };
@@ -93,7 +101,8 @@ int dre_enc_submit(dre_enc *e, int type, size_t raw_n, uint64_t sum, dre_out_fn 
 		return rc;
 	w->litv = e->litv;
 	e->litv = (dre_buf){ 0 };
-	if (w->litv.p)
+	w->src = src;
+	if (w->litv.p || src)
 		e->view_busy = 1;
 	/* frame N's coding and its store writes run on two threads while this
 	 * one cuts and hashes frame N+1 */
@@ -117,6 +126,8 @@ static int job_emit(void *arg)
 {
 	dre_enc *e = arg;
 	struct dre_ework *w = &e->w;
+	if (w->src) /* the seed in w->sum becomes the checksum */
+		w->sum = dre_frame_sum(e->o.version, w->src, w->raw_n, w->sum);
 	return emit(e, w->type, w->raw_n, w->sum, &w->ops, w->litv.p ? &w->litv : &w->lits, w->out, w->arg);
 }
 
