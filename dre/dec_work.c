@@ -19,30 +19,31 @@ static int sop_is_put(const struct dre_sop *o)
 	return o->kind == SOP_PUT || o->kind == SOP_PUTL;
 }
 
-/* The SHA-256 of the chunk put by ops[i] into h; when ops[i + 1] puts one
- * too, both are hashed together and its hash goes to *next (*have set). */
-static int sop_hash(dre_fp *fp, const struct dre_sop *ops, size_t i, size_t n, const uint8_t *data,
-		    uint8_t h[32], uint8_t next[32], int *have)
+#define HASH_BATCH 16 /* new chunks hashed together (interleaved) */
+
+/* Hash the chunks of the next (up to) HASH_BATCH puts from ops[i] on into
+ * h[0..]; returns the index just past the last of them. */
+static size_t sops_hash(dre_fp *fp, const struct dre_sop *ops, size_t i, size_t n, const uint8_t *data,
+			uint8_t h[HASH_BATCH][32], int *err)
 {
-	const struct dre_sop *o = &ops[i];
-	if (*have) {
-		memcpy(h, next, 32);
-		*have = 0;
-		return 0;
+	struct dre_sha_job jobs[HASH_BATCH];
+	size_t k = 0;
+	for (; i < n && k < HASH_BATCH; i++) {
+		if (sop_is_put(&ops[i])) {
+			jobs[k] = (struct dre_sha_job){ data + ops[i].arg, ops[i].len, h[k] };
+			k++;
+		}
 	}
-	if (i + 1 < n && sop_is_put(&ops[i + 1])) {
-		*have = 1;
-		return dre_fp_sha256_2(fp, data + o->arg, o->len, h, data + ops[i + 1].arg, ops[i + 1].len, next);
-	}
-	return dre_fp_sha256(fp, data + o->arg, o->len, h);
+	*err = dre_fp_sha256_jobs(fp, jobs, k);
+	return i;
 }
 
 /* Run ops[0..n) against data; *prev carries the chain between calls. */
 static int sops_run(dre_store *st, dre_fp *fp, uint64_t *prev, const struct dre_sop *ops, size_t n,
 		    const uint8_t *data, uint32_t peer_bit)
 {
-	uint8_t next[32];
-	int have = 0;
+	uint8_t h[HASH_BATCH][32];
+	size_t hashed = 0, next_h = 0; /* puts before ops[hashed] are in h[], from h[next_h] */
 	for (size_t i = 0; i < n; i++) {
 		const struct dre_sop *o = &ops[i];
 		if (o->kind == SOP_BREAK || o->kind == SOP_PREV) {
@@ -51,12 +52,17 @@ static int sops_run(dre_store *st, dre_fp *fp, uint64_t *prev, const struct dre_
 		}
 		uint64_t tag = o->arg;
 		if (sop_is_put(o)) {
-			uint8_t h[32];
-			if (sop_hash(fp, ops, i, n, data, h, next, &have))
+			int err = 0;
+			if (i >= hashed) {
+				hashed = sops_hash(fp, ops, i, n, data, h, &err);
+				next_h = 0;
+			}
+			if (err)
 				return DRE_EINVAL;
-			tag = dre_fp_tag(h);
+			const uint8_t *hp = h[next_h++];
+			tag = dre_fp_tag(hp);
 			/* what the peer sent, it holds */
-			int rc = dre_store_add(st, h, data + o->arg, o->len, *prev, peer_bit, o->kind == SOP_PUTL);
+			int rc = dre_store_add(st, hp, data + o->arg, o->len, *prev, peer_bit, o->kind == SOP_PUTL);
 			if (rc < 0)
 				return rc;
 		} else {

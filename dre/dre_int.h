@@ -32,16 +32,22 @@ dre_fp *dre_fp_new(void);
 void dre_fp_free(dre_fp *f);
 /* SHA-256 of p[0..n) into out; 0 on success. */
 int dre_fp_sha256(dre_fp *f, const void *p, size_t n, uint8_t out[32]);
-/* SHA-256 of p[0..n) into o1 and of q[0..m) into o2 (faster than two calls
- * where the two are hashed interleaved); 0 on success. */
-int dre_fp_sha256_2(dre_fp *f, const void *p, size_t n, uint8_t o1[32], const void *q, size_t m, uint8_t o2[32]);
+/* One message of a batch: SHA-256 of p[0..n) into out. */
+struct dre_sha_job {
+	const uint8_t *p;
+	size_t n;
+	uint8_t *out;
+};
+/* Hash a batch (faster than one call each where messages are hashed two
+ * at a time, interleaved); 0 on success. */
+int dre_fp_sha256_jobs(dre_fp *f, struct dre_sha_job *jobs, size_t n);
 /* 1 if fingerprints use the SHA extensions (sha256.c), 0 if OpenSSL. */
 int dre_fp_accel(void);
 /* sha256.c: 1 if the CPU has the SHA extensions and the code below agrees
  * with OpenSSL (checked once); only then may dre_sha256_ni* be called. */
 int dre_sha256_accel(void);
 void dre_sha256_ni(const void *p, size_t n, uint8_t out[32]);
-void dre_sha256_ni2(const void *p, size_t n, uint8_t o1[32], const void *q, size_t m, uint8_t o2[32]);
+void dre_sha256_ni_jobs(struct dre_sha_job *jobs, size_t n);
 /* The in-memory name of a chunk: the first 8 bytes of its SHA-256, never 0. */
 static inline uint64_t dre_fp_tag(const uint8_t h[32])
 {

@@ -28,16 +28,27 @@ struct dre_prep_ch {
 	uint8_t h[32];
 };
 
+#define HASH_BATCH 16 /* chunks cut, then hashed together (interleaved) */
+
+/* Hash ch[0..n) (n <= HASH_BATCH) of base. */
+static int hash_chunks(dre_fp *fp, const uint8_t *base, struct dre_prep_ch *ch, size_t n)
+{
+	struct dre_sha_job jobs[HASH_BATCH];
+	for (size_t i = 0; i < n; i++)
+		jobs[i] = (struct dre_sha_job){ base + ch[i].off, ch[i].len, ch[i].h };
+	return dre_fp_sha256_jobs(fp, jobs, n);
+}
+
 /* Cut chunks from pos while pos < lim (and the input lasts), appending to
- * ch[*k] (up to PREP_MAX) and hashing them with fp, two at a time; stops
- * early, returning the position reached, once pos is the start of one of
- * the `nstop` chunks in stop (sorted), which *j then indexes.  Sets *err on
- * a hashing failure. */
+ * ch[*k] (up to PREP_MAX) and hashing them with fp, HASH_BATCH at a time;
+ * stops early, returning the position reached, once pos is the start of
+ * one of the `nstop` chunks in stop (sorted), which *j then indexes.  Sets
+ * *err on a hashing failure. */
 static size_t cut_hash(const dre_enc *e, dre_fp *fp, size_t pos, size_t lim, struct dre_prep_ch *ch, size_t *k,
 		       const struct dre_prep_ch *stop, size_t nstop, size_t *j, int *err)
 {
 	const struct dre_prep *pr = &e->prep;
-	struct dre_prep_ch *odd = NULL; /* a chunk cut but not hashed yet */
+	size_t unhashed = *k;
 	while (pos < pr->len && pos < lim && *k < PREP_MAX) {
 		while (*j < nstop && stop[*j].off < pos)
 			++*j;
@@ -46,19 +57,15 @@ static size_t cut_hash(const dre_enc *e, dre_fp *fp, size_t pos, size_t lim, str
 		size_t c = dre_cdc_cut(&e->cdc, pr->base + pos, pr->len - pos, pr->final);
 		if (!c)
 			break;
-		struct dre_prep_ch *x = &ch[(*k)++];
-		*x = (struct dre_prep_ch){ .off = pos, .len = (uint32_t)c };
+		ch[(*k)++] = (struct dre_prep_ch){ .off = pos, .len = (uint32_t)c };
 		pos += c;
-		if (!odd) {
-			odd = x;
-		} else if (dre_fp_sha256_2(fp, pr->base + odd->off, odd->len, odd->h, pr->base + x->off, x->len, x->h)) {
-			*err = DRE_EINVAL;
-			return pos;
-		} else {
-			odd = NULL;
+		if (*k - unhashed == HASH_BATCH) {
+			if (hash_chunks(fp, pr->base, ch + unhashed, HASH_BATCH))
+				*err = DRE_EINVAL;
+			unhashed = *k;
 		}
 	}
-	if (odd && dre_fp_sha256(fp, pr->base + odd->off, odd->len, odd->h))
+	if (*k > unhashed && hash_chunks(fp, pr->base, ch + unhashed, *k - unhashed))
 		*err = DRE_EINVAL;
 	return pos;
 }

@@ -56,11 +56,14 @@ int dre_fp_sha256(dre_fp *f, const void *p, size_t n, uint8_t out[32])
 	return 0;
 }
 
-int dre_fp_sha256_2(dre_fp *f, const void *p, size_t n, uint8_t o1[32], const void *q, size_t m, uint8_t o2[32])
+int dre_fp_sha256_jobs(dre_fp *f, struct dre_sha_job *jobs, size_t n)
 {
 	if (f->ni) {
-		dre_sha256_ni2(p, n, o1, q, m, o2);
+		dre_sha256_ni_jobs(jobs, n);
 		return 0;
 	}
-	return dre_fp_sha256(f, p, n, o1) || dre_fp_sha256(f, q, m, o2) ? DRE_EINVAL : 0;
+	for (size_t i = 0; i < n; i++)
+		if (dre_fp_sha256(f, jobs[i].p, jobs[i].n, jobs[i].out))
+			return DRE_EINVAL;
+	return 0;
 }

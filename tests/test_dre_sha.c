@@ -35,8 +35,9 @@ static void test_known_answers(void **state)
 			snprintf(hex + 2 * k, 3, "%02x", h[k]);
 		assert_string_equal(hex, kat[i].hex);
 		size_t j = (i + 1) % 3;
-		assert_int_equal(dre_fp_sha256_2(fp, kat[j].msg, strlen(kat[j].msg), h2, kat[i].msg,
-						 strlen(kat[i].msg), h), 0);
+		struct dre_sha_job jobs[2] = { { (const uint8_t *)kat[j].msg, strlen(kat[j].msg), h2 },
+					       { (const uint8_t *)kat[i].msg, strlen(kat[i].msg), h } };
+		assert_int_equal(dre_fp_sha256_jobs(fp, jobs, 2), 0);
 		for (int k = 0; k < 32; k++)
 			snprintf(hex + 2 * k, 3, "%02x", h[k]);
 		assert_string_equal(hex, kat[i].hex);
@@ -45,31 +46,35 @@ static void test_known_answers(void **state)
 }
 
 /* Every length from 0 to 1,100 (all padding cases around 56 and 64) and
- * random lengths up to the largest chunk, at odd alignments, paired with
- * messages of other lengths: the same digests as OpenSSL's SHA256(). */
+ * random lengths up to the largest chunk, at odd alignments: the same
+ * digests as OpenSSL's SHA256(), one at a time and in batches of 1 to 20
+ * messages of mixed lengths (so the two lanes change messages at every
+ * point of each other's). */
 static void test_matches_openssl(void **state)
 {
 	size_t cap = DRE_CHUNK_MAX + 200;
-	uint8_t *buf = malloc(cap);
+	uint8_t *buf = malloc(cap), got[20][32], want[20][32];
 	assert_non_null(buf);
 	t_fill_random(buf, cap);
 	dre_fp *fp = dre_fp_new();
 	assert_non_null(fp);
 	for (size_t k = 0; k < 1100 + 2000; k++) {
 		size_t n = k < 1100 ? k : t_rand() % DRE_CHUNK_MAX, a = t_rand() % 64;
-		size_t m = t_rand() % (k % 3 ? 200 : DRE_CHUNK_MAX), b = t_rand() % 64;
-		uint8_t want1[32], want2[32], got1[32], got2[32];
-		SHA256(buf + a, n, want1);
-		SHA256(buf + b, m, want2);
-		assert_int_equal(dre_fp_sha256(fp, buf + a, n, got1), 0);
-		assert_memory_equal(got1, want1, 32);
-		memset(got1, 0, 32);
-		assert_int_equal(dre_fp_sha256_2(fp, buf + a, n, got1, buf + b, m, got2), 0);
-		assert_memory_equal(got1, want1, 32);
-		assert_memory_equal(got2, want2, 32);
-		assert_int_equal(dre_fp_sha256_2(fp, buf + b, m, got2, buf + a, n, got1), 0);
-		assert_memory_equal(got1, want1, 32);
-		assert_memory_equal(got2, want2, 32);
+		SHA256(buf + a, n, want[0]);
+		assert_int_equal(dre_fp_sha256(fp, buf + a, n, got[0]), 0);
+		assert_memory_equal(got[0], want[0], 32);
+	}
+	for (int round = 0; round < 400; round++) {
+		struct dre_sha_job jobs[20];
+		size_t nj = 1 + t_rand() % 20;
+		for (size_t i = 0; i < nj; i++) {
+			size_t n = t_rand() % (i % 3 ? 300 : DRE_CHUNK_MAX), a = t_rand() % 64;
+			jobs[i] = (struct dre_sha_job){ buf + a, n, got[i] };
+			SHA256(buf + a, n, want[i]);
+		}
+		assert_int_equal(dre_fp_sha256_jobs(fp, jobs, nj), 0);
+		for (size_t i = 0; i < nj; i++)
+			assert_memory_equal(got[i], want[i], 32);
 	}
 	dre_fp_free(fp);
 	free(buf);
