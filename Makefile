@@ -101,9 +101,10 @@ fuzz: deps-quiet
 	  clang -O1 -g -std=gnu11 -D_GNU_SOURCE -Iinclude -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	    $$f $(LIB_SRC) $(LIBS) -o $(BUILD)/fuzz/$$n || exit 1; \
 	  mkdir -p $(BUILD)/fuzz/corpus-$$n; \
-	  $(BUILD)/fuzz/$$n -max_total_time=$(FUZZ_TIME) -print_final_stats=0 \
+	  $(BUILD)/fuzz/$$n -max_total_time=$(FUZZ_TIME) -print_final_stats=0 -artifact_prefix=$(BUILD)/fuzz/ \
 	    $(BUILD)/fuzz/corpus-$$n $$( [ -d tests/fuzz/seeds/$$n ] && echo tests/fuzz/seeds/$$n ) \
-	    2>&1 | tail -n 3 || exit 1; \
+	    > $(BUILD)/fuzz/$$n.log 2>&1; rc=$$?; tail -n 3 $(BUILD)/fuzz/$$n.log; \
+	  if [ $$rc -ne 0 ]; then echo "  FUZZ $$n FAILED: see $(BUILD)/fuzz/$$n.log"; exit 1; fi; \
 	done
 
 demo: all

@@ -388,6 +388,18 @@ static int conf_apply(struct conf *c, const char *where, const char *key, const 
 		snprintf(err, errlen, "%s: '%s' needs a value", where, k->name);
 		return -1;
 	}
+	for (const unsigned char *q = (const unsigned char *)val; *q; q++) {
+		if ((*q < 0x20 && *q != '\t') || *q == 0x7f) {
+			snprintf(err, errlen, "%s: '%s': control character 0x%02x in the value", where, k->name, *q);
+			return -1;
+		}
+		/* what a file would read as a comment cannot be a value anywhere */
+		if (*q == '#' && (q == (const unsigned char *)val || isspace(q[-1]))) {
+			snprintf(err, errlen, "%s: '%s': a '#' at the start of a value or after a space begins a comment",
+				 where, k->name);
+			return -1;
+		}
+	}
 	if (k->repeatable && src == SRC_ARGS && c->src[i] == SRC_FILE)
 		k->reset(c);
 	if (!k->repeatable && c->src[i] == src) {
@@ -493,9 +505,16 @@ static int conf_overrides(struct conf *c, int nargs, char *const *args, char *er
 		}
 		memcpy(kbuf, a + 2, (size_t)(eq - a - 2));
 		kbuf[eq - a - 2] = 0;
-		char where[256];
+		char where[256], *val = strdup(eq + 1);
+		if (!val) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
 		snprintf(where, sizeof where, "%.200s", a);
-		if (conf_apply(c, where, kbuf, eq + 1, SRC_ARGS, err, errlen) < 0)
+		/* trimmed as in a file, so a value means the same in both places */
+		int rc = conf_apply(c, where, kbuf, conf_trim(val), SRC_ARGS, err, errlen);
+		free(val);
+		if (rc < 0)
 			return -1;
 	}
 	return 0;
