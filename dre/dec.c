@@ -215,13 +215,20 @@ static int frame_apply(dre_dec *d, struct dre_qframe *f, dre_out_fn out, void *a
 	dre_dec_adopt_lits(d, f);
 	if (dre_buf_reserve(&d->out, f->h.raw_len))
 		return DRE_ENOMEM;
-	int rc = f->h.type == DRE_FT_DATA ? dre_dec_ops(d, f) : dre_dec_learn_ops(d, f);
 	uint64_t key = f->h.type == DRE_FT_DATA ? f->seq : (f->learn_seq | 1ULL << 63);
 	/* with a helper thread and no ask path (a miss is fatal anyway), the
-	 * checksum check and the output go to the helper thread too */
+	 * checksum check and the output go to the helper thread too; else the
+	 * checksum is taken here, as the output grows */
+	int may_defer = d->w.t.running && !d->ask;
+	d->fs_on = !may_defer && d->version >= 2;
+	if (d->fs_on)
+		dre_fsum_begin(&d->fs, d->seed ^ key);
+	int rc = f->h.type == DRE_FT_DATA ? dre_dec_ops(d, f) : dre_dec_learn_ops(d, f);
 	struct dre_vjob vj = { f->h.sum, d->seed ^ key, d->version, out, arg };
-	int defer = !rc && d->w.t.running && !d->ask;
-	if (!rc && !defer && dre_frame_sum(d->version, d->out.p, d->out.len, d->seed ^ key) != f->h.sum)
+	int defer = !rc && may_defer;
+	if (!rc && !defer &&
+	    (d->fs_on ? dre_fsum_end(&d->fs, d->out.p, d->out.len)
+		      : dre_frame_sum(d->version, d->out.p, d->out.len, d->seed ^ key)) != f->h.sum)
 		rc = DRE_ECHECKSUM;
 	if (!rc) {
 		d->applied = f->h.type == DRE_FT_DATA ? f->seq : f->learn_seq;

@@ -91,6 +91,8 @@ struct dre_dec {
 	int hdr_got, waiting, err, paused, ended;
 	uint64_t seed, seq, applied, wait_seq;
 	int version;              /* the stream header's */
+	dre_fsum_state fs;        /* the frame being rebuilt's checksum, taken as it grows */
+	int fs_on;                /* ... when it is checked here (stream version 2) */
 	dre_buf in;
 	size_t in_off;
 	struct dre_qframe *qhead, *qtail, *spare; /* queue; spare: recycled frames */

@@ -69,6 +69,8 @@ static int out_stored(struct opctx *c, uint64_t tag)
 	if (rc)
 		return rc == DRE_EMISS ? DRE_EMISS : rc;
 	d->out.len += e.len;
+	if (d->fs_on) /* while the chunk is in cache */
+		dre_fsum_feed(&d->fs, d->out.p, d->out.len);
 	d->stats.ref_bytes += e.len;
 	d->cur = e;
 	return dre_dec_sop(d, SOP_HIT, 0, tag);

@@ -18,6 +18,17 @@ uint64_t dre_sum64(const void *p, size_t n, uint64_t seed);
 uint64_t dre_fsum(const void *p, size_t n, uint64_t seed);
 /* The same value computed without SIMD (its definition; for tests). */
 uint64_t dre_fsum_ref(const void *p, size_t n, uint64_t seed);
+/* dre_fsum(p, n, seed) taken as p[0..n) arrives: begin, then feed with the
+ * bytes so far (p is always the start of the input, avail never shrinks),
+ * then end with the whole length.  Feeding is optional; it only sums the
+ * whole blocks that are already certain. */
+typedef struct dre_fsum_state {
+	uint64_t acc[8], key[24], seed;
+	size_t blocks; /* whole blocks summed so far */
+} dre_fsum_state;
+void dre_fsum_begin(dre_fsum_state *st, uint64_t seed);
+void dre_fsum_feed(dre_fsum_state *st, const void *p, size_t avail);
+uint64_t dre_fsum_end(dre_fsum_state *st, const void *p, size_t n);
 /* The frame checksum of a stream of `version`. */
 static inline uint64_t dre_frame_sum(int version, const void *p, size_t n, uint64_t seed)
 {

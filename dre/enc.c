@@ -424,6 +424,12 @@ static int enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *
 	size_t pos = 0;
 	uint64_t fresh = e->st_lit + e->st_delta;
 	int rc = 0;
+	/* the checksum (version 2) is taken chunk by chunk, while each is in
+	 * cache; a frame from the caller's buffer leaves it to the emit thread */
+	dre_fsum_state fs;
+	int fs_on = !e->view_ok && e->o.version >= 2;
+	if (fs_on)
+		dre_fsum_begin(&fs, e->seed ^ (e->seq + 1)); /* the frame's number once sent */
 	e->ops.len = e->lits.len = 0;
 	e->litv = (dre_buf){ 0 };
 	e->cur_ch.len = e->cur_raw.len = 0;
@@ -435,6 +441,8 @@ static int enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *
 		size_t c = e->o.no_dedup ? 0 : run_fast(e, p + pos, n - pos);
 		if (c) {
 			pos += c;
+			if (fs_on)
+				dre_fsum_feed(&fs, p, pos);
 			continue;
 		}
 		uint32_t plen = 0;
@@ -446,6 +454,8 @@ static int enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *
 			break;
 		rc = enc_chunk(e, p + pos, (uint32_t)c, h);
 		pos += c;
+		if (fs_on)
+			dre_fsum_feed(&fs, p, pos);
 	}
 	/* hash the next frame ahead if most of this one was new data */
 	e->prep_want = 2 * (e->st_lit + e->st_delta - fresh) > pos;
@@ -461,7 +471,8 @@ static int enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *
 		return rc;
 	if (e->view_ok) /* the caller's buffer: stays put until dre_enc_write returns */
 		return dre_enc_submit_src(e, DRE_FT_DATA, pos, e->seed ^ e->seq, p, out, arg);
-	return dre_enc_submit(e, DRE_FT_DATA, pos, dre_frame_sum(e->o.version, p, pos, e->seed ^ e->seq), out, arg);
+	uint64_t sum = fs_on ? dre_fsum_end(&fs, p, pos) : dre_frame_sum(e->o.version, p, pos, e->seed ^ e->seq);
+	return dre_enc_submit(e, DRE_FT_DATA, pos, sum, out, arg);
 }
 
 /* Encode whole frames from the buffered input while enough is buffered (or all

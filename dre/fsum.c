@@ -16,7 +16,9 @@
  *
  * fsum_scalar is the definition; the AVX2 version computes the same value
  * (test_dre_fsum checks it against it) and is picked at run time when the
- * CPU has AVX2.
+ * CPU has AVX2.  The sum can also be taken as the input arrives
+ * (dre_fsum_begin/feed/end), so that each block is summed while it is still
+ * in cache from whatever read it last.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -87,31 +89,37 @@ static void scramble_scalar(uint64_t acc[8], const uint64_t *key)
 		acc[j] = (acc[j] ^ (acc[j] >> 47) ^ key[j]) * FSUM_P32;
 }
 
+/* Whole blocks p[0 .. nb * FSUM_BLOCK), each scrambled after its stripes. */
+static void blocks_scalar(uint64_t acc[8], const uint8_t *p, size_t nb, const uint64_t *key)
+{
+	for (size_t i = 0; i < nb; i++) {
+		for (int s = 0; s < FSUM_STRIPES; s++)
+			stripe_scalar(acc, p + i * FSUM_BLOCK + 64 * s, key + s);
+		scramble_scalar(acc, key);
+	}
+}
+
+/* After the (n - 1) / FSUM_BLOCK whole blocks: the stripes left before the
+ * last byte, then the last 64 bytes. */
+static void tail_scalar(uint64_t acc[8], const uint8_t *p, size_t n, const uint64_t *key)
+{
+	size_t at = (n - 1) / FSUM_BLOCK * FSUM_BLOCK, stripes = (n - 1 - at) / 64;
+	for (size_t s = 0; s < stripes; s++)
+		stripe_scalar(acc, p + at + 64 * s, key + s);
+	stripe_scalar(acc, p + n - 64, key + 16);
+}
+
 /* The definition: n >= FSUM_MIN. */
 static uint64_t fsum_scalar(const uint8_t *p, size_t n, uint64_t seed)
 {
 	uint64_t key[24], acc[8] = { 0 };
 	fsum_keys(seed, key);
-	size_t blocks = (n - 1) / FSUM_BLOCK, i;
-	for (i = 0; i < blocks; i++) {
-		for (int s = 0; s < FSUM_STRIPES; s++)
-			stripe_scalar(acc, p + i * FSUM_BLOCK + 64 * s, key + s);
-		scramble_scalar(acc, key);
-	}
-	size_t stripes = (n - 1 - blocks * FSUM_BLOCK) / 64;
-	for (size_t s = 0; s < stripes; s++)
-		stripe_scalar(acc, p + blocks * FSUM_BLOCK + 64 * s, key + s);
-	stripe_scalar(acc, p + n - 64, key + 16);
+	blocks_scalar(acc, p, (n - 1) / FSUM_BLOCK, key);
+	tail_scalar(acc, p, n, key);
 	return fsum_fold(acc, n, seed);
 }
 
 #ifdef FSUM_X86
-__attribute__((target("avx2"))) static uint64_t fsum_avx2(const uint8_t *p, size_t n, uint64_t seed)
-{
-	uint64_t key[24], out[8];
-	fsum_keys(seed, key);
-	__m256i a0 = _mm256_setzero_si256(), a1 = a0;
-	const __m256i p32 = _mm256_set1_epi64x((long long)FSUM_P32);
 #define FSUM_STRIPE_AVX2(q, k)                                                                     \
 	do {                                                                                       \
 		__m256i d0 = _mm256_loadu_si256((const __m256i *)(q));                             \
@@ -130,35 +138,52 @@ __attribute__((target("avx2"))) static uint64_t fsum_avx2(const uint8_t *p, size
 		a = _mm256_add_epi64(_mm256_mul_epu32(x, p32),                                     \
 				     _mm256_slli_epi64(_mm256_mul_epu32(_mm256_srli_epi64(x, 32), p32), 32)); \
 	} while (0)
-	size_t blocks = (n - 1) / FSUM_BLOCK, i;
-	for (i = 0; i < blocks; i++) {
+
+/* blocks_scalar with AVX2: lanes 0-3 in a0, 4-7 in a1. */
+__attribute__((target("avx2"))) static void blocks_avx2(uint64_t acc[8], const uint8_t *p, size_t nb,
+							 const uint64_t *key)
+{
+	__m256i a0 = _mm256_loadu_si256((const __m256i *)acc), a1 = _mm256_loadu_si256((const __m256i *)(acc + 4));
+	const __m256i p32 = _mm256_set1_epi64x((long long)FSUM_P32);
+	for (size_t i = 0; i < nb; i++) {
 		const uint8_t *b = p + i * FSUM_BLOCK;
 		for (int s = 0; s < FSUM_STRIPES; s++)
 			FSUM_STRIPE_AVX2(b + 64 * s, key + s);
 		FSUM_SCRAMBLE_AVX2(a0, key);
 		FSUM_SCRAMBLE_AVX2(a1, key + 4);
 	}
-	size_t stripes = (n - 1 - blocks * FSUM_BLOCK) / 64;
+	_mm256_storeu_si256((__m256i *)acc, a0);
+	_mm256_storeu_si256((__m256i *)(acc + 4), a1);
+}
+
+/* tail_scalar with AVX2. */
+__attribute__((target("avx2"))) static void tail_avx2(uint64_t acc[8], const uint8_t *p, size_t n,
+						       const uint64_t *key)
+{
+	__m256i a0 = _mm256_loadu_si256((const __m256i *)acc), a1 = _mm256_loadu_si256((const __m256i *)(acc + 4));
+	size_t at = (n - 1) / FSUM_BLOCK * FSUM_BLOCK, stripes = (n - 1 - at) / 64;
 	for (size_t s = 0; s < stripes; s++)
-		FSUM_STRIPE_AVX2(p + blocks * FSUM_BLOCK + 64 * s, key + s);
+		FSUM_STRIPE_AVX2(p + at + 64 * s, key + s);
 	FSUM_STRIPE_AVX2(p + n - 64, key + 16);
+	_mm256_storeu_si256((__m256i *)acc, a0);
+	_mm256_storeu_si256((__m256i *)(acc + 4), a1);
+}
 #undef FSUM_STRIPE_AVX2
 #undef FSUM_SCRAMBLE_AVX2
-	_mm256_storeu_si256((__m256i *)out, a0);
-	_mm256_storeu_si256((__m256i *)(out + 4), a1);
-	return fsum_fold(out, n, seed);
-}
 #endif
 
-static uint64_t (*fsum_impl)(const uint8_t *, size_t, uint64_t) = fsum_scalar;
+static void (*fsum_blocks)(uint64_t *, const uint8_t *, size_t, const uint64_t *) = blocks_scalar;
+static void (*fsum_tail)(uint64_t *, const uint8_t *, size_t, const uint64_t *) = tail_scalar;
 static pthread_once_t fsum_once = PTHREAD_ONCE_INIT;
 
 static void fsum_pick(void)
 {
 #ifdef FSUM_X86
 	__builtin_cpu_init();
-	if (__builtin_cpu_supports("avx2"))
-		fsum_impl = fsum_avx2;
+	if (__builtin_cpu_supports("avx2")) {
+		fsum_blocks = blocks_avx2;
+		fsum_tail = tail_avx2;
+	}
 #endif
 }
 
@@ -167,7 +192,40 @@ uint64_t dre_fsum(const void *p, size_t n, uint64_t seed)
 	if (n < FSUM_MIN)
 		return dre_sum64(p, n, seed);
 	pthread_once(&fsum_once, fsum_pick);
-	return fsum_impl(p, n, seed);
+	uint64_t key[24], acc[8] = { 0 };
+	fsum_keys(seed, key);
+	fsum_blocks(acc, p, (n - 1) / FSUM_BLOCK, key);
+	fsum_tail(acc, p, n, key);
+	return fsum_fold(acc, n, seed);
+}
+
+void dre_fsum_begin(dre_fsum_state *st, uint64_t seed)
+{
+	pthread_once(&fsum_once, fsum_pick);
+	memset(st->acc, 0, sizeof st->acc);
+	fsum_keys(seed, st->key);
+	st->seed = seed;
+	st->blocks = 0;
+}
+
+void dre_fsum_feed(dre_fsum_state *st, const void *p, size_t avail)
+{
+	/* block i is a whole block of the final sum once more input follows it
+	 * (whole blocks are those before the last byte) */
+	size_t nb = avail ? (avail - 1) / FSUM_BLOCK : 0;
+	if (nb > st->blocks) {
+		fsum_blocks(st->acc, (const uint8_t *)p + st->blocks * FSUM_BLOCK, nb - st->blocks, st->key);
+		st->blocks = nb;
+	}
+}
+
+uint64_t dre_fsum_end(dre_fsum_state *st, const void *p, size_t n)
+{
+	if (n < FSUM_MIN)
+		return dre_sum64(p, n, st->seed);
+	dre_fsum_feed(st, p, n);
+	fsum_tail(st->acc, p, n, st->key);
+	return fsum_fold(st->acc, n, st->seed);
 }
 
 uint64_t dre_fsum_ref(const void *p, size_t n, uint64_t seed)

@@ -32,6 +32,29 @@ static void test_fsum_matches_reference(void **state)
 	free(buf);
 }
 
+/* Taken as the input arrives, fed at random points (or not at all), the sum
+ * is dre_fsum's for every length around the block edges. */
+static void test_fsum_streaming(void **state)
+{
+	size_t cap = 20000;
+	uint8_t *buf = malloc(cap);
+	assert_non_null(buf);
+	t_fill_random(buf, cap);
+	size_t lens[] = { 0, 1, 255, 256, 1023, 1024, 1025, 2048, 2049, 3071, 3072, 3073, 8192, 8193, cap };
+	for (size_t i = 0; i < sizeof lens / sizeof lens[0] + 300; i++) {
+		size_t n = i < sizeof lens / sizeof lens[0] ? lens[i] : t_rand() % cap;
+		uint64_t seed = t_rand();
+		dre_fsum_state st;
+		dre_fsum_begin(&st, seed);
+		for (size_t at = 0; n && at < n && i % 5;) {
+			at += 1 + t_rand() % 3000;
+			dre_fsum_feed(&st, buf, at < n ? at : n);
+		}
+		assert_true(dre_fsum_end(&st, buf, n) == dre_fsum(buf, n, seed));
+	}
+	free(buf);
+}
+
 /* What a wrong rebuild looks like (a flipped bit, stripes or blocks in the
  * wrong order, another seed, a byte more) changes the sum. */
 static void test_fsum_detects_changes(void **state)
@@ -139,6 +162,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fsum_matches_reference),
+		cmocka_unit_test(test_fsum_streaming),
 		cmocka_unit_test(test_fsum_detects_changes),
 		cmocka_unit_test(test_stream_versions),
 		cmocka_unit_test(test_record_checksums),
