@@ -163,7 +163,8 @@ static size_t sha_tail(const uint8_t *p, size_t n, uint8_t buf[128])
 	size_t r = n & 63, nb = r < 56 ? 1 : 2;
 	uint64_t bits = (uint64_t)n << 3;
 	memset(buf, 0, 128);
-	memcpy(buf, p + n - r, r);
+	if (r)
+		memcpy(buf, p + n - r, r);
 	buf[r] = 0x80;
 	for (int i = 0; i < 8; i++)
 		buf[nb * 64 - 1 - i] = (uint8_t)(bits >> (8 * i));

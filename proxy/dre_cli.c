@@ -193,13 +193,16 @@ static void print_codec(const char *what, const dre_codec_stats *s)
 		s->lz_in, s->lz_out, s->hashed_bytes);
 }
 
-/* A mapped input file shrank under us: reading past its new end raises
- * SIGBUS, on whichever encoder thread touched the page.  Nothing sensible
- * can continue, so say what happened and exit (the store survives a stop at
- * any point; the encoded output is cut short, which a decoder reports). */
+/* A mapped file shrank under us: reading past its new end raises SIGBUS, on
+ * whichever encoder thread touched the page.  That is the input, cut short
+ * by another process (or, as for any run, a store file truncated behind the
+ * store's back).  Nothing sensible can continue, so say so and exit (the
+ * store survives a stop at any point; the encoded output is cut short,
+ * which a decoder reports). */
 static void on_sigbus(int sig)
 {
-	static const char msg[] = "wanopt dre encode: the input file shrank while being encoded\n";
+	static const char msg[] = "wanopt dre encode: a mapped file shrank while being read "
+				  "(the input file, or a store file, changed by another process)\n";
 	(void)sig;
 	ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
 	(void)w;
