@@ -19,16 +19,14 @@ static int sop_is_put(const struct dre_sop *o)
 	return o->kind == SOP_PUT || o->kind == SOP_PUTL;
 }
 
-#define HASH_BATCH 16 /* new chunks hashed together (interleaved) */
-
-/* Hash the chunks of the next (up to) HASH_BATCH puts from ops[i] on into
+/* Hash the chunks of the next (up to) DRE_FP_BATCH puts from ops[i] on into
  * h[0..]; returns the index just past the last of them. */
 static size_t sops_hash(dre_fp *fp, const struct dre_sop *ops, size_t i, size_t n, const uint8_t *data,
-			uint8_t h[HASH_BATCH][32], int *err)
+			uint8_t h[DRE_FP_BATCH][32], int *err)
 {
-	struct dre_sha_job jobs[HASH_BATCH];
+	struct dre_sha_job jobs[DRE_FP_BATCH];
 	size_t k = 0;
-	for (; i < n && k < HASH_BATCH; i++) {
+	for (; i < n && k < DRE_FP_BATCH; i++) {
 		if (sop_is_put(&ops[i])) {
 			jobs[k] = (struct dre_sha_job){ data + ops[i].arg, ops[i].len, h[k] };
 			k++;
@@ -42,7 +40,7 @@ static size_t sops_hash(dre_fp *fp, const struct dre_sop *ops, size_t i, size_t 
 static int sops_run(dre_store *st, dre_fp *fp, uint64_t *prev, const struct dre_sop *ops, size_t n,
 		    const uint8_t *data, uint32_t peer_bit)
 {
-	uint8_t h[HASH_BATCH][32];
+	uint8_t h[DRE_FP_BATCH][32];
 	size_t hashed = 0, next_h = 0; /* puts before ops[hashed] are in h[], from h[next_h] */
 	for (size_t i = 0; i < n; i++) {
 		const struct dre_sop *o = &ops[i];

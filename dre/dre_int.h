@@ -52,6 +52,9 @@ struct dre_sha_job {
 /* Hash a batch (faster than one call each where messages are hashed two
  * at a time, interleaved); 0 on success. */
 int dre_fp_sha256_jobs(dre_fp *f, struct dre_sha_job *jobs, size_t n);
+/* Chunks the codec hashes per batch: enough that the two lanes rarely run
+ * one alone, few enough to stay in cache after cutting or rebuilding. */
+#define DRE_FP_BATCH 16
 /* 1 if fingerprints use the SHA extensions (sha256.c), 0 if OpenSSL. */
 int dre_fp_accel(void);
 /* sha256.c: 1 if the CPU has the SHA extensions and the code below agrees

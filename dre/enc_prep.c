@@ -28,19 +28,17 @@ struct dre_prep_ch {
 	uint8_t h[32];
 };
 
-#define HASH_BATCH 16 /* chunks cut, then hashed together (interleaved) */
-
-/* Hash ch[0..n) (n <= HASH_BATCH) of base. */
+/* Hash ch[0..n) (n <= DRE_FP_BATCH) of base. */
 static int hash_chunks(dre_fp *fp, const uint8_t *base, struct dre_prep_ch *ch, size_t n)
 {
-	struct dre_sha_job jobs[HASH_BATCH];
+	struct dre_sha_job jobs[DRE_FP_BATCH];
 	for (size_t i = 0; i < n; i++)
 		jobs[i] = (struct dre_sha_job){ base + ch[i].off, ch[i].len, ch[i].h };
 	return dre_fp_sha256_jobs(fp, jobs, n);
 }
 
 /* Cut chunks from pos while pos < lim (and the input lasts), appending to
- * ch[*k] (up to PREP_MAX) and hashing them with fp, HASH_BATCH at a time;
+ * ch[*k] (up to PREP_MAX) and hashing them with fp, DRE_FP_BATCH at a time;
  * stops early, returning the position reached, once pos is the start of
  * one of the `nstop` chunks in stop (sorted), which *j then indexes.  Sets
  * *err on a hashing failure. */
@@ -59,8 +57,8 @@ static size_t cut_hash(const dre_enc *e, dre_fp *fp, size_t pos, size_t lim, str
 			break;
 		ch[(*k)++] = (struct dre_prep_ch){ .off = pos, .len = (uint32_t)c };
 		pos += c;
-		if (*k - unhashed == HASH_BATCH) {
-			if (hash_chunks(fp, pr->base, ch + unhashed, HASH_BATCH))
+		if (*k - unhashed == DRE_FP_BATCH) {
+			if (hash_chunks(fp, pr->base, ch + unhashed, DRE_FP_BATCH))
 				*err = DRE_EINVAL;
 			unhashed = *k;
 		}
