@@ -21,6 +21,49 @@ static uint8_t *make_input(size_t n)
 	return p;
 }
 
+/* Two fresh stores; make_input(n) encoded `times` times over with 16 KiB
+ * frames into enc by e (store A); d decodes into store B (dec). */
+struct dec_fix {
+	char da[64], db[64];
+	dre_store *sa, *sb;
+	uint8_t *p;
+	size_t n;
+	struct tbuf enc, dec;
+	dre_enc *e;
+	dre_dec *d;
+};
+
+static void fix_setup(struct dec_fix *f, size_t n, int times)
+{
+	memset(f, 0, sizeof *f);
+	f->sa = t_store(f->da, 0);
+	f->sb = t_store(f->db, 0);
+	assert_non_null(f->sa);
+	assert_non_null(f->sb);
+	f->n = n;
+	f->p = make_input(n);
+	dre_enc_opts o = { .frame_max = 16 << 10 };
+	f->e = dre_enc_new(f->sa, &o);
+	assert_non_null(f->e);
+	for (int i = 0; i < times; i++)
+		assert_int_equal(t_encode(f->e, f->p, n, n, &f->enc), 0);
+	f->d = dre_dec_new(f->sb);
+	assert_non_null(f->d);
+}
+
+/* Store B is sound; everything freed and removed. */
+static void fix_done(struct dec_fix *f)
+{
+	char err[256];
+	assert_int_equal(dre_store_check(f->sb, err, sizeof err), 0);
+	dre_enc_free(f->e);
+	dre_dec_free(f->d);
+	free(f->enc.p);
+	free(f->dec.p);
+	free(f->p);
+	t_stores_done(f->sa, f->da, f->sb, f->db);
+}
+
 /* Decode c[0..len) into a fresh store, fed in pieces of up to `piece` bytes;
  * the first error (or 0), and the bytes decoded in *dec. */
 static int decode_fresh(const uint8_t *c, size_t len, int threaded, size_t piece, struct tbuf *dec)
@@ -119,33 +162,19 @@ static void test_threaded_end_frame(void **state)
 /* Threads switched on and off between writes, frames in flight each time. */
 static void test_threaded_toggle(void **state)
 {
-	char da[64], db[64];
-	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
-	size_t n = 2 << 20;
-	uint8_t *p = make_input(n);
-	struct tbuf enc = { 0 }, dec = { 0 };
-	dre_enc_opts o = { .frame_max = 16 << 10 };
-	dre_enc *e = dre_enc_new(sa, &o);
-	assert_int_equal(t_encode(e, p, n, n, &enc), 0);
-	dre_dec *d = dre_dec_new(sb);
-	for (size_t pos = 0, k = 0; pos < enc.len; pos += k) {
+	struct dec_fix f;
+	fix_setup(&f, 2 << 20, 1);
+	for (size_t pos = 0, k = 0; pos < f.enc.len; pos += k) {
 		k = 1 + t_rand() % (128 << 10);
-		if (k > enc.len - pos)
-			k = enc.len - pos;
-		assert_int_equal(dre_dec_set_threaded(d, (int)(t_rand() % 2)), 0);
-		assert_int_equal(dre_dec_write(d, enc.p + pos, k, tbuf_out, &dec), 0);
+		if (k > f.enc.len - pos)
+			k = f.enc.len - pos;
+		assert_int_equal(dre_dec_set_threaded(f.d, (int)(t_rand() % 2)), 0);
+		assert_int_equal(dre_dec_write(f.d, f.enc.p + pos, k, tbuf_out, &f.dec), 0);
 	}
-	assert_int_equal(dre_dec_finish(d), 0);
-	assert_int_equal(dec.len, n);
-	assert_memory_equal(dec.p, p, n);
-	char err[256];
-	assert_int_equal(dre_store_check(sb, err, sizeof err), 0);
-	dre_enc_free(e);
-	dre_dec_free(d);
-	free(enc.p);
-	free(dec.p);
-	free(p);
-	t_stores_done(sa, da, sb, db);
+	assert_int_equal(dre_dec_finish(f.d), 0);
+	assert_int_equal(f.dec.len, f.n);
+	assert_memory_equal(f.dec.p, f.p, f.n);
+	fix_done(&f);
 }
 
 static unsigned takes;
@@ -163,39 +192,24 @@ static int take_out(void *arg, void *buf, size_t len)
  * same order, every buffer taken once, the store sound. */
 static void test_take_hands_buffers_over(void **state)
 {
-	char da[64], db[64];
-	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
-	size_t n = 2 << 20;
-	uint8_t *p = make_input(n);
-	struct tbuf enc = { 0 }, dec = { 0 };
-	dre_enc_opts o = { .frame_max = 16 << 10 };
-	dre_enc *e = dre_enc_new(sa, &o);
-	assert_int_equal(t_encode(e, p, n, n, &enc), 0);
-	assert_int_equal(t_encode(e, p, n, n, &enc), 0); /* again: references and runs */
-	dre_dec *d = dre_dec_new(sb);
-	dre_dec_set_take(d, take_out);
+	struct dec_fix f;
+	fix_setup(&f, 2 << 20, 2); /* twice: references and runs */
+	dre_dec_set_take(f.d, take_out);
 	takes = 0;
-	for (size_t pos = 0, k = 0; pos < enc.len; pos += k) {
+	for (size_t pos = 0, k = 0; pos < f.enc.len; pos += k) {
 		k = 1 + t_rand() % (64 << 10);
-		if (k > enc.len - pos)
-			k = enc.len - pos;
-		assert_int_equal(dre_dec_write(d, enc.p + pos, k, tbuf_out, &dec), 0);
-		while (dre_dec_paused(d))
-			assert_int_equal(dre_dec_write(d, NULL, 0, tbuf_out, &dec), 0);
+		if (k > f.enc.len - pos)
+			k = f.enc.len - pos;
+		assert_int_equal(dre_dec_write(f.d, f.enc.p + pos, k, tbuf_out, &f.dec), 0);
+		while (dre_dec_paused(f.d))
+			assert_int_equal(dre_dec_write(f.d, NULL, 0, tbuf_out, &f.dec), 0);
 	}
-	assert_int_equal(dre_dec_finish(d), 0);
+	assert_int_equal(dre_dec_finish(f.d), 0);
 	assert_true(takes > 100);
-	assert_int_equal(dec.len, 2 * n);
-	assert_memory_equal(dec.p, p, n);
-	assert_memory_equal(dec.p + n, p, n);
-	char err[256];
-	assert_int_equal(dre_store_check(sb, err, sizeof err), 0);
-	dre_enc_free(e);
-	dre_dec_free(d);
-	free(enc.p);
-	free(dec.p);
-	free(p);
-	t_stores_done(sa, da, sb, db);
+	assert_int_equal(f.dec.len, 2 * f.n);
+	assert_memory_equal(f.dec.p, f.p, f.n);
+	assert_memory_equal(f.dec.p + f.n, f.p, f.n);
+	fix_done(&f);
 }
 
 int main(void)
