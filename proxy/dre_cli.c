@@ -228,8 +228,8 @@ static int encode_mapped(dre_enc *e, uint64_t *at)
 	int rc = 0;
 	while (!rc && pos < sb.st_size) {
 		off_t base = pos - pos % page;
-		size_t skip = (size_t)(pos - base), n = (size_t)(sb.st_size - pos) < MAP_WINDOW ? (size_t)(sb.st_size - pos)
-												: MAP_WINDOW;
+		size_t skip = (size_t)(pos - base), left = (size_t)(sb.st_size - pos);
+		size_t n = left < MAP_WINDOW ? left : MAP_WINDOW;
 		char *m = mmap(NULL, skip + n, PROT_READ, MAP_PRIVATE, STDIN_FILENO, base);
 		if (m == MAP_FAILED)
 			break;
