@@ -41,6 +41,7 @@ int conf_restart_needed(const struct conf *old, const struct conf *c, char *key,
 	else if (old->cc != c->cc) k = K_CONGESTION;
 	else if (old->tunnels != c->tunnels) k = K_TUNNELS;
 	else if (old->workers != c->workers) k = K_WORKERS;
+	else if (old->protocol_max != c->protocol_max) k = K_PROTOCOL_MAX;
 	if (k < 0)
 		return 0;
 	snprintf(key, keylen, "%s", conf_key_name(k));

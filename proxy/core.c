@@ -359,7 +359,7 @@ static int core_reload(struct px_daemon *d, const struct conf *old, const struct
 {
 	struct px_core *k = arg;
 	px_node_reload(&k->node, c);
-	return 0; /* allow and optimize are read from the live configuration */
+	return 0; /* allow is read from the live configuration */
 }
 
 /* On the main thread: one more worker has no streams left. */

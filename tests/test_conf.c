@@ -45,8 +45,9 @@ static const struct conf_case cases[] = {
 	{ CONF_CORE, CORE_MIN "allow = 10.0.0.0/8:80,443, [2001:db8::]/32, :1000-2000\n", { NULL }, NULL },
 	{ CONF_EDGE, EDGE_MIN "# comment\n\n  store_size = 100G  # trailing\r\n", { NULL }, NULL },
 	{ CONF_EDGE, EDGE_MIN "bogus = 1\n", { NULL }, "t.conf:7: unknown key 'bogus'" },
-	{ CONF_EDGE, EDGE_MIN "listen = 1.2.3.4:5\n", { NULL }, "t.conf:7: 'listen' is not a edge key" },
-	{ CONF_CORE, CORE_MIN "peer = a:1\n", { NULL }, "t.conf:6: 'peer' is not a core key" },
+	{ CONF_EDGE, EDGE_MIN "listen = 1.2.3.4:5\n", { NULL }, "t.conf:7: 'listen' is not an edge key (it is for the core only)" },
+	{ CONF_CORE, CORE_MIN "optimize = lz\n", { NULL }, "t.conf:6: 'optimize' is not a core key (it is for the edge only)" },
+	{ CONF_CORE, CORE_MIN "peer = a:1\n", { NULL }, "t.conf:6: 'peer' is not a core key (it is for the edge only)" },
 	{ CONF_EDGE, "peer core:1\n", { NULL }, "t.conf:1: expected 'key = value'" },
 	{ CONF_EDGE, " = x\n", { NULL }, "t.conf:1: expected 'key = value'" },
 	{ CONF_EDGE, "peer =\n", { NULL }, "t.conf:1: 'peer' needs a value" },
@@ -298,6 +299,14 @@ static void test_args_reload(void **state)
 	assert_non_null(n);
 	assert_int_equal(conf_restart_needed(c, n, key, sizeof key), 1);
 	assert_string_equal(key, "tunnels");
+	conf_free(n);
+	f = fopen(path, "w");
+	fputs(EDGE_MIN "protocol_max = 1\n", f);
+	fclose(f);
+	n = conf_reload(c, err, sizeof err);
+	assert_non_null(n);
+	assert_int_equal(conf_restart_needed(c, n, key, sizeof key), 1);
+	assert_string_equal(key, "protocol_max");
 	conf_free(n);
 	conf_free(c);
 	char *bad[] = { "edge", "stray" };
