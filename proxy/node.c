@@ -63,9 +63,10 @@ void px_node_retune(struct px_node *n, tun_conn *c)
 	char err[256];
 	uint64_t size = 0;
 	int fd = tun_conn_fd(c);
-	if (n->rate_bps || fd < 0)
-		return; /* hints: sized at connect, and that holds */
-	struct tfo_opts o = { .cc = n->cc };
+	if ((n->rate_bps && n->rtt_us) || fd < 0)
+		return; /* both hints: sized at connect, and that holds */
+	/* the rate hint, if given, with the measured min RTT */
+	struct tfo_opts o = { .cc = n->cc, .rate_bps = n->rate_bps };
 	int rc = tfo_retune(fd, &o, &size, err, sizeof err);
 	if (rc < 0)
 		log_debug("tunnel %s: retune: %s", tun_conn_peer(c), err);
