@@ -6,8 +6,10 @@
  * a bufferevent pair fed from the file; the peer decodes into its store and
  * delivers nothing.  The HTTP answer comes when every push has ended.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,9 +203,38 @@ struct warm_server {
 	struct event_base *base;
 };
 
+/* 1 if the request comes from this host (a loopback address, IPv4, IPv6 or
+ * IPv4-mapped); else 0, with the peer written into peer. */
+static int warm_local_peer(struct evhttp_request *req, char *peer, size_t len)
+{
+	struct evhttp_connection *c = evhttp_request_get_connection(req);
+	const struct sockaddr *sa = c ? evhttp_connection_get_addr(c) : NULL;
+	snprintf(peer, len, "unknown peer");
+	if (!sa)
+		return 0;
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+		inet_ntop(AF_INET, &in->sin_addr, peer, (socklen_t)len);
+		return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+		inet_ntop(AF_INET6, a, peer, (socklen_t)len);
+		return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+	}
+	return 0;
+}
+
 static void warm_http(struct evhttp_request *req, void *arg)
 {
 	struct warm_server *sv = arg;
+	char peer[INET6_ADDRSTRLEN + 16];
+	if (!warm_local_peer(req, peer, sizeof peer)) {
+		/* the daemon reads files with its own rights: local callers only */
+		log_warn("warm: request from %s refused: accepted from this host only", peer);
+		evhttp_send_error(req, 403, "warm is accepted from this host (loopback) only");
+		return;
+	}
 	if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
 		evhttp_send_error(req, 405, "POST a list of absolute paths, one per line");
 		return;

@@ -57,7 +57,7 @@ core() {
 	local mark
 	mark=$(px_count_log core "tunnel listener on")
 	nsrun core $S "$BIN" core --listen=[::]:7000 --allow=10.78.2.2/32,[fd78:2::2]/128 --store="$T/core.store" \
-		--tls_cert="$T/pki/core.crt" --tls_key="$T/pki/core.key" --tls_ca="$T/pki/ca.crt" --stats=127.0.0.1:9472
+		--tls_cert="$T/pki/core.crt" --tls_key="$T/pki/core.key" --tls_ca="$T/pki/ca.crt" --stats=0.0.0.0:9472
 	px_wait_count core "tunnel listener on" $((mark + 1)) 10
 }
 estat() { x $R "$BIN" stats --json --stats=127.0.0.1:9471 | python3 -c 'import json,sys; j=json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"; }
@@ -95,6 +95,16 @@ expect "tproxy: upload 4 MiB" cx put 10.78.2.2 8080 2 $((4 * MB))
 expect "tproxy: IPv6 download 2 MiB" cx get fd78:2::2 8080 3 $((2 * MB))
 expect "tproxy: 20 concurrent streams" cx many 10.78.2.2 8080 20 4 --sizes=0,1000,100000,1000000
 grep -q "(full)" "$T/edge.log" && ok "the edge logged optimized intercepted connections" || fail "no (full) connection in the edge log"
+# The stats address also takes warm requests: from this host only.
+if out=$(x $R timeout 10 "$BIN" warm --stats=10.78.2.2:9472 /etc/hostname 2>&1); then
+	fail "warm from another host was accepted: $out"
+else
+	case $out in *403*) ok "warm from another host refused (403)" ;; *) fail "warm from another host: $out" ;; esac
+fi
+grep -q "warm: request from 10.78.2.1 refused" "$T/core.log" && ok "the core logged the refused warm" ||
+	fail "no refused-warm line in the core log"
+x $S timeout 10 "$BIN" stats --stats=127.0.0.1:9472 >/dev/null && ok "stats on 0.0.0.0 still served locally" ||
+	fail "wanopt stats against the core failed"
 
 # ---- 2. fail open ----
 kill -KILL "${PID[core]}"
