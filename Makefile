@@ -1,6 +1,8 @@
-# wanopt: WAN optimization proxy.  `make` builds bin/wanopt and bin/wanem.
-# `make check` runs every test; `make demo` runs the demo; both install missing
-# Debian build dependencies first (as root).  V=1 shows commands.
+# wanopt: WAN optimization proxy.  `make` builds bin/wanopt and bin/wanem,
+# installing (as root) only missing build packages first.  `make check` runs
+# every test and `make demo` runs the demo; both first install whatever the
+# tests and the demo need (as root).  `make install` builds nothing it does not
+# have to and installs no package.  V=1 shows commands.
 
 CC      ?= cc
 CFLAGS  ?= -O2 -g
@@ -39,13 +41,16 @@ TEST_BIN  = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 NTEST_SRC = $(wildcard tests/netem/test_*.c)
 NTEST_BIN = $(NTEST_SRC:tests/netem/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps check tests asan ubsan fuzz demo bench bench-dre bench-proxy bench-netem install clean
-all: deps-quiet $(BINDIR)/wanopt $(if $(wildcard netem/wanem.c),$(BINDIR)/wanem)
+.PHONY: all deps deps-quiet deps-build check tests asan ubsan fuzz demo bench bench-dre bench-proxy bench-netem install clean
+PROGS = $(BINDIR)/wanopt $(if $(wildcard netem/wanem.c),$(BINDIR)/wanem)
+all: deps-build $(PROGS)
 
 deps:
 	@bash scripts/deps.sh
 deps-quiet:
 	@bash scripts/deps.sh
+deps-build:
+	@bash scripts/deps.sh build
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -74,7 +79,7 @@ $(BUILD)/tests/%.o: tests/netem/%.c
 $(NTEST_BIN): $(BUILD)/tests/%: $(BUILD)/tests/%.o $(WANEM_LIB)
 	$(Q)$(CC) $(CFLAGS) -pthread $(LDSAN) $(LDFLAGS) $^ -levent -lm -lcmocka -o $@
 
-tests: all $(TEST_BIN) $(NTEST_BIN)
+tests: deps-quiet all $(TEST_BIN) $(NTEST_BIN)
 
 # Every unit and integration test; ends with one summary line.
 check: deps-quiet tests
@@ -88,7 +93,7 @@ ubsan:
 # The five-scenario benchmark over an emulated link (netem/bench --help).
 # PROFILE=t1|highlat|...; BENCH_ARGS e.g. "--files=ref --max-time=30".
 PROFILE ?= t1
-bench-netem: all
+bench-netem: deps-quiet all
 	@bash netem/bench $(PROFILE) $(BENCH_ARGS)
 
 # libFuzzer harnesses (tests/fuzz/fuzz_*.c); FUZZ_TIME seconds each.
@@ -107,13 +112,13 @@ fuzz: deps-quiet
 	  if [ $$rc -ne 0 ]; then echo "  FUZZ $$n FAILED: see $(BUILD)/fuzz/$$n.log"; exit 1; fi; \
 	done
 
-demo: all
+demo: deps-quiet all
 	@bash scripts/demo.sh
 
 bench: bench-dre bench-proxy bench-netem
-bench-dre: all
+bench-dre: deps-quiet all
 	@bash bench/dre.sh
-bench-proxy: all
+bench-proxy: deps-quiet all
 	@bash bench/proxy.sh
 
 # Installs the binary, the example configs (into $(SHAREDIR); into
@@ -123,7 +128,7 @@ PREFIX     ?= /usr/local
 SYSCONFDIR ?= /etc/wanopt
 SHAREDIR   ?= $(PREFIX)/share/wanopt
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
-install: all
+install: $(PROGS)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(SHAREDIR) $(DESTDIR)$(UNITDIR)
 	install -d -m 0755 $(DESTDIR)$(SYSCONFDIR)
 	install -m 0755 $(BINDIR)/wanopt $(DESTDIR)$(PREFIX)/bin/wanopt

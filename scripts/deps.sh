@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Install the Debian packages wanopt needs to build and test, if any are missing.
 # Run as root on Debian 12 (apt-get); as another user it only reports what is missing.
+# `deps.sh build`: only what building bin/wanopt and bin/wanem needs (plain `make`).
 set -eu
-pkgs="build-essential pkg-config libevent-dev libssl-dev libzstd-dev liblz4-dev libcmocka-dev
-      zstd openssl iproute2 nftables iptables python3 clang libclang-rt-14-dev procps time"
+pkgs="build-essential pkg-config libevent-dev libssl-dev libzstd-dev liblz4-dev"
+if [ "${1:-all}" != build ]; then
+	pkgs="$pkgs libcmocka-dev zstd openssl iproute2 nftables iptables python3 clang
+	      libclang-rt-14-dev procps time"
+fi
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
