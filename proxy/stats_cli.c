@@ -296,7 +296,10 @@ int px_cmd_stats(int argc, char **argv)
 	conf_addr_format(&a, as, sizeof as);
 	if (stats_fetch(a.host, a.port, json ? "/stats.json" : "/metrics", 5000, &body,
 			err, sizeof err) < 0) {
-		fprintf(stderr, "wanopt stats: %s: %s\n", as, err);
+		fprintf(stderr, "wanopt stats: %s: %s%s\n", as, err,
+			strcmp(as, SCLI_DEFAULT_ADDR) ? ""
+						       : "\n(the default address, an edge's; for a core or another"
+							 " address: -c FILE or --stats=HOST:PORT)");
 		return 1;
 	}
 	if (json) {
