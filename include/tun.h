@@ -210,6 +210,10 @@ typedef struct tun_config {
 	uint16_t version_min, version_max; /* protocol versions spoken (0: this build's) */
 } tun_config;
 
+/* Checks that cfg's certificate, key (matching it) and CA load: 0, or -1 with
+ * which file failed and why in err.  What a daemon checks before it starts. */
+int tun_tls_check(const tun_config *cfg, char *err, size_t errlen);
+
 /* Peer description "ADDR:PORT" (plus " (name)" once the HELLO arrived). */
 const char *tun_conn_peer(const tun_conn *c);
 /* The peer's HELLO; NULL before on_up. */

@@ -6,6 +6,7 @@
 
 #include "cmd.h"
 #include "conf.h"
+#include "daemon.h"
 
 /* The --help text. */
 static void conf_usage(FILE *f)
@@ -13,7 +14,8 @@ static void conf_usage(FILE *f)
 	fprintf(f,
 		"usage: wanopt conf edge|core [-c FILE] [--key=value...]\n\n"
 		"Checks a configuration the way `wanopt edge` / `wanopt core` read it: the file\n"
-		"given with -c, then every --key=value (the command line wins).  Prints the\n"
+		"given with -c, then every --key=value (the command line wins), and that the\n"
+		"TLS certificate, key and CA files load.  Prints the\n"
 		"effective configuration and exits 0, or prints 'FILE:LINE: what is wrong'\n"
 		"(or '--key=value: what is wrong') and exits 2.  See conf/edge.conf and\n"
 		"conf/core.conf for commented examples.\n\nEdge keys:\n");
@@ -40,8 +42,9 @@ int px_cmd_conf(int argc, char **argv)
 	}
 	role = strcmp(argv[1], "edge") ? CONF_CORE : CONF_EDGE;
 	struct conf *c = conf_from_args(role, argc - 1, argv + 1, err, sizeof err);
-	if (!c) {
+	if (!c || px_daemon_check_tls(c, err, sizeof err)) {
 		fprintf(stderr, "%s\n", err);
+		conf_free(c);
 		return 2;
 	}
 	char *d = conf_dump(c);

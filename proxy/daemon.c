@@ -9,6 +9,7 @@
 
 #include "daemon.h"
 #include "log.h"
+#include "tun.h"
 
 struct px_daemon {
 	enum conf_role role;
@@ -159,6 +160,16 @@ static int px_daemon_wants_help(int argc, char **argv)
 	return 0;
 }
 
+int px_daemon_check_tls(const struct conf *c, char *err, size_t errlen)
+{
+	tun_config t = { .cert_file = conf_tls_cert(c), .key_file = conf_tls_key(c), .ca_file = conf_tls_ca(c) };
+	char why[768];
+	if (!tun_tls_check(&t, why, sizeof why))
+		return 0;
+	snprintf(err, errlen, "%s: %s", conf_path(c) ? conf_path(c) : "command line", why);
+	return -1;
+}
+
 int px_daemon_main(enum conf_role role, int argc, char **argv,
 		   const struct px_daemon_hooks *hooks, void *arg)
 {
@@ -169,8 +180,10 @@ int px_daemon_main(enum conf_role role, int argc, char **argv,
 		px_daemon_usage(stdout, role);
 		return 0;
 	}
-	if (!(d.conf = conf_from_args(role, argc, argv, err, sizeof err))) {
+	if (!(d.conf = conf_from_args(role, argc, argv, err, sizeof err)) ||
+	    px_daemon_check_tls(d.conf, err, sizeof err)) {
 		fprintf(stderr, "%s\n", err);
+		conf_free(d.conf);
 		return 2;
 	}
 	log_set_ident(px_role_names[role]);

@@ -36,6 +36,10 @@ struct px_daemon_hooks {
  * runtime failure, 2 on a usage or configuration error. */
 int px_daemon_main(enum conf_role role, int argc, char **argv,
 		   const struct px_daemon_hooks *hooks, void *arg);
+/* Checks that c's tls_cert, tls_key and tls_ca load (the key matching the
+ * certificate): 0, or -1 with "FILE: tls_x PATH: what is wrong" in err (FILE
+ * is the config file, or "command line"). */
+int px_daemon_check_tls(const struct conf *c, char *err, size_t errlen);
 /* The main event loop. */
 struct event_base *px_daemon_base(struct px_daemon *d);
 /* The configuration in force (replaced on reload). */

@@ -69,6 +69,21 @@ case $out in closed*) ok "a TLS client without a certificate is shut out: $out" 
 out=$(pxt rawtls 127.0.0.1 "$P" hello --cert="$T/pki2/edge.crt" --key="$T/pki2/edge.key" --ca="$T/pki/ca.crt" --timeout=5 2>&1) || true
 case $out in closed*) ok "a TLS client with another CA's certificate is shut out: $out" ;; *) fail "other-CA client: $out" ;; esac
 for r in rogue rogue2 rogue3; do px_stop $r; done
+# certificate files that do not load are a configuration error (status 2, which
+# the systemd units do not restart), found before the daemon touches its store
+for bad in "tls_cert missing.crt" "tls_key core.key" "tls_ca edge.key"; do
+	set -- $bad
+	declare -A f=([tls_cert]=edge.crt [tls_key]=edge.key [tls_ca]=ca.crt)
+	f[$1]=$2
+	rc=0
+	out=$(timeout 10 "$BIN" edge --peer=127.0.0.1:"$P" --store="$T/bad.store" "--forward=127.0.0.1:$(px_port) -> 127.0.0.2:1" --tls_cert="$T/pki/${f[tls_cert]}" \
+		--tls_key="$T/pki/${f[tls_key]}" --tls_ca="$T/pki/${f[tls_ca]}" 2>&1) || rc=$?
+	case "$rc $out" in
+	"2 command line: $1: "*) ok "edge with $1 = $2: status 2: $out" ;;
+	*) fail "edge with $1 = $2: status $rc: $out" ;;
+	esac
+done
+[ ! -e "$T/bad.store" ] && ok "no store created for a config that fails" || fail "a store was created"
 
 # ---- 2. allow ----
 expect "allowed target 127.0.0.2:$SRV, download" pxt get 127.0.0.1 "$LOK" 71 $MB

@@ -17,9 +17,14 @@ static void ssl_fail(char *err, size_t errlen, const char *what, const char *fil
 {
 	char e[256] = "unknown error";
 	unsigned long code = ERR_peek_last_error();
+	FILE *f = file ? fopen(file, "r") : NULL;
 
-	if (code)
+	if (file && !f)
+		snprintf(e, sizeof e, "%s", strerror(errno)); /* clearer than "system lib" */
+	else if (code)
 		ERR_error_string_n(code, e, sizeof(e));
+	if (f)
+		fclose(f);
 	ERR_clear_error();
 	snprintf(err, errlen, "%s %s: %s", what, file ? file : "(not set)", e);
 }
@@ -39,17 +44,17 @@ SSL_CTX *tun_tls_ctx(const tun_config *cfg, int client, char *err, size_t errlen
 		goto err_1;
 	}
 	if (!cfg->cert_file || SSL_CTX_use_certificate_chain_file(ctx, cfg->cert_file) != 1) {
-		ssl_fail(err, errlen, "cannot load certificate", cfg->cert_file);
+		ssl_fail(err, errlen, "tls_cert: cannot load certificate", cfg->cert_file);
 		goto err_1;
 	}
 	if (!cfg->key_file || SSL_CTX_use_PrivateKey_file(ctx, cfg->key_file, SSL_FILETYPE_PEM) != 1 ||
 	    SSL_CTX_check_private_key(ctx) != 1) {
-		ssl_fail(err, errlen, "cannot load key (or it does not match the certificate)",
+		ssl_fail(err, errlen, "tls_key: cannot load key (or it does not match the certificate)",
 			 cfg->key_file);
 		goto err_1;
 	}
 	if (!cfg->ca_file || SSL_CTX_load_verify_locations(ctx, cfg->ca_file, NULL) != 1) {
-		ssl_fail(err, errlen, "cannot load CA", cfg->ca_file);
+		ssl_fail(err, errlen, "tls_ca: cannot load CA", cfg->ca_file);
 		goto err_1;
 	}
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
@@ -64,6 +69,13 @@ err_1:
 	SSL_CTX_free(ctx);
 err_0:
 	return NULL;
+}
+
+int tun_tls_check(const tun_config *cfg, char *err, size_t errlen)
+{
+	SSL_CTX *ctx = tun_tls_ctx(cfg, 1, err, errlen);
+	SSL_CTX_free(ctx);
+	return ctx ? 0 : -1;
 }
 
 /* Append "; " and text to buf if there is room. */
