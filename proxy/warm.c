@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -46,10 +47,16 @@ struct warm_post {
 	struct warm_job *j;
 };
 
-/* One file pushed to one peer: feeds the pair end the relay does not own. */
+/* One file pushed to one peer: feeds the pair end the relay does not own.
+ * A pair hands what is written to it straight to the other end's input
+ * while that end reads, so what is queued is counted on both ends (`in`, the
+ * relay's input, with a callback as the relay takes from it). */
 struct warm_feed {
 	struct warm_job *job;
 	struct bufferevent *b;
+	struct evbuffer *in;          /* the relay's end's input; NULL once it is gone */
+	struct evbuffer_cb_entry *cb; /* on in: the relay took some */
+	struct event *kick;           /* runs feed_more from the loop */
 	int fd;
 	uint64_t bytes;
 };
@@ -86,6 +93,10 @@ static void feed_free(struct warm_feed *f, int ok)
 	struct warm_job *j = f->job;
 	if (f->fd >= 0)
 		close(f->fd);
+	if (f->in && bufferevent_pair_get_partner(f->b))
+		evbuffer_remove_cb_entry(f->in, f->cb);
+	if (f->kick)
+		event_free(f->kick);
 	bufferevent_free(f->b);
 	atomic_fetch_add(&j->bytes, f->bytes);
 	if (!ok)
@@ -94,12 +105,20 @@ static void feed_free(struct warm_feed *f, int ok)
 	job_release(j);
 }
 
+/* Bytes written to the pair that the relay has not taken yet. */
+static size_t feed_queued(struct warm_feed *f)
+{
+	size_t q = evbuffer_get_length(bufferevent_get_output(f->b));
+	if (f->in && bufferevent_pair_get_partner(f->b))
+		q += evbuffer_get_length(f->in);
+	return q;
+}
+
 /* Keep about FEED_HIWAT of the file queued; at its end, signal EOF. */
 static void feed_more(struct bufferevent *b, void *arg)
 {
 	struct warm_feed *f = arg;
-	struct evbuffer *out = bufferevent_get_output(b);
-	while (f->fd >= 0 && evbuffer_get_length(out) < FEED_HIWAT) {
+	while (f->fd >= 0 && feed_queued(f) < FEED_HIWAT) {
 		char buf[64 << 10];
 		ssize_t n = read(f->fd, buf, sizeof buf);
 		if (n < 0 && errno == EINTR)
@@ -115,6 +134,21 @@ static void feed_more(struct bufferevent *b, void *arg)
 		f->bytes += (uint64_t)n;
 		bufferevent_write(b, buf, (size_t)n);
 	}
+}
+
+static void feed_kick(evutil_socket_t fd, short what, void *arg)
+{
+	struct warm_feed *f = arg;
+	feed_more(f->b, f);
+}
+
+/* The relay took from its input: refill once half of FEED_HIWAT is left,
+ * from the loop (not inside the relay's own drain). */
+static void feed_taken(struct evbuffer *in, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct warm_feed *f = arg;
+	if (info->n_deleted && f->fd >= 0 && info->orig_size - info->n_deleted + info->n_added < FEED_HIWAT / 2)
+		event_active(f->kick, EV_TIMEOUT, 0);
 }
 
 /* The relay let go of its end: EOF once the peer acknowledged everything,
@@ -136,9 +170,13 @@ static void warm_file(struct px_warm *w, struct warm_job *j, const char *path)
 {
 	int n = w->npeers(w->arg);
 	for (int i = 0; i < n; i++) {
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0) {
-			log_warn("warm: %s: %s", path, strerror(errno));
+		int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+			/* a device (/dev/zero), a FIFO or a directory: no end, or no data */
+			log_warn("warm: %s: %s", path, fd < 0 ? strerror(errno) : "not a regular file");
+			if (fd >= 0)
+				close(fd);
 			atomic_fetch_add(&j->failed, 1);
 			return;
 		}
@@ -177,6 +215,17 @@ static void warm_file(struct px_warm *w, struct warm_job *j, const char *path)
 		f->job = j;
 		f->b = pair[1];
 		f->fd = fd;
+		f->in = bufferevent_get_input(pair[0]);
+		if (!(f->kick = event_new(w->env->base, -1, 0, feed_kick, f)) ||
+		    !(f->cb = evbuffer_add_cb(f->in, feed_taken, f))) {
+			if (f->kick)
+				event_free(f->kick);
+			free(f);
+			bufferevent_free(pair[1]);
+			close(fd);
+			atomic_fetch_add(&j->failed, 1);
+			continue;
+		}
 		atomic_fetch_add(&j->pending, 1);
 		atomic_fetch_add(&j->started, 1);
 		bufferevent_setcb(pair[1], feed_read, feed_more, feed_event, f);

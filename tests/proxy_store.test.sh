@@ -110,6 +110,27 @@ out=$(timeout 60 "$BIN" warm --stats=127.0.0.1:"$S2" --timeout=50 "$T/warm-up.bi
 	ok "warm at the edge: $out" || fail "warm at the edge: $out"
 check_wan "first upload of data warmed at the edge" "$(ul_wan 12 $size)" $((size / 50))
 
+# A large file is streamed with bounded memory (it was once read whole into
+# the relay's input); a device or a directory is refused, not read forever.
+truncate -s 512M "$T/warm-sparse.bin"
+peak=0
+timeout 60 "$BIN" warm --stats=127.0.0.1:"$S1" --timeout=50 "$T/warm-sparse.bin" >"$T/warm-sparse.out" 2>&1 &
+wpid=$!
+while kill -0 $wpid 2>/dev/null; do
+	r=$(awk '/RssAnon/ {print int($2 / 1024)}' "/proc/${PID[core]}/status")
+	[ "$r" -gt "$peak" ] && peak=$r
+	sleep 0.05
+done
+wait $wpid && ok "warm of a 512 MiB file: $(cat "$T/warm-sparse.out")" || fail "warm of a 512 MiB file: $(cat "$T/warm-sparse.out")"
+[ "$peak" -lt 160 ] && ok "the core's anonymous memory stayed at ${peak} MiB or less during it" ||
+	fail "the core's anonymous memory reached ${peak} MiB warming a 512 MiB file"
+rm -f "$T/warm-sparse.bin"
+for bad in /dev/zero "$T"; do
+	out=$(timeout 20 "$BIN" warm --stats=127.0.0.1:"$S1" --timeout=10 "$bad" 2>&1) &&
+		fail "warm of $bad succeeded: $out" || ok "warm of $bad fails: $out"
+done
+px_wait_log core "warm: /dev/zero: not a regular file" 5 && ok "the core logged why" || fail "no log line for /dev/zero"
+
 # A push cut off by the peer's death must fail promptly, not hang.
 pxt gen 13 $((150 * MB)) "$T/warm-big.bin"
 timeout 60 "$BIN" warm --stats=127.0.0.1:"$S1" --timeout=50 "$T/warm-big.bin" >"$T/warm-big.out" 2>&1 &
