@@ -285,10 +285,16 @@ static int run_codec(struct cli *c, int decode)
 			    : dre_enc_commit(e, (size_t)n, write_out, NULL);
 		at += (uint64_t)n;
 	}
+	/* the END frame tells a whole stream from one cut at a frame boundary */
 	if (!rc)
-		rc = decode ? dre_dec_finish(d) : dre_enc_flush(e, write_out, NULL);
+		rc = decode ? dre_dec_finish(d) : dre_enc_end(e, write_out, NULL);
+	int cut = !rc && decode && !dre_dec_ended(d);
 	dre_codec_stats s;
-	if (rc) {
+	if (cut) {
+		fprintf(stderr, "wanopt dre decode: the input (%" PRIu64 " bytes, %" PRIu64 " frames) ends before the "
+				"stream's end frame: truncated, or not from wanopt dre encode\n", at, dre_dec_applied(d));
+		rc = DRE_ECORRUPT;
+	} else if (rc) {
 		if (decode) {
 			fprintf(stderr, "wanopt dre decode: input bytes ..%" PRIu64 " (after frame %" PRIu64 "): %s\n",
 				at, dre_dec_applied(d), dre_strerror(rc));

@@ -72,6 +72,16 @@ for cut in 7 1000 50000; do
 	grep -q "wanopt dre decode: input bytes" "$T/err" || fail "truncated: $(cat "$T/err")"
 	cmp -s "$T/cut.out" <(head -c "$(stat -c %s "$T/cut.out")" "$T/v1") || fail "truncated at $cut: wrong bytes out"
 done
+# cut at a frame boundary (no END frame: the encoder's 15-byte last frame, or
+# nothing after the header, or nothing at all): an error, not a short success
+head -c -15 "$T/v1.dre" > "$T/noend.dre"
+head -c 14 "$T/v1.dre" > "$T/hdronly.dre"
+: > "$T/empty.dre"
+for f in noend hdronly empty; do
+	set +e; "$W" dre decode --store "$T/N$f" < "$T/$f.dre" > "$T/cut.out" 2> "$T/err"; rc=$?; set -e
+	[ $rc -eq 1 ] && grep -q "ends before the stream's end frame" "$T/err" || fail "$f: exit $rc: $(cat "$T/err")"
+	cmp -s "$T/cut.out" <(head -c "$(stat -c %s "$T/cut.out")" "$T/v1") || fail "$f: wrong bytes out"
+done
 python3 - "$T/v1.dre" "$T/flip.dre" <<'PY'
 import sys; d = bytearray(open(sys.argv[1], 'rb').read()); d[len(d) // 2] ^= 0x40
 open(sys.argv[2], 'wb').write(d)
