@@ -168,6 +168,8 @@ static void grow_out_pipe(void)
 }
 
 /* Output callback: write everything to fd 1. */
+static int out_errno; /* why writing stdout failed */
+
 static int write_out(void *arg, const void *buf, size_t n)
 {
 	const char *p = buf;
@@ -175,8 +177,10 @@ static int write_out(void *arg, const void *buf, size_t n)
 		ssize_t w = write(STDOUT_FILENO, p, n);
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w <= 0)
+		if (w <= 0) {
+			out_errno = w < 0 ? errno : EIO;
 			return -1;
+		}
 		p += w;
 		n -= (size_t)w;
 	}
@@ -261,6 +265,7 @@ static int run_codec(struct cli *c, int decode)
 	if (!rc && d)
 		rc = dre_dec_set_threaded(d, 1);
 	uint64_t at = 0;
+	int said = 0; /* the error was reported where it happened */
 	if (!rc && e)
 		rc = encode_mapped(e, &at);
 	while (!rc) {
@@ -277,6 +282,7 @@ static int run_codec(struct cli *c, int decode)
 		if (n < 0) {
 			fprintf(stderr, "wanopt dre: reading stdin: %s\n", strerror(errno));
 			rc = DRE_EIO;
+			said = 1;
 			break;
 		}
 		if (n == 0)
@@ -294,7 +300,9 @@ static int run_codec(struct cli *c, int decode)
 		fprintf(stderr, "wanopt dre decode: the input (%" PRIu64 " bytes, %" PRIu64 " frames) ends before the "
 				"stream's end frame: truncated, or not from wanopt dre encode\n", at, dre_dec_applied(d));
 		rc = DRE_ECORRUPT;
-	} else if (rc) {
+	} else if (rc == DRE_EOUT && out_errno) {
+		fprintf(stderr, "wanopt dre %s: writing stdout: %s\n", decode ? "decode" : "encode", strerror(out_errno));
+	} else if (rc && !said) {
 		if (decode) {
 			fprintf(stderr, "wanopt dre decode: input bytes ..%" PRIu64 " (after frame %" PRIu64 "): %s\n",
 				at, dre_dec_applied(d), dre_strerror(rc));

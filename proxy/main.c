@@ -1,6 +1,9 @@
 /* main.c: bin/wanopt subcommand dispatch. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd.h"
 
@@ -31,8 +34,21 @@ static void usage(FILE *f)
 	fprintf(f, "\n'wanopt COMMAND --help' describes each.\n");
 }
 
+/* A standard descriptor the caller closed would be taken by the next file
+ * opened (a store's lock file became stdout): hold each with /dev/null,
+ * opened the wrong way round for stdin and stdout so that using them fails
+ * (EBADF) instead of reading nothing or writing into the void. */
+static void hold_std_fds(void)
+{
+	static const int modes[3] = { O_WRONLY, O_RDONLY, O_WRONLY };
+	for (int fd = 0; fd < 3; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && errno == EBADF && open("/dev/null", modes[fd]) != fd)
+			_exit(127);
+}
+
 int main(int argc, char **argv)
 {
+	hold_std_fds();
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? 2 : 0;

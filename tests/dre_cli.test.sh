@@ -64,6 +64,14 @@ expect 1 "STORE:1: not a wanopt store" "$W" dre encode --store "$T/bad" < "$T/v1
 # a store in use
 ( exec 9>"$T/B/lock"; flock 9; "$W" dre decode --store "$T/B" < "$T/v1.dre" > /dev/null 2> "$T/err" ) && fail "locked store accepted"
 grep -q "in use" "$T/err" || fail "locked store message: $(cat "$T/err")"
+# a closed stdout or stdin: an error (the store's files must not take their place)
+set +e; "$W" dre encode --store "$T/cl" < "$T/v1" >&- 2> "$T/err"; rc=$?; set -e
+[ $rc -eq 1 ] && grep -q "writing stdout: Bad file descriptor" "$T/err" || fail "closed stdout: exit $rc: $(cat "$T/err")"
+[ ! -s "$T/cl/lock" ] || fail "closed stdout: the stream went into the store's lock file"
+set +e; "$W" dre encode --store "$T/cl" <&- > "$T/cl.dre" 2> "$T/err"; rc=$?; set -e
+[ $rc -eq 1 ] && grep -q "reading stdin: Bad file descriptor" "$T/err" || fail "closed stdin: exit $rc: $(cat "$T/err")"
+set +e; "$W" dre decode --store "$T/cl2" < "$T/v1.dre" > /dev/full 2> "$T/err"; rc=$?; set -e
+[ $rc -eq 1 ] && grep -q "writing stdout: No space left on device" "$T/err" || fail "full stdout: exit $rc: $(cat "$T/err")"
 # corrupt and truncated streams: an error naming the spot, and only correct bytes out
 for cut in 7 1000 50000; do
 	head -c $cut "$T/v1.dre" > "$T/cut.dre"
