@@ -4,6 +4,8 @@
  *
  * DIR/STORE        "wanopt-store 1" and the store id (a new id means a new,
  *                  empty store: peers use it to notice a wiped cache)
+ * DIR/limit        the size limit last set ("size_limit N"): a store opened
+ *                  without one keeps it instead of the default
  * DIR/lock         flock()ed while a process has the store open for writing
  * DIR/NNNNNNNN.dat records, appended; the highest-numbered file is active
  * DIR/NNNNNNNN.idx written when a data file is sealed: its records' index
@@ -521,6 +523,39 @@ void dre_store_hit(dre_store *st, uint64_t prev, uint64_t tag)
 	pthread_mutex_unlock(&st->mu);
 }
 
+/* The limit saved in DIR/limit, or 0 if none (or unreadable). */
+static uint64_t limit_load(const char *dir)
+{
+	char path[4200];
+	unsigned long long v = 0;
+	snprintf(path, sizeof path, "%s/limit", dir);
+	FILE *f = fopen(path, "r");
+	if (f && fscanf(f, "size_limit %llu", &v) != 1)
+		v = 0;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/* Save st->limit in DIR/limit if it differs (temp + rename): 0 or DRE_EIO. */
+static int limit_save(dre_store *st)
+{
+	char path[4200], tmp[4300];
+	if (st->readonly || limit_load(st->dir) == st->limit)
+		return 0;
+	snprintf(path, sizeof path, "%s/limit", st->dir);
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	FILE *f = fopen(tmp, "w");
+	int rc = !f || fprintf(f, "size_limit %llu\n", (unsigned long long)st->limit) < 0;
+	if (f && fclose(f))
+		rc = 1;
+	if (!rc && rename(tmp, path))
+		rc = 1;
+	if (rc)
+		unlink(tmp);
+	return rc ? DRE_EIO : 0;
+}
+
 int dre_store_set_limit(dre_store *st, uint64_t limit)
 {
 	if (!limit || st->readonly)
@@ -529,6 +564,8 @@ int dre_store_set_limit(dre_store *st, uint64_t limit)
 	st->limit = limit;
 	st->file_max = file_max_for(limit);
 	int rc = enforce_limit(st);
+	if (!rc)
+		rc = limit_save(st);
 	pthread_mutex_unlock(&st->mu);
 	return rc;
 }
@@ -632,7 +669,9 @@ dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, s
 	pthread_mutex_init(&st->mu, NULL);
 	st->lockfd = -1;
 	st->readonly = o->readonly;
-	st->limit = o->size_limit ? o->size_limit : DEFAULT_LIMIT;
+	st->limit = o->size_limit ? o->size_limit : limit_load(dir);
+	if (!st->limit)
+		st->limit = DEFAULT_LIMIT;
 	st->file_max = file_max_for(st->limit);
 	if (!(st->dir = strdup(dir)) || dre_idx_init(&st->idx, 1u << 16)) {
 		dre_seterr(err, errlen, "out of memory");
@@ -647,6 +686,10 @@ dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, s
 	}
 	if (!st->readonly && enforce_limit(st)) {
 		dre_seterr(err, errlen, "%s: cannot evict down to the size limit", dir);
+		goto fail;
+	}
+	if (limit_save(st)) {
+		dre_seterr(err, errlen, "%s/limit: %s", dir, strerror(errno));
 		goto fail;
 	}
 	return st;

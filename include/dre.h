@@ -42,7 +42,8 @@ const char *dre_strerror(int err);
 typedef struct dre_store dre_store;
 
 typedef struct dre_store_opts {
-	uint64_t size_limit;  /* bytes of chunk data kept on disk; 0 = default (1 GiB) */
+	uint64_t size_limit;  /* bytes of chunk data kept on disk (saved with the store); 0 = the
+				 saved one, else the default (1 GiB) */
 	int create;           /* create DIR (and a new store in it) if absent */
 	int readonly;         /* open for stats only: no writes, no lock */
 } dre_store_opts;

@@ -64,6 +64,12 @@ expect 1 "STORE:1: not a wanopt store" "$W" dre encode --store "$T/bad" < "$T/v1
 # a store in use
 ( exec 9>"$T/B/lock"; flock 9; "$W" dre decode --store "$T/B" < "$T/v1.dre" > /dev/null 2> "$T/err" ) && fail "locked store accepted"
 grep -q "in use" "$T/err" || fail "locked store message: $(cat "$T/err")"
+# the size limit stays with the store: a later run without --store-size
+# neither evicts down to the default nor reports fill against it
+"$W" dre encode --store "$T/lim" --store-size 3G < /dev/null > /dev/null
+"$W" dre encode --store "$T/lim" < "$T/v1" > /dev/null
+grep -qx "size_limit 3221225472" "$T/lim/limit" || fail "limit not kept: $(cat "$T/lim/limit")"
+"$W" dre stats --store "$T/lim" | grep -q "of 3221225472 bytes" || fail "stats: $("$W" dre stats --store "$T/lim")"
 # a closed stdout or stdin: an error (the store's files must not take their place)
 set +e; "$W" dre encode --store "$T/cl" < "$T/v1" >&- 2> "$T/err"; rc=$?; set -e
 [ $rc -eq 1 ] && grep -q "writing stdout: Bad file descriptor" "$T/err" || fail "closed stdout: exit $rc: $(cat "$T/err")"
