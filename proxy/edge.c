@@ -104,17 +104,66 @@ static void refuse(evutil_socket_t fd)
 	evutil_closesocket(fd);
 }
 
-/* Go direct to dst: the fail-open path. */
+#define DIRECT_CONNECT_SECS 10
+
+/* A direct connection being dialed: the client waits (unread) until the
+ * target accepts, so a refusal reaches it as a reset, not as a clean close. */
+struct direct_dial {
+	struct px_edge *e;
+	evutil_socket_t fd, out;
+	char src[128], dname[300];
+};
+
+static void splice_direct(struct px_edge *e, evutil_socket_t fd, evutil_socket_t out, const char *src,
+			  const char *dname);
+
+static void direct_dialed(evutil_socket_t out, short what, void *arg)
+{
+	struct direct_dial *dd = arg;
+	struct px_relay_env *env = &dd->e->node.env;
+	char err[256] = "timed out";
+	if ((what & EV_TIMEOUT) || tfo_connect_result(out, err, sizeof err) < 0) {
+		log_warn("%s -> %s: direct connection failed: %s", dd->src, dd->dname, err);
+		refuse(dd->fd);
+		evutil_closesocket(out);
+	} else {
+		splice_direct(dd->e, dd->fd, out, dd->src, dd->dname);
+	}
+	free(dd);
+	if (--env->active == 0 && env->on_idle)
+		env->on_idle(env);
+}
+
+/* Go direct to dst: the fail-open path.  The splice starts once the target
+ * accepted (counted as active meanwhile, so a drain waits for it). */
 static void go_direct(struct px_edge *e, evutil_socket_t fd, const struct sockaddr *dst, socklen_t dlen,
 		      const char *src, const char *dname)
 {
 	char err[256];
 	int out = tfo_dial(dst, dlen, BYPASS_MARK, err, sizeof err);
-	if (out < 0) {
-		log_warn("%s -> %s: direct connection failed: %s", src, dname, err);
-		refuse(fd);
-		return;
+	struct direct_dial *dd = out < 0 ? NULL : calloc(1, sizeof *dd);
+	struct timeval tv = { DIRECT_CONNECT_SECS, 0 };
+	if (dd) {
+		*dd = (struct direct_dial){ .e = e, .fd = fd, .out = out };
+		snprintf(dd->src, sizeof dd->src, "%s", src);
+		snprintf(dd->dname, sizeof dd->dname, "%s", dname);
+		e->node.env.active++;
+		if (!event_base_once(e->node.env.base, out, EV_WRITE, direct_dialed, dd, &tv))
+			return;
+		e->node.env.active--;
+		free(dd);
+		snprintf(err, sizeof err, "out of memory");
 	}
+	log_warn("%s -> %s: direct connection failed: %s", src, dname, err);
+	refuse(fd);
+	if (out >= 0)
+		evutil_closesocket(out);
+}
+
+/* Join the client fd and the connected target socket out. */
+static void splice_direct(struct px_edge *e, evutil_socket_t fd, evutil_socket_t out, const char *src,
+			  const char *dname)
+{
 	struct bufferevent *a = bufferevent_socket_new(e->node.env.base, fd, BEV_OPT_CLOSE_ON_FREE);
 	struct bufferevent *b = bufferevent_socket_new(e->node.env.base, out, BEV_OPT_CLOSE_ON_FREE);
 	if (!a || !b) {

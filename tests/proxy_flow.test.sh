@@ -22,12 +22,13 @@ cd "$(dirname "$0")/.."
 px_setup
 
 P=$(px_port) S1=$(px_port) S2=$(px_port) L=$(px_port) LZ=$(px_port) LT=$(px_port) LP=$(px_port)
+LPX=$(px_port) NOBODY=$(px_port)
 px_server srv 0.0.0.0
 SRV=$(cat "$T/srv.port")
 px_core core "$P" "$S1" --allow=127.0.0.0/8
 px_edge edge "$P" "$S2" "--forward=127.0.0.1:$L -> 127.0.0.1:$SRV" "--forward=127.0.0.1:$LZ -> 127.0.0.2:$SRV" \
 	"--forward=127.0.0.1:$LT -> 127.0.0.3:$SRV" "--forward=127.0.0.1:$LP -> 127.0.0.4:$SRV" \
-	"--optimize=lz 127.0.0.2/32" "--optimize=tfo 127.0.0.3/32" "--optimize=passthrough 127.0.0.4/32"
+	"--forward=127.0.0.1:$LPX -> 127.0.0.4:$NOBODY" "--optimize=lz 127.0.0.2/32" "--optimize=tfo 127.0.0.3/32" "--optimize=passthrough 127.0.0.4/32"
 MB=$((1 << 20))
 # anonymous memory: what the proxy buffers (store files are mapped for reading,
 # and their page-cache pages would count in VmRSS without being ours)
@@ -92,6 +93,24 @@ expect "passthrough: upload" pxt put 127.0.0.1 "$LP" 15 $MB
 for p in lz tfo; do
 	grep -q "($p): lan" "$T/edge.log" && ok "the edge logs $p connections as such" || fail "no ($p) close line"
 done
+# passthrough to a target that refuses: the client sees a reset (not a clean,
+# empty close, which a server-speaks-first client would take for a reply)
+out=$(python3 - "$LPX" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.settimeout(5)
+try:
+    print("got %r" % s.recv(10))
+except ConnectionResetError:
+    print("reset")
+except OSError as e:
+    print("error %s" % e)
+PY
+)
+[ "$out" = reset ] && ok "passthrough to a refusing target: the client gets a reset" ||
+	fail "passthrough to a refusing target: $out"
+px_wait_log edge "127.0.0.4:$NOBODY: direct connection failed: connect: Connection refused" 5 &&
+	ok "the edge logs the refusal" || fail "no log line for the refused direct connection"
 
 # ---- 4. cleanup and scale ----
 rm -f "$T/p"
