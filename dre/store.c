@@ -366,10 +366,16 @@ static int read_locked(dre_store *st, const dre_ent *e, uint8_t hdr[DRE_REC_HDR]
 		memcpy(hdr, m, DRE_REC_HDR);
 		if (buf)
 			memcpy(buf, m + DRE_REC_HDR, cur->len);
-	} else if (!dre_wq_read(st, cur->file, cur->off, hdr, buf, cur->len) &&
-		   preadv(f->fd, iov, buf ? 2 : 1, cur->off) != want) {
-		st->io_errors++;
-		return DRE_EIO;
+	} else if (!dre_wq_read(st, cur->file, cur->off, hdr, buf, cur->len)) {
+		ssize_t got = preadv(f->fd, iov, buf ? 2 : 1, cur->off);
+		if (got != want) {
+			/* e.g. its write failed (a full disk): a miss, which the
+			 * peer can answer, not an error that ends the stream */
+			st->io_errors++;
+			if (got < 0 || !st->io_errno)
+				st->io_errno = got < 0 ? errno : EIO; /* short: keep the write's errno */
+			memset(hdr, 0, DRE_REC_HDR);
+		}
 	}
 	uint32_t len;
 	memcpy(&len, hdr + 4, 4);
@@ -609,6 +615,7 @@ void dre_store_get_stats(dre_store *st, dre_store_stats *s)
 	s->lookups = st->lookups;
 	s->hits = st->hits;
 	s->io_errors = st->io_errors;
+	s->io_errno = st->io_errno;
 	pthread_mutex_unlock(&st->mu);
 }
 

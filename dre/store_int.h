@@ -43,6 +43,7 @@ struct dre_store {
 	uint64_t data_bytes, disk_bytes;
 	uint64_t evicted_chunks, evicted_bytes, dropped_records, lookups, hits;
 	uint64_t io_errors, bad_reads, copied_forward;
+	int io_errno;                /* errno of the last failed data file read or write */
 	uint8_t peer_id[DRE_PEER_SLOTS][16]; /* store id of each peer slot */
 	int npeers;
 	uint32_t peers_dirty;   /* slots whose knowledge changed since saved */

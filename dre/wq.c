@@ -12,8 +12,8 @@
  * Until a block is written, reads of its records are served from memory.  A
  * record never spans two blocks.  Jobs run in the order queued, so a file's
  * .idx and a sync come after that file's data.  A failed write is counted
- * (io_errors); its records then fail their checksums when read and are
- * dropped, never served.
+ * (io_errors, io_errno); its records then fail their checksums, or cannot be
+ * read, when looked up and are dropped as misses, never served.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -189,9 +189,12 @@ static void *writer_main(void *arg)
 		st->wq_busy = j;
 		pthread_mutex_unlock(&st->mu);
 		int rc = run_job(st, j);
+		int err = errno;
 		pthread_mutex_lock(&st->mu);
-		if (rc)
+		if (rc) {
 			st->io_errors++;
+			st->io_errno = err ? err : EIO;
+		}
 		st->wq_busy = NULL;
 		if (j->kind == WQ_DATA) {
 			st->wq_bytes -= j->len;

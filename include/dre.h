@@ -59,6 +59,7 @@ typedef struct dre_store_stats {
 	uint64_t dropped_records; /* torn or corrupt records dropped at open */
 	uint64_t lookups, hits;   /* since open */
 	uint64_t io_errors;       /* failed data file reads and writes since open */
+	int io_errno;             /* errno of the last of them (0: none) */
 } dre_store_stats;
 
 /* Open (or create) the store in DIR.  On failure returns NULL and writes a

@@ -321,6 +321,16 @@ static int run_codec(struct cli *c, int decode)
 		fprintf(stderr, "wanopt dre: %s: cannot sync the store\n", c->store);
 		rc = DRE_EIO;
 	}
+	dre_store_stats ss;
+	dre_store_get_stats(st, &ss);
+	if (ss.io_errors) {
+		/* the output is right; the store missed what those writes held */
+		fprintf(stderr, "wanopt dre: %s: %" PRIu64 " store file errors, the last: %s; the store lacks what they "
+				"held%s\n", c->store, ss.io_errors, strerror(ss.io_errno ? ss.io_errno : EIO),
+			c->sync ? "" : " (the output is complete)");
+		if (c->sync && !rc)
+			rc = DRE_EIO;
+	}
 	free(buf);
 	dre_enc_free(e);
 	dre_dec_free(d);

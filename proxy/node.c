@@ -1,4 +1,5 @@
 /* node.c: the parts of a daemon common to edge and core (see node.h). */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -31,8 +32,10 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	if (n->retune && (n->ticks + 1) % PX_RETUNE_S == 0)
 		n->retune(n->role);
 	if (ss.io_errors > n->io_errors)
-		log_warn("store %s: %llu data file read/write errors (see the kernel log)",
-			 conf_store(px_daemon_conf(n->d)), (unsigned long long)(ss.io_errors - n->io_errors));
+		log_warn("store %s: %llu data file read/write errors, the last: %s (what they touched is dropped"
+			 " from the store and asked back from the peer when needed)",
+			 conf_store(px_daemon_conf(n->d)), (unsigned long long)(ss.io_errors - n->io_errors),
+			 strerror(ss.io_errno ? ss.io_errno : EIO));
 	n->io_errors = ss.io_errors;
 	/* the store's writer thread does the fdatasync: the loop never waits on it */
 	if (++n->ticks % SYNC_EVERY == 0 && dre_store_sync_later(n->store))

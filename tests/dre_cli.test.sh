@@ -5,7 +5,7 @@
 set -eu
 W=${BINDIR:-bin}/wanopt
 T=$(mktemp -d /tmp/wanopt-drecli.XXXXXX)
-trap 'rm -rf "$T"' EXIT
+trap 'umount "$T/full" 2>/dev/null; rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # v1: 3 MB of a source tree; v2: the same with 20 insertions
@@ -70,6 +70,18 @@ grep -q "in use" "$T/err" || fail "locked store message: $(cat "$T/err")"
 "$W" dre encode --store "$T/lim" < "$T/v1" > /dev/null
 grep -qx "size_limit 3221225472" "$T/lim/limit" || fail "limit not kept: $(cat "$T/lim/limit")"
 "$W" dre stats --store "$T/lim" | grep -q "of 3221225472 bytes" || fail "stats: $("$W" dre stats --store "$T/lim")"
+# a full filesystem under the store: the output is still right, the store
+# errors are reported (and fail the run with --sync)
+mkdir "$T/full"
+if mount -t tmpfs -o size=1m tmpfs "$T/full" 2>/dev/null; then
+	set +e; "$W" dre encode --store "$T/full/s" < "$T/v1" > "$T/full.dre" 2> "$T/err"; rc=$?; set -e
+	[ $rc -eq 0 ] && grep -q "the last: No space left on device" "$T/err" || fail "full store: exit $rc: $(cat "$T/err")"
+	"$W" dre decode --store "$T/fullB" < "$T/full.dre" | cmp -s - "$T/v1" || fail "full store: the stream is wrong"
+	rm -rf "$T/full/s"
+	set +e; "$W" dre encode --store "$T/full/s" --sync < "$T/v1" > /dev/null 2> "$T/err"; rc=$?; set -e
+	[ $rc -eq 1 ] || fail "full store with --sync: exit $rc: $(cat "$T/err")"
+	umount "$T/full"
+fi
 # a closed stdout or stdin: an error (the store's files must not take their place)
 set +e; "$W" dre encode --store "$T/cl" < "$T/v1" >&- 2> "$T/err"; rc=$?; set -e
 [ $rc -eq 1 ] && grep -q "writing stdout: Bad file descriptor" "$T/err" || fail "closed stdout: exit $rc: $(cat "$T/err")"

@@ -185,6 +185,32 @@ expect "second branch: 40 concurrent streams" pxt many 127.0.0.1 "$L2" 40 31 --s
 n=$(( $(resets) - rs0 ))
 [ "$n" -eq 0 ] && ok "no stream reset with two branches" || fail "$n stream resets logged"
 
+# ---- 5. a core whose store filesystem is full ----
+# Its writes fail, so chunks it sent (the edge believes it holds them) are not
+# on its disk: an upload of that data must still arrive exact, through
+# ask/learn, with the reason logged.
+P3=$(px_port) S4=$(px_port) S5=$(px_port) L3=$(px_port)
+mkdir "$T/tiny"
+if mount -t tmpfs -o size=8m tmpfs "$T/tiny" 2>/dev/null; then
+	unmount_tiny() { umount "$T/tiny" 2>/dev/null || true; }
+	CLEANUP_HOOK=unmount_tiny
+	px_run core3 core --listen=127.0.0.1:"$P3" --store="$T/tiny/st" --store_size=100M --tls_cert="$T/pki/core.crt" \
+		--tls_key="$T/pki/core.key" --tls_ca="$T/pki/ca.crt" --stats=127.0.0.1:"$S4" --allow=127.0.0.0/8
+	px_wait_log core3 "tunnel listener on" 10
+	px_edge edge3 "$P3" "$S5" "--forward=127.0.0.1:$L3 -> 127.0.0.1:$SRV"
+	expect "full core store: download 12 MiB" pxt get 127.0.0.1 "$L3" 50 $size
+	expect "full core store: download another 12 MiB" pxt get 127.0.0.1 "$L3" 51 $size
+	expect "full core store: upload the first back" pxt put 127.0.0.1 "$L3" 50 $size
+	expect "full core store: and again" pxt put 127.0.0.1 "$L3" 51 $size
+	px_wait_log core3 "No space left on device" 15 && ok "the core logs why: $(grep -m1 "No space left" "$T/core3.log" | cut -c26-)" ||
+		fail "the core did not log the full disk"
+	px_alive core3 && ok "the core with a full store is alive" || fail "the core with a full store died"
+	px_stop core3 >/dev/null; px_stop edge3 >/dev/null
+	unmount_tiny
+else
+	ok "SKIP full-store case: cannot mount a tmpfs"
+fi
+
 out=$(timeout 20 "$BIN" warm --stats=127.0.0.1:"$S1" --timeout=10 "$T/no-such-file" 2>&1) &&
 	fail "warm of a missing file succeeded: $out" || ok "warm of a missing file fails: $out"
 px_alive core && px_alive edge && ok "both daemons alive" || fail "a daemon died"
