@@ -270,5 +270,8 @@ unsigned tun_server_up(const tun_server *s);
 /* Drain (SIGTERM): stop accepting, GOAWAY on every connection; they close
  * as their streams finish (tun_server_up reaches 0). */
 void tun_server_drain(tun_server *s, const char *text);
+/* Close the listening socket (new connections are refused at once, so peers
+ * back off instead of reconnecting to be sent away); connections stay. */
+void tun_server_unlisten(tun_server *s);
 
 #endif

@@ -379,11 +379,14 @@ static void worker_idle(struct px_relay_env *env)
 	}
 }
 
-/* On a worker's thread: refuse new streams, tell edges, wait for the rest. */
+/* On a worker's thread: refuse new streams and tunnels (a replacement an edge
+ * dials after our GOAWAY is refused, so it backs off and fails open rather
+ * than reconnecting in a loop), tell edges, wait for the rest. */
 static void worker_drain(evutil_socket_t fd, short what, void *arg)
 {
 	struct worker *w = arg;
 	w->draining = 1;
+	tun_server_unlisten(w->srv);
 	for (size_t i = 0; i < w->nconns; i++)
 		tun_conn_goaway(w->conns[i], "core shutting down");
 	if (!w->env.active)

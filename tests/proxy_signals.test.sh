@@ -179,9 +179,13 @@ out=$(pxt get 127.0.0.1 "$LA" 16 $MB --timeout=5 2>&1) || true
 [ "$(px_count_log edge "refused: tunnel to the core is down")" -gt "$r0" ] &&
 	ok "core draining: the fail_open = refuse edge refuses new connections itself: $out" ||
 	fail "core draining: new connection through the refuse edge: $out, not refused by the edge"
+u0=$(px_count_log core "tunnel up")
 px_bg_wait slow 20
 [ "$BG_RC" = 0 ] && ok "core draining: the download in flight completed: $BG_OUT" ||
 	fail "core draining: the download in flight: $BG_OUT"
+n=$(( $(px_count_log core "tunnel up") - u0 ))
+[ "$n" -le 2 ] && ok "core draining: $n tunnels accepted meanwhile (edges do not reconnect in a loop)" ||
+	fail "core draining: $n tunnels accepted and sent away while it drained"
 px_stop core TERM || true
 [ "${PX_STATUS:-1}" = 0 ] && ok "core exited 0 after draining" || fail "core exit status ${PX_STATUS:-?} after draining"
 px_stop edge2

@@ -278,7 +278,8 @@ void tun_server_free(tun_server *s)
 {
 	if (!s)
 		return;
-	evconnlistener_free(s->lis);
+	if (s->lis)
+		evconnlistener_free(s->lis);
 	tun_ep_close_all(&s->ep);
 	SSL_CTX_free(s->ep.ssl);
 	free(s);
@@ -287,8 +288,16 @@ void tun_server_free(tun_server *s)
 /* Stop accepting; GOAWAY everywhere. */
 void tun_server_drain(tun_server *s, const char *text)
 {
-	evconnlistener_disable(s->lis);
+	if (s->lis)
+		evconnlistener_disable(s->lis);
 	tun_ep_goaway(&s->ep, text);
+}
+
+void tun_server_unlisten(tun_server *s)
+{
+	if (s->lis)
+		evconnlistener_free(s->lis);
+	s->lis = NULL;
 }
 
 /* The bound port. */
