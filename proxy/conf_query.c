@@ -172,7 +172,10 @@ static void conf_dump_to(const struct conf *c, FILE *f)
 	fprintf(f, "congestion = %s\n", conf_cc_name(c->cc));
 	if (c->role == CONF_EDGE)
 		fprintf(f, "tunnels = %u\n", c->tunnels);
-	fprintf(f, "workers = %u\n", c->workers);
+	if (c->role == CONF_CORE)
+		fprintf(f, "workers = %u\n", c->workers);
+	if (c->protocol_max)
+		fprintf(f, "protocol_max = %u\n", c->protocol_max);
 }
 
 /* The effective configuration as config-file text (malloc'd). */

@@ -63,7 +63,16 @@ static const struct conf_case cases[] = {
 	{ CONF_EDGE, "forward = 1.2.3.4:5 -> x\n", { NULL }, "t.conf:1: forward: target address: expected HOST:PORT" },
 	{ CONF_EDGE, "forward = 1.2.3.4 -> x:1\n", { NULL }, "t.conf:1: forward: listen address: expected HOST:PORT" },
 	{ CONF_EDGE, EDGE_MIN "forward = 127.0.0.1:2121 -> b:1\n", { NULL },
-	  "t.conf:7: forward: listen address already used at t.conf:6" },
+	  "t.conf:7: forward: listen address (port 2121) already used by forward at t.conf:6" },
+	{ CONF_EDGE, EDGE_MIN "forward = 0.0.0.0:2121 -> b:1\n", { NULL },
+	  "t.conf:7: forward: listen address (port 2121) already used by forward at t.conf:6" },
+	{ CONF_EDGE, EDGE_MIN "forward = [::1]:2121 -> b:1\n", { NULL }, NULL },
+	{ CONF_EDGE, EDGE_MIN "stats = 127.0.0.1:2121\n", { NULL },
+	  "t.conf:6: forward: listen address (port 2121) already used by stats at t.conf:7" },
+	{ CONF_EDGE, EDGE_MIN "transparent = 2121\n", { NULL },
+	  "t.conf:6: forward: listen address (port 2121) already used by transparent at t.conf:7" },
+	{ CONF_CORE, CORE_MIN "stats = 127.0.0.1:4433\n", { NULL },
+	  "t.conf:6: stats: listen address (port 4433) already used by listen at t.conf:1" },
 	{ CONF_EDGE, "store_size = 10X\n", { NULL }, "t.conf:1: store_size: expected a size like 512M or 100G (suffixes K, M, G, T)" },
 	{ CONF_EDGE, "store_size = 1K\n", { NULL }, "t.conf:1: store_size: store_size too small (minimum 1M)" },
 	{ CONF_EDGE, "store_size = 99999999999T\n", { NULL }, "t.conf:1: store_size: size out of range" },
@@ -254,6 +263,35 @@ static void test_units(void **state)
 }
 
 /* Writes text to a fresh temporary file; returns its malloc'd path. */
+/* A CA with edge and core certificates (wanopt pki init), made once: the
+ * daemons check that their TLS files load before they start. */
+static char pki_top[64], pki_dir[80];
+
+static void test_pki_remove(void)
+{
+	static const char *const files[] = { "ca.crt", "ca.key", "edge.crt", "edge.key", "core.crt", "core.key" };
+	char path[128];
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		snprintf(path, sizeof path, "%s/%s", pki_dir, files[i]);
+		unlink(path);
+	}
+	rmdir(pki_dir);
+	rmdir(pki_top);
+}
+
+static const char *test_pki(void)
+{
+	if (!pki_dir[0]) {
+		snprintf(pki_top, sizeof pki_top, "/tmp/wanopt-test-pki-XXXXXX");
+		assert_non_null(mkdtemp(pki_top));
+		snprintf(pki_dir, sizeof pki_dir, "%s/p", pki_top);
+		atexit(test_pki_remove);
+		char *argv[] = { "pki", "init", pki_dir };
+		assert_int_equal(px_cmd_pki(3, argv), 0);
+	}
+	return pki_dir;
+}
+
 static char *write_tmp(const char *text)
 {
 	char *path = strdup("/tmp/wanopt-test-conf-XXXXXX");
@@ -342,8 +380,14 @@ static void test_examples_cli(void **state)
 	conf_free(cf);
 	char *bad[] = { "conf", "core", "-c", "conf/edge.conf" };
 	assert_int_equal(px_cmd_conf(4, bad), 2);
-	char *good[] = { "conf", "edge", "-c", "conf/edge.conf", "--log_level=warn" };
-	assert_int_equal(px_cmd_conf(5, good), 0);
+	char *nocert[] = { "conf", "edge", "-c", "conf/edge.conf", "--log_level=warn" };
+	assert_int_equal(px_cmd_conf(5, nocert), 2); /* conf/pki/ does not exist */
+	char crt[128], key[128], ca[128];
+	snprintf(crt, sizeof crt, "--tls_cert=%s/edge.crt", test_pki());
+	snprintf(key, sizeof key, "--tls_key=%s/edge.key", test_pki());
+	snprintf(ca, sizeof ca, "--tls_ca=%s/ca.crt", test_pki());
+	char *good[] = { "conf", "edge", "-c", "conf/edge.conf", "--log_level=warn", crt, key, ca };
+	assert_int_equal(px_cmd_conf(8, good), 0);
 }
 
 /* Reads what the logger wrote into the pipe. */
@@ -443,14 +487,18 @@ static void test_daemon(void **state)
 	char *bad[] = { "core", "--listen=x" };
 	assert_int_equal(px_daemon_main(CONF_CORE, 2, bad, &hooks, NULL), 2);
 	char *path = write_tmp(CORE_MIN "stats = 127.0.0.1:19471\nstore_size = 3G\n");
-	char *argv[] = { "core", "-c", path, "--log_level=warn" };
+	char crt[128], key[128], ca[128];
+	snprintf(crt, sizeof crt, "--tls_cert=%s/core.crt", test_pki());
+	snprintf(key, sizeof key, "--tls_key=%s/core.key", test_pki());
+	snprintf(ca, sizeof ca, "--tls_ca=%s/ca.crt", test_pki());
+	char *argv[] = { "core", "-c", path, "--log_level=warn", crt, key, ca };
 	int p[2];
 	assert_int_equal(pipe(p), 0);
 	pid_t pid = fork();
 	if (pid == 0) {
 		close(p[0]);
 		hook_fd = p[1];
-		_exit(px_daemon_main(CONF_CORE, 4, argv, &hooks, NULL));
+		_exit(px_daemon_main(CONF_CORE, 7, argv, &hooks, NULL));
 	}
 	close(p[1]);
 	expect(p[0], "start");
