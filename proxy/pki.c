@@ -345,8 +345,10 @@ static void pki_usage(FILE *f)
 		"  --days=N          validity (default 3650)\n"
 		"  --key=TYPE        ec (P-256, default) or ed25519\n"
 		"  --edge-san=LIST   names/IPs of the edge (default wanopt-edge)\n"
-		"  --core-san=LIST   names/IPs of the core (default wanopt-core,localhost,127.0.0.1,::1)\n"
-		"  --san=LIST        names/IPs for `issue` (default NAME)\n"
+		"  --core-san=LIST   names/IPs of the core (default wanopt-core,localhost,127.0.0.1,::1);\n"
+		"                    wanopt-core, the name edges check, is always added\n"
+		"  --san=LIST        names/IPs for `issue` (default NAME); a certificate for a core\n"
+		"                    must include wanopt-core\n"
 		"  --ca-name=NAME    the CA's common name (default \"wanopt CA\")\n");
 }
 

@@ -5,7 +5,7 @@
 set -eu
 W=${BINDIR:-bin}/wanopt
 T=$(mktemp -d /tmp/wanopt-drecli.XXXXXX)
-trap 'umount "$T/full" 2>/dev/null; rm -rf "$T"' EXIT
+trap 'umount "$T/full" 2>/dev/null || true; rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # v1: 3 MB of a source tree; v2: the same with 20 insertions
