@@ -624,10 +624,28 @@ uint64_t dre_store_id(const dre_store *st)
 	return st->id;
 }
 
+/* 1 if e's payload (after its header hdr) is intact: the record checksum and
+ * the SHA-256 in the header both match what is on disk. */
+static int payload_sound(const struct dre_sfile *f, const dre_ent *e, const uint8_t hdr[DRE_REC_HDR],
+			 uint8_t *buf, dre_fp *fp)
+{
+	uint8_t h[32];
+	return pread(f->fd, buf, e->len, (off_t)e->off + DRE_REC_HDR) == (ssize_t)e->len && !dre_rec_check(hdr, buf) &&
+	       !dre_fp_sha256(fp, buf, e->len, h) && !memcmp(h, hdr + 8, 32);
+}
+
 int dre_store_check(dre_store *st, char *err, size_t errlen)
 {
 	int rc = 0;
 	uint64_t bytes = 0, count = 0;
+	uint8_t *buf = malloc(DRE_CHUNK_MAX);
+	dre_fp *fp = dre_fp_new();
+	if (!buf || !fp) {
+		free(buf);
+		dre_fp_free(fp);
+		dre_seterr(err, errlen, "out of memory");
+		return DRE_ENOMEM;
+	}
 	pthread_mutex_lock(&st->mu);
 	dre_wq_drain(st);
 	for (size_t i = 0; i <= st->idx.mask && !rc; i++) {
@@ -645,6 +663,10 @@ int dre_store_check(dre_store *st, char *err, size_t errlen)
 			   dre_fp_tag(hdr + 8) != e->tag) {
 			dre_seterr(err, errlen, "chunk %016" PRIx64 ": record header mismatch", e->tag);
 			rc = DRE_ESTORE;
+		} else if (!payload_sound(f, e, hdr, buf, fp)) {
+			dre_seterr(err, errlen, "chunk %016" PRIx64 " in %08" PRIu32 ".dat at %" PRIu32
+				   ": its data does not match its checksum and fingerprint", e->tag, e->file, e->off);
+			rc = DRE_ESTORE;
 		}
 	}
 	if (!rc && (count != st->idx.count || bytes != st->data_bytes)) {
@@ -660,6 +682,8 @@ int dre_store_check(dre_store *st, char *err, size_t errlen)
 		rc = DRE_ESTORE;
 	}
 	pthread_mutex_unlock(&st->mu);
+	free(buf);
+	dre_fp_free(fp);
 	return rc;
 }
 

@@ -39,6 +39,8 @@ static void dre_usage(FILE *f)
 		"\n"
 		"encode/decode run the DRE codec against a persistent segment store: what one\n"
 		"run learns, the next run (and the peer's decoder with its own DIR) reuses.\n"
+		"check reads the whole store: the index against the data files, and every\n"
+		"chunk's bytes against its checksum and SHA-256 fingerprint.\n"
 		"options:\n"
 		"  --store DIR        segment store directory (created if absent)\n"
 		"  --store-size SIZE  bound on the store's disk use, e.g. 512M, 4G; kept with the store\n"
@@ -350,10 +352,16 @@ static int run_stats(struct cli *c, int check)
 	int rc = 0;
 	if (check) {
 		rc = dre_store_check(st, err, sizeof err);
+		dre_store_stats ss;
+		dre_store_get_stats(st, &ss);
 		if (rc)
 			fprintf(stderr, "wanopt dre check: %s: %s\n", c->store, err);
 		else
-			printf("%s: consistent\n", c->store);
+			printf("%s: consistent (every chunk's data matches its fingerprint)\n", c->store);
+		if (ss.dropped_records)
+			printf("%s: %" PRIu64 " records failed their checksum when the store was opened (a torn write, "
+			       "or damage) and were dropped with what followed them in their file\n",
+			       c->store, ss.dropped_records);
 		dre_store_close(st);
 		return rc ? 1 : 0;
 	}
