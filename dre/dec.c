@@ -99,6 +99,7 @@ void dre_dec_free(dre_dec *d)
 	dre_fp_free(d->fp);
 	dre_buf_free(&d->in);
 	dre_buf_free(&d->out);
+	dre_buf_free(&d->undo);
 	free(d->win);
 	free(d);
 }
@@ -223,7 +224,9 @@ static int frame_apply(dre_dec *d, struct dre_qframe *f, dre_out_fn out, void *a
 	d->fs_on = !may_defer && d->version >= 2;
 	if (d->fs_on)
 		dre_fsum_begin(&d->fs, d->seed ^ key);
+	d->in_frame = 1;
 	int rc = f->h.type == DRE_FT_DATA ? dre_dec_ops(d, f) : dre_dec_learn_ops(d, f);
+	d->in_frame = 0;
 	struct dre_vjob vj = { f->h.sum, d->seed ^ key, d->version, out, arg };
 	int defer = !rc && may_defer;
 	if (!rc && !defer &&
@@ -242,8 +245,8 @@ static int frame_apply(dre_dec *d, struct dre_qframe *f, dre_out_fn out, void *a
 		else if (orc > 0)
 			d->paused = 1;
 	}
-	/* the frame's new chunks are stored even if it failed: they are sound */
-	int crc = dre_dec_commit(d, defer ? &vj : NULL);
+	/* a failed frame's new chunks are stored too (they are sound), not its links */
+	int crc = rc ? dre_dec_discard(d) : dre_dec_commit(d, defer ? &vj : NULL);
 	return rc ? rc : crc;
 }
 

@@ -103,6 +103,8 @@ struct dre_dec {
 	uint64_t prev;            /* last chunk output: used only by whoever runs sops */
 	dre_buf sops;             /* store operations of the frame being rebuilt */
 	size_t sops_done;         /* how many of them already ran (forced early) */
+	int in_frame;             /* rebuilding: links made by ops forced early are journaled */
+	dre_buf undo;             /* that journal: struct dre_undo, restored if the frame fails */
 	struct dre_dwork w;
 	dre_buf out;              /* the frame being rebuilt */
 	uint8_t *win;             /* delta base window */
@@ -117,6 +119,16 @@ struct dre_dec {
 	dre_codec_stats stats;
 };
 
+/* A successor a frame's early store operations changed: chunk `tag` had `next`. */
+struct dre_undo {
+	uint64_t tag, next;
+};
+
+/* The frame being rebuilt failed (checksum, miss, corrupt): store its new
+ * chunks (they are sound: fingerprinted here) but none of its links, and
+ * undo the links its operations forced early made, so a bad frame never
+ * leaves a wrong successor for later streams to follow.  0 or a store error. */
+int dre_dec_discard(dre_dec *d);
 /* Record a store operation for the frame being rebuilt. */
 int dre_dec_sop(dre_dec *d, uint32_t kind, uint32_t len, uint64_t arg);
 /* Make every recorded store operation take effect now, those of the frames

@@ -36,9 +36,36 @@ static size_t sops_hash(dre_fp *fp, const struct dre_sop *ops, size_t i, size_t 
 	return i;
 }
 
-/* Run ops[0..n) against data; *prev carries the chain between calls. */
+/* Run op o (a PUT's fingerprint in hp) with `prev` before it.  With links 0
+ * (a failed frame) it stores and marks chunks only; with undo, a successor it
+ * changes is journaled there first. */
+static int sop_apply(dre_store *st, const struct dre_sop *o, const uint8_t *hp, uint64_t tag, uint64_t prev,
+		     const uint8_t *data, uint32_t peer_bit, int links, dre_buf *undo)
+{
+	struct dre_undo u = { prev, 0 };
+	int journal = links && undo && dre_store_next_of(st, prev, &u.next);
+	if (sop_is_put(o)) {
+		/* what the peer sent, it holds */
+		int rc = dre_store_add(st, hp, data + o->arg, o->len, links ? prev : 0, peer_bit,
+				       o->kind == SOP_PUTL);
+		if (rc < 0)
+			return rc;
+	} else if (links) {
+		dre_store_hit(st, prev, tag);
+		dre_store_mark(st, tag, peer_bit);
+	} else {
+		dre_store_mark(st, tag, peer_bit);
+	}
+	uint64_t now = u.next;
+	if (journal && dre_store_next_of(st, prev, &now) && now != u.next && dre_buf_add(undo, &u, sizeof u))
+		return DRE_ENOMEM;
+	return 0;
+}
+
+/* Run ops[0..n) against data; *prev carries the chain between calls.  links
+ * and undo: as for sop_apply. */
 static int sops_run(dre_store *st, dre_fp *fp, uint64_t *prev, const struct dre_sop *ops, size_t n,
-		    const uint8_t *data, uint32_t peer_bit)
+		    const uint8_t *data, uint32_t peer_bit, int links, dre_buf *undo)
 {
 	uint8_t h[DRE_FP_BATCH][32];
 	size_t hashed = 0, next_h = 0; /* puts before ops[hashed] are in h[], from h[next_h] */
@@ -59,13 +86,11 @@ static int sops_run(dre_store *st, dre_fp *fp, uint64_t *prev, const struct dre_
 				return DRE_EINVAL;
 			const uint8_t *hp = h[next_h++];
 			tag = dre_fp_tag(hp);
-			/* what the peer sent, it holds */
-			int rc = dre_store_add(st, hp, data + o->arg, o->len, *prev, peer_bit, o->kind == SOP_PUTL);
+			int rc = sop_apply(st, o, hp, tag, *prev, data, peer_bit, links, undo);
 			if (rc < 0)
 				return rc;
 		} else {
-			dre_store_hit(st, *prev, tag);
-			dre_store_mark(st, tag, peer_bit);
+			sop_apply(st, o, NULL, tag, *prev, data, peer_bit, links, undo);
 		}
 		*prev = tag;
 	}
@@ -90,7 +115,7 @@ static int work_job(void *arg)
 	struct dre_dslot *s = &w->slot[w->take++ % DRE_DEC_DEPTH];
 	int rc = s->verify && !w->t.err ? verify_out(&s->vj, &s->data) : 0;
 	return rc ? rc : sops_run(d->st, w->fp, &d->prev, (struct dre_sop *)s->ops.p,
-				  s->ops.len / sizeof(struct dre_sop), s->data.p, d->peer_bit);
+				  s->ops.len / sizeof(struct dre_sop), s->data.p, d->peer_bit, 1, NULL);
 }
 
 int dre_dec_work_start(dre_dec *d)
@@ -125,9 +150,26 @@ int dre_dec_sync(dre_dec *d)
 	if (n == d->sops_done)
 		return 0;
 	rc = sops_run(d->st, d->fp, &d->prev, (struct dre_sop *)d->sops.p + d->sops_done,
-		      n - d->sops_done, d->out.p, d->peer_bit);
+		      n - d->sops_done, d->out.p, d->peer_bit, 1, d->in_frame ? &d->undo : NULL);
 	d->sops_done = n;
 	return rc;
+}
+
+int dre_dec_discard(dre_dec *d)
+{
+	int rc = dre_worker_wait(&d->w.t);
+	size_t n = d->sops.len / sizeof(struct dre_sop);
+	uint64_t prev = 0;
+	int src = n > d->sops_done ? sops_run(d->st, d->fp, &prev, (struct dre_sop *)d->sops.p + d->sops_done,
+					      n - d->sops_done, d->out.p, d->peer_bit, 0, NULL)
+				   : 0;
+	const struct dre_undo *u = (const struct dre_undo *)d->undo.p;
+	for (size_t i = d->undo.len / sizeof *u; i-- > 0;)
+		dre_store_set_next(d->st, u[i].tag, u[i].next);
+	d->undo.len = 0;
+	d->sops.len = d->sops_done = 0;
+	d->prev = 0; /* what follows does not continue a frame that failed */
+	return rc ? rc : src;
 }
 
 /* Swap two buffers; a keeps b's memory, emptied. */
@@ -149,9 +191,13 @@ int dre_dec_commit(dre_dec *d, const struct dre_vjob *vj)
 		if (rc)
 			return rc;
 		rc = vj ? verify_out(vj, &d->out) : 0;
-		if (!rc)
-			rc = dre_dec_sync(d);
+		if (rc) {
+			dre_dec_discard(d); /* the frame's failure is what to report */
+			return rc;
+		}
+		rc = dre_dec_sync(d);
 		d->sops.len = d->sops_done = 0;
+		d->undo.len = 0;
 		return rc;
 	}
 	int rc = dre_worker_wait_below(&w->t, DRE_DEC_DEPTH);

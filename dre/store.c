@@ -454,19 +454,46 @@ int dre_store_same(dre_store *st, const dre_ent *e, const uint8_t h[32])
 }
 
 /* Record b as a's successor if a has none (LINK record); lock held. */
+/* Make b (0: none) the successor of index entry e (chunk a), with a LINK
+ * record so that a reopen replays it; lock held. */
+static void set_next_locked(dre_store *st, dre_ent *e, uint64_t a, uint64_t b)
+{
+	uint8_t hdr[DRE_REC_HDR], ab[32] = { 0 };
+	uint32_t file, off;
+	memcpy(ab, &a, 8);
+	memcpy(ab + 8, &b, 8);
+	dre_rec_header(hdr, DRE_REC_LINK, 0, ab, 0, NULL);
+	e->next = b;
+	if (append_rec(st, hdr, NULL, 0, &file, &off) == 0)
+		act_note(st, a, b, 0, DRE_IDX_LINK);
+}
+
 static void link_locked(dre_store *st, uint64_t a, uint64_t b)
 {
 	dre_ent *e = a && b && a != b ? dre_idx_get(&st->idx, a) : NULL;
-	if (e && !e->next) {
-		uint8_t hdr[DRE_REC_HDR], ab[32] = { 0 };
-		uint32_t file, off;
-		memcpy(ab, &a, 8);
-		memcpy(ab + 8, &b, 8);
-		dre_rec_header(hdr, DRE_REC_LINK, 0, ab, 0, NULL);
-		e->next = b;
-		if (append_rec(st, hdr, NULL, 0, &file, &off) == 0)
-			act_note(st, a, b, 0, DRE_IDX_LINK);
-	}
+	if (e && !e->next)
+		set_next_locked(st, e, a, b);
+}
+
+int dre_store_next_of(dre_store *st, uint64_t tag, uint64_t *next)
+{
+	pthread_mutex_lock(&st->mu);
+	dre_ent *e = tag ? dre_idx_get(&st->idx, tag) : NULL;
+	if (e)
+		*next = e->next;
+	pthread_mutex_unlock(&st->mu);
+	return e != NULL;
+}
+
+void dre_store_set_next(dre_store *st, uint64_t a, uint64_t b)
+{
+	if (st->readonly || !a || a == b)
+		return;
+	pthread_mutex_lock(&st->mu);
+	dre_ent *e = dre_idx_get(&st->idx, a);
+	if (e && e->next != b)
+		set_next_locked(st, e, a, b);
+	pthread_mutex_unlock(&st->mu);
 }
 
 void dre_store_relink(dre_store *st, uint64_t a, uint64_t b)

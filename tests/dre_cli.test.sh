@@ -137,4 +137,41 @@ cmp -s "$T/flip.out" <(head -c "$(stat -c %s "$T/flip.out")" "$T/v1") || fail "f
 # a decoder store that lacks what v2 references: a clear miss, no output of wrong bytes
 set +e; "$W" dre decode --store "$T/E" < "$T/v2.dre" > "$T/miss.out" 2> "$T/err"; rc=$?; set -e
 [ $rc -eq 1 ] && grep -q "missing from the store" "$T/err" || fail "miss: exit $rc: $(cat "$T/err")"
+# A corrupt frame must not leave wrong links behind: after a damaged copy of
+# s2 fails to decode into a copy of the decoder store, the real s2 and then
+# s3 (which follows s2's order) still decode.  Bytes of s2 are flipped every
+# 7 through its first frame's header and ops, every 61 after.
+python3 - "$T" "$W" <<'PY' || fail "corrupt frames left a store that cannot go on"
+import random, shutil, subprocess, sys
+t, w = sys.argv[1], sys.argv[2]
+src = open(t + "/v1", "rb").read()[:2000000]
+def edit(b, seed):
+    r = random.Random(seed); b = bytearray(b)
+    for _ in range(50):
+        i = r.randrange(len(b)); b[i:i] = bytes(r.randrange(256) for _ in range(20))
+    return bytes(b)
+s = [src, edit(src, 1)]
+s.append(edit(s[1], 2))
+def run(mode, store, data):
+    p = subprocess.run([w, "dre", mode, "--store", store], input=data, capture_output=True)
+    return p.returncode, p.stdout, p.stderr.decode()
+enc = [run("encode", t + "/LA", v)[1] for v in s]
+run("decode", t + "/LB", enc[0])
+offs = list(range(14, min(1000, len(enc[1])), 7)) + list(range(1000, len(enc[1]), 61))
+tried = broken = 0
+for off in offs:
+    bad = bytearray(enc[1]); bad[off] ^= 0x10
+    shutil.rmtree(t + "/LS", ignore_errors=True); shutil.copytree(t + "/LB", t + "/LS")
+    if run("decode", t + "/LS", bytes(bad))[0] == 0:
+        continue
+    tried += 1
+    for k in (1, 2):
+        rc, out, err = run("decode", t + "/LS", enc[k])
+        if rc or out != s[k]:
+            print("FAIL: s%d after a bad s2 (byte %d): %s" % (k + 1, off, err.strip()))
+            broken += 1
+            break
+print("corrupt frames: %d damaged streams refused, %d left the store unable to go on" % (tried, broken))
+sys.exit(1 if broken or not tried else 0)
+PY
 echo "dre CLI: round trips, errors and corrupt input OK"
