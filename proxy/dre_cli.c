@@ -27,6 +27,7 @@ struct cli {
 	uint64_t size;
 	int json, verbose, sync;
 	dre_enc_opts eo;
+	const char *enc_only; /* the first encoder option given (--lz, --chunks, ...) */
 };
 
 static void dre_usage(FILE *f)
@@ -46,7 +47,7 @@ static void dre_usage(FILE *f)
 		"  --store-size SIZE  bound on the store's disk use, e.g. 512M, 4G; kept with the store\n"
 		"                     (default: the size it was last given, else 1G)\n"
 		"  --lz MODE          residual coder: auto (default), zstd, lz4, none\n"
-		"  --level N          zstd level (default 3)\n"
+		"  --level N          zstd level 1..19 (default 3, or by --link-rate); not with lz4/none\n"
 		"  --link-rate BPS    link speed hint for --lz auto, bits/s (k/M/G suffixes)\n"
 		"  --frame SIZE       input bytes per frame (default 1M)\n"
 		"  --no-dedup         LZ only: no references, nothing stored\n"
@@ -93,7 +94,10 @@ static int parse_args(int argc, char **argv, struct cli *c)
 	int ch;
 	uint64_t v;
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
+	int at;
+	while ((ch = getopt_long(argc, argv, "vh", opts, &at)) != -1) {
+		if (strchr("zlrfnc", ch) && !c->enc_only)
+			c->enc_only = opts[at].name;
 		switch (ch) {
 		case 's': c->store = optarg; break;
 		case 'S':
@@ -135,7 +139,9 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		case 'n': c->eo.no_dedup = 1; break;
 		case 'y': c->sync = 1; break;
 		case 'c':
-			if (sscanf(optarg, "%u:%u:%u", &c->eo.chunk_min, &c->eo.chunk_avg, &c->eo.chunk_max) != 3 ||
+			at = -1;
+			if (sscanf(optarg, "%u:%u:%u%n", &c->eo.chunk_min, &c->eo.chunk_avg, &c->eo.chunk_max, &at) != 3 ||
+			    optarg[at] || strchr(optarg, '-') ||
 			    c->eo.chunk_min < 64 || c->eo.chunk_min >= c->eo.chunk_avg ||
 			    c->eo.chunk_avg >= c->eo.chunk_max || c->eo.chunk_max > DRE_CHUNK_MAX) {
 				fprintf(stderr, "wanopt dre: --chunks '%s': want MIN:AVG:MAX bytes, 64 <= MIN < AVG < MAX <= %u\n",
@@ -155,6 +161,11 @@ static int parse_args(int argc, char **argv, struct cli *c)
 	}
 	if (!c->store) {
 		fprintf(stderr, "wanopt dre: --store DIR is required\n");
+		return 2;
+	}
+	if (c->eo.level && (c->eo.lz == DRE_LZ_LZ4 || c->eo.lz == DRE_LZ_NONE)) {
+		fprintf(stderr, "wanopt dre: --level is a zstd level: not with --lz %s\n",
+			c->eo.lz == DRE_LZ_LZ4 ? "lz4" : "none");
 		return 2;
 	}
 	return 0;
@@ -382,7 +393,11 @@ static int run_stats(struct cli *c, int check)
 		printf("bytes        %" PRIu64 " of chunk data, %" PRIu64 " on disk in %" PRIu64 " files\n",
 		       s.data_bytes, s.disk_bytes, s.files);
 		printf("fill         %.1f %% of %" PRIu64 " bytes\n", fill, s.size_limit);
-		printf("index memory %" PRIu64 " bytes (%.1f MiB per GiB stored)\n", s.index_bytes, per_gib / (1 << 20));
+		if (s.data_bytes >= (64u << 20))
+			printf("index memory %" PRIu64 " bytes (%.1f MiB per GiB stored)\n", s.index_bytes,
+			       per_gib / (1 << 20));
+		else /* the table's starting size would dominate a per-GiB figure */
+			printf("index memory %" PRIu64 " bytes\n", s.index_bytes);
 		if (s.dropped_records)
 			printf("dropped      %" PRIu64 " torn records at open\n", s.dropped_records);
 	}
@@ -401,6 +416,11 @@ int px_cmd_dre(int argc, char **argv)
 	int rc = parse_args(argc - 1, argv + 1, &c);
 	if (rc)
 		return rc;
+	if (c.enc_only && strcmp(act, "encode")) {
+		fprintf(stderr, "wanopt dre %s: --%s applies to encode only (a stream says how it was encoded)\n", act,
+			c.enc_only);
+		return 2;
+	}
 	if (!strcmp(act, "encode"))
 		return run_codec(&c, 0);
 	if (!strcmp(act, "decode"))

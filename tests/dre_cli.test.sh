@@ -101,6 +101,13 @@ if mount -t tmpfs -o size=1m tmpfs "$T/full" 2>/dev/null; then
 	[ $rc -eq 1 ] || fail "full store with --sync: exit $rc: $(cat "$T/err")"
 	umount "$T/full"
 fi
+# options that do not apply, and a stream header with unknown flags
+expect 2 "applies to encode only" "$W" dre decode --store "$T/B" --chunks 2048:4096:16384
+expect 2 "want MIN:AVG:MAX" "$W" dre encode --store "$T/B" --chunks 2048:4096:16384junk
+expect 2 "not with --lz lz4" "$W" dre encode --store "$T/B" --lz lz4 --level 5
+python3 -c "import sys; b = bytearray(open(sys.argv[1], 'rb').read()); b[5] = 7; open(sys.argv[2], 'wb').write(b)" \
+	"$T/v1.dre" "$T/flags.dre"
+expect 1 "corrupt" "$W" dre decode --store "$T/flags" < "$T/flags.dre"
 # a closed stdout or stdin: an error (the store's files must not take their place)
 set +e; "$W" dre encode --store "$T/cl" < "$T/v1" >&- 2> "$T/err"; rc=$?; set -e
 [ $rc -eq 1 ] && grep -q "writing stdout: Bad file descriptor" "$T/err" || fail "closed stdout: exit $rc: $(cat "$T/err")"
