@@ -347,9 +347,11 @@ static int core_start(struct px_daemon *d, void *arg)
 		}
 		k->w[i].threaded = 1;
 	}
-	const struct conf_addr *l = conf_listen(c);
-	log_info("core %s: tunnel listener on %s:%u, %d worker%s", k->node.name, l->host,
-		 tun_server_port(k->w[0].srv), k->nw, k->nw > 1 ? "s" : "");
+	struct conf_addr l = *conf_listen(c);
+	char la[CONF_HOST_MAX + 16];
+	l.port = tun_server_port(k->w[0].srv);
+	log_info("core %s: tunnel listener on %s, %d worker%s", k->node.name, conf_addr_format(&l, la, sizeof la),
+		 k->nw, k->nw > 1 ? "s" : "");
 	if (px_warm_serve(k->warms, k->nw, k->node.env.base, px_daemon_http(d)))
 		log_warn("warm: cannot serve /warm on the stats address");
 	return 0;

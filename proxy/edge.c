@@ -325,8 +325,9 @@ static int open_forwards(struct px_edge *e, const struct conf *c)
 				  strerror(errno));
 			return -1;
 		}
-		log_info("forward %s:%u -> %s:%u", f->rule.listen.host, f->rule.listen.port, f->rule.target.host,
-			 f->rule.target.port);
+		char la[CONF_HOST_MAX + 16], ta[CONF_HOST_MAX + 16];
+		log_info("forward %s -> %s", conf_addr_format(&f->rule.listen, la, sizeof la),
+			 conf_addr_format(&f->rule.target, ta, sizeof ta));
 	}
 	return 0;
 }
@@ -425,7 +426,7 @@ static void edge_drain(struct px_daemon *d, void *arg)
 	if (e->tp)
 		evconnlistener_free(e->tp);
 	e->tp = NULL;
-	log_info("draining: %u connections left", e->node.env.active);
+	log_info("draining: %u connection%s left", e->node.env.active, e->node.env.active == 1 ? "" : "s");
 	e->node.env.on_idle = edge_idle;
 	if (!e->node.env.active)
 		px_daemon_exit(d, 0);

@@ -219,11 +219,19 @@ char *stats_stream_summary(const struct stats_stream *st, char *buf, size_t len)
 		return buf;
 	}
 	stats_snap_load(&sn, ((struct stats_stream *)st)->ctr);
-	snprintf(buf, len, "lan %s wan %s (%.1f %% less) dre hits %s lz %.2fx asks %llu",
-		 stats_human(snap_lan(&sn), a, sizeof a), stats_human(snap_wan(&sn), b, sizeof b),
-		 stats_reduction(snap_lan(&sn), snap_wan(&sn)),
-		 stats_human(sn.v[STATS_DRE_HIT], c, sizeof c),
-		 stats_lz_ratio(sn.v[STATS_LZ_IN], sn.v[STATS_LZ_OUT]),
+	uint64_t lan = snap_lan(&sn), wan = snap_wan(&sn);
+	char red[48], lz[24];
+	/* a tiny stream costs more on the WAN (framing) than it carries: say so */
+	if (!lan || wan > lan)
+		snprintf(red, sizeof red, "%s", !lan ? "nothing carried" : "framing exceeds data");
+	else
+		snprintf(red, sizeof red, "%.1f %% less", stats_reduction(lan, wan));
+	if (sn.v[STATS_LZ_IN])
+		snprintf(lz, sizeof lz, "%.2fx", stats_lz_ratio(sn.v[STATS_LZ_IN], sn.v[STATS_LZ_OUT]));
+	else
+		snprintf(lz, sizeof lz, "-");
+	snprintf(buf, len, "lan %s wan %s (%s) dre hits %s lz %s asks %llu", stats_human(lan, a, sizeof a),
+		 stats_human(wan, b, sizeof b), red, stats_human(sn.v[STATS_DRE_HIT], c, sizeof c), lz,
 		 (unsigned long long)sn.v[STATS_ASKS]);
 	return buf;
 }
@@ -314,14 +322,14 @@ static void prom_totals(FILE *f, struct stats *s)
 		(unsigned long long)t.v[STATS_WAN_IN], (unsigned long long)t.v[STATS_WAN_OUT]);
 	prom_head(f, "reduction_percent", "gauge", "100 x (1 - WAN bytes / LAN bytes) since start.");
 	fprintf(f, "wanopt_reduction_percent %.2f\n", stats_reduction(snap_lan(&t), snap_wan(&t)));
-	prom_head(f, "dre_hit_bytes_total", "counter", "Bytes sent as references to chunks the peer holds.");
+	prom_head(f, "dre_hit_bytes_total", "counter", "Stream bytes that crossed the tunnel as references to stored chunks, either direction (encoded or decoded here).");
 	fprintf(f, "wanopt_dre_hit_bytes_total %llu\n", (unsigned long long)t.v[STATS_DRE_HIT]);
 	prom_head(f, "lz_bytes_total", "counter", "Bytes into (in) and out of (out) LZ compression.");
 	fprintf(f, "wanopt_lz_bytes_total{dir=\"in\"} %llu\nwanopt_lz_bytes_total{dir=\"out\"} %llu\n",
 		(unsigned long long)t.v[STATS_LZ_IN], (unsigned long long)t.v[STATS_LZ_OUT]);
 	prom_head(f, "lz_ratio", "gauge", "LZ input bytes / output bytes since start.");
 	fprintf(f, "wanopt_lz_ratio %.3f\n", stats_lz_ratio(t.v[STATS_LZ_IN], t.v[STATS_LZ_OUT]));
-	prom_head(f, "asks_total", "counter", "Chunks asked for because the decoder lacked them.");
+	prom_head(f, "asks_total", "counter", "Frames asked for again because the decoder lacked data they referenced.");
 	fprintf(f, "wanopt_asks_total %llu\n", (unsigned long long)t.v[STATS_ASKS]);
 }
 
@@ -373,9 +381,9 @@ static void prom_streams(FILE *f, const struct stats_row *rows, size_t n)
 		{ "lan_bytes", "Stream LAN bytes, both directions." },
 		{ "wan_bytes", "Stream tunnel payload bytes, both directions." },
 		{ "reduction_percent", "Stream 100 x (1 - WAN / LAN)." },
-		{ "dre_hit_bytes", "Stream bytes sent as references." },
+		{ "dre_hit_bytes", "Stream bytes that crossed as references, either direction." },
 		{ "lz_ratio", "Stream LZ input / output." },
-		{ "asks", "Stream chunks asked for." },
+		{ "asks", "Stream frames asked for again." },
 	};
 	for (size_t k = 0; k < sizeof fam / sizeof fam[0]; k++) {
 		fprintf(f, "# HELP wanopt_stream_%s %s\n# TYPE wanopt_stream_%s gauge\n",

@@ -224,7 +224,7 @@ static void test_http(void **state)
 	assert_int_equal(rc, 0);
 	static const char *const want[] = {
 		"wanopt edge at 127.0.0.1:", "tunnel up, tunnel RTT 40.1 ms\n",
-		"store 1.1 GB of 10.7 GB (10.0 %), 7 evictions; streams 2 active, 2 opened\n",
+		"store 1.0 GiB of 10.0 GiB (10.0 %), 7 evictions; streams 2 active, 2 opened\n",
 		"total          1.0 MB      55.0 KB     94.5 %     900.0 KB     3.00x      2\n",
 		"10.0.0.5:41000 -> 10.1.1.1:21", "[fd00::5]:5000 -> [fd01::1]:443",
 	};
