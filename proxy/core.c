@@ -176,7 +176,19 @@ static void resolved(int err, struct evutil_addrinfo *ai, void *arg)
 		log_warn("resolve %s: %s", rs->name, evutil_gai_strerror(err));
 		px_relay_fail(rs->r, PROTO_RST_CONNECT, "cannot resolve the target");
 	} else {
-		dial(rs->core, rs->r, px_relay_bev(rs->r), ai->ai_addr, ai->ai_addrlen);
+		/* the first address `allow` admits (a name may resolve to several,
+		 * e.g. ::1 and 127.0.0.1); none: the first, to be refused and logged */
+		const struct conf *c = px_daemon_conf(rs->core->k->d);
+		struct evutil_addrinfo *pick = ai;
+		for (struct evutil_addrinfo *a = ai; a; a = a->ai_next) {
+			uint16_t port = ntohs(a->ai_family == AF_INET ? ((struct sockaddr_in *)a->ai_addr)->sin_port
+								       : ((struct sockaddr_in6 *)a->ai_addr)->sin6_port);
+			if ((a->ai_family == AF_INET || a->ai_family == AF_INET6) && conf_allow_match(c, a->ai_addr, port)) {
+				pick = a;
+				break;
+			}
+		}
+		dial(rs->core, rs->r, px_relay_bev(rs->r), pick->ai_addr, pick->ai_addrlen);
 	}
 
 	if (ai)
