@@ -27,6 +27,8 @@ die() { echo "netem.sh: $*" >&2; exit 2; }
 # tc_args PROFILE DIR: prints the netem arguments for one direction of PROFILE.
 tc_args() {
 	local profile=$1 dir=$2 vars rate delay jitter loss limit mtu pkts
+	# a name (t1) stands for netem/profiles/NAME.conf, as with netem/testbed
+	[ -f "$profile" ] || [ ! -f "$here/profiles/$profile.conf" ] || profile="$here/profiles/$profile.conf"
 	[ -x "$WANEM" ] || die "$WANEM not built (run make): it validates profiles"
 	vars=$("$WANEM" check "$profile") || exit 2
 	eval "$vars"

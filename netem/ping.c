@@ -177,9 +177,9 @@ static int run(struct ping *p)
 }
 
 /* Prints the ping usage to stderr. */
-static void usage(void)
+static void usage(FILE *f)
 {
-	fprintf(stderr, "usage: wanem ping [--count=N] [--interval=MS] [--size=BYTES] [--wait=S] "
+	fprintf(f, "usage: wanem ping [--count=N] [--interval=MS] [--size=BYTES] [--wait=S] "
 		"[--quiet] [--json] IPV4\n");
 }
 
@@ -187,25 +187,27 @@ int wn_ping_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "count", 1, 0, 'c' }, { "interval", 1, 0, 'i' }, { "size", 1, 0, 's' },
-		{ "wait", 1, 0, 'w' }, { "quiet", 0, 0, 'q' }, { "json", 0, 0, 'j' }, { 0, 0, 0, 0 },
+		{ "wait", 1, 0, 'w' }, { "quiet", 0, 0, 'q' }, { "json", 0, 0, 'j' }, { "help", 0, 0, 'h' },
+		{ 0, 0, 0, 0 },
 	};
 	struct ping p = { .count = 10, .size = 56, .interval_s = 0.2, .wait_s = 2 };
 	int one = 1, o, rc = 1;
 
-	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (o) {
+		case 'h': usage(stdout); return 0;
 		case 'c': p.count = atoi(optarg); break;
 		case 'i': p.interval_s = atof(optarg) / 1000; break;
 		case 's': p.size = atoi(optarg); break;
 		case 'w': p.wait_s = atof(optarg); break;
 		case 'q': p.quiet = 1; break;
 		case 'j': p.json = p.quiet = 1; break;
-		default: usage(); return 2;
+		default: usage(stderr); return 2;
 		}
 	}
 	if (optind != argc - 1 || p.count < 1 || p.count > WN_PING_MAX || p.size < 0 ||
 	    p.size > WN_PING_MAXSIZE || p.interval_s < 0 || p.wait_s < 0 || p.wait_s > 600) {
-		usage();
+		usage(stderr);
 		return 2;
 	}
 	p.to.sin_family = AF_INET;

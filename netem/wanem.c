@@ -130,9 +130,10 @@ static int check_main(int argc, char **argv)
 	struct wn_profile p;
 	char err[512];
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: wanem check PROFILE\n");
-		return 2;
+	int help = argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
+	if (argc != 2 || help) {
+		fprintf(help ? stdout : stderr, "usage: wanem check PROFILE   (a file, e.g. netem/profiles/t1.conf)\n");
+		return help ? 0 : 2;
 	}
 	if (wn_profile_load(argv[1], &p, err, sizeof err) < 0) {
 		fprintf(stderr, "wanem: %s\n", err);

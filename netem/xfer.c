@@ -241,22 +241,23 @@ static void serve_one(const struct xopt *o, int c)
 	close(c);
 }
 
-/* Parses the options shared by serve and get; returns 0 or -1. */
+/* Parses the options shared by serve and get; returns 0, 1 for --help, or -1. */
 static int parse_opts(int argc, char **argv, struct xopt *o, const char *addrkey)
 {
 	static const struct option opts[] = {
 		{ "listen", 1, 0, 'l' }, { "connect", 1, 0, 'c' }, { "send", 1, 0, 's' },
 		{ "recv", 1, 0, 'r' }, { "send-zero", 1, 0, 'z' }, { "window", 1, 0, 'w' },
 		{ "once", 0, 0, '1' }, { "max-time", 1, 0, 't' }, { "steady-after", 1, 0, 'a' },
-		{ "progress", 0, 0, 'p' },
+		{ "progress", 0, 0, 'p' }, { "help", 0, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
 
 	o->max_time = 3600;
 	o->steady_after = 1;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
+		case 'h': return 1;
 		case 'l': case 'c':
 			if (strcmp(addrkey, c == 'l' ? "listen" : "connect") != 0)
 				return -1;
@@ -286,10 +287,11 @@ int wn_serve_main(int argc, char **argv)
 	socklen_t len;
 	int s, one = 1;
 
-	if (parse_opts(argc, argv, &o, "listen") < 0) {
-		fprintf(stderr, "usage: wanem serve --listen=HOST:PORT (--send=FILE | --send-zero=BYTES | "
+	int prc = parse_opts(argc, argv, &o, "listen");
+	if (prc) {
+		fprintf(prc > 0 ? stdout : stderr, "usage: wanem serve --listen=HOST:PORT (--send=FILE | --send-zero=BYTES | "
 			"--recv=FILE) [--window=BYTES] [--once]\n");
-		return 2;
+		return prc > 0 ? 0 : 2;
 	}
 	if (resolve(o.addr, &ss, &len) < 0) {
 		fprintf(stderr, "wanem serve: bad address '%s' (expected HOST:PORT)\n", o.addr);
@@ -350,10 +352,11 @@ int wn_get_main(int argc, char **argv)
 	double t0, t1, ts = 0, deadline;
 	int s, rc, out = -1;
 
-	if (parse_opts(argc, argv, &o, "connect") < 0) {
-		fprintf(stderr, "usage: wanem get --connect=HOST:PORT (--recv=FILE | --send=FILE | "
+	int prc = parse_opts(argc, argv, &o, "connect");
+	if (prc) {
+		fprintf(prc > 0 ? stdout : stderr, "usage: wanem get --connect=HOST:PORT (--recv=FILE | --send=FILE | "
 			"--send-zero=BYTES) [--window=BYTES] [--max-time=S] [--steady-after=S] [--progress]\n");
-		return 2;
+		return prc > 0 ? 0 : 2;
 	}
 	if (resolve(o.addr, &ss, &len) < 0) {
 		fprintf(stderr, "wanem get: bad address '%s' (expected HOST:PORT)\n", o.addr);
