@@ -24,13 +24,15 @@ dre_fp *dre_fp_new(void)
 	dre_fp *f = calloc(1, sizeof *f);
 	if (!f)
 		return NULL;
+	f->ni = dre_fp_accel();
+	if (f->ni)
+		return f; /* OpenSSL is not needed (nor initialised, which costs a millisecond) */
 	f->md = EVP_MD_fetch(NULL, "SHA256", NULL);
 	f->ctx = EVP_MD_CTX_new();
 	if (!f->md || !f->ctx) {
 		dre_fp_free(f);
 		return NULL;
 	}
-	f->ni = dre_fp_accel();
 	return f;
 }
 
