@@ -90,7 +90,9 @@ static int sops_run(dre_store *st, dre_fp *fp, uint64_t *prev, const struct dre_
 			if (rc < 0)
 				return rc;
 		} else {
-			sop_apply(st, o, NULL, tag, *prev, data, peer_bit, links, undo);
+			int rc = sop_apply(st, o, NULL, tag, *prev, data, peer_bit, links, undo);
+			if (rc < 0)
+				return rc;
 		}
 		*prev = tag;
 	}
@@ -106,16 +108,23 @@ static int verify_out(const struct dre_vjob *vj, const dre_buf *data)
 }
 
 /* The helper thread's job: take the oldest slot in flight, check and output
- * its frame (once an earlier frame failed, nothing more goes out), then run
- * its store operations. */
+ * its frame, then run its store operations.  Once a frame failed (here, or
+ * before: the worker's error, which only this thread sets), nothing more goes
+ * out and the frames still queued behind it store their chunks without links
+ * (see dre_dec_discard): their order continues a frame that failed. */
 static int work_job(void *arg)
 {
 	dre_dec *d = arg;
 	struct dre_dwork *w = &d->w;
 	struct dre_dslot *s = &w->slot[w->take++ % DRE_DEC_DEPTH];
-	int rc = s->verify && !w->t.err ? verify_out(&s->vj, &s->data) : 0;
-	return rc ? rc : sops_run(d->st, w->fp, &d->prev, (struct dre_sop *)s->ops.p,
-				  s->ops.len / sizeof(struct dre_sop), s->data.p, d->peer_bit, 1, NULL);
+	int failed = w->t.err != 0;
+	int rc = s->verify && !failed ? verify_out(&s->vj, &s->data) : 0;
+	int links = !failed && !rc;
+	if (!links)
+		d->prev = 0;
+	int src = sops_run(d->st, w->fp, &d->prev, (struct dre_sop *)s->ops.p, s->ops.len / sizeof(struct dre_sop),
+			   s->data.p, d->peer_bit, links, NULL);
+	return rc ? rc : src;
 }
 
 int dre_dec_work_start(dre_dec *d)

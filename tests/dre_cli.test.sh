@@ -147,7 +147,7 @@ set +e; "$W" dre decode --store "$T/E" < "$T/v2.dre" > "$T/miss.out" 2> "$T/err"
 # A corrupt frame must not leave wrong links behind: after a damaged copy of
 # s2 fails to decode into a copy of the decoder store, the real s2 and then
 # s3 (which follows s2's order) still decode.  Bytes of s2 are flipped every
-# 7 through its first frame's header and ops, every 61 after.
+# 7 through its first 1000 bytes, every 61 after.
 python3 - "$T" "$W" <<'PY' || fail "corrupt frames left a store that cannot go on"
 import random, shutil, subprocess, sys
 t, w = sys.argv[1], sys.argv[2]
@@ -159,10 +159,11 @@ def edit(b, seed):
     return bytes(b)
 s = [src, edit(src, 1)]
 s.append(edit(s[1], 2))
-def run(mode, store, data):
-    p = subprocess.run([w, "dre", mode, "--store", store], input=data, capture_output=True)
+def run(mode, store, data, *extra):
+    p = subprocess.run([w, "dre", mode, "--store", store] + list(extra), input=data, capture_output=True)
     return p.returncode, p.stdout, p.stderr.decode()
-enc = [run("encode", t + "/LA", v)[1] for v in s]
+# small frames: frames queued behind a failed one must not link either
+enc = [run("encode", t + "/LA", v, "--frame", "4096")[1] for v in s]
 run("decode", t + "/LB", enc[0])
 offs = list(range(14, min(1000, len(enc[1])), 7)) + list(range(1000, len(enc[1]), 61))
 tried = broken = 0
