@@ -72,6 +72,10 @@ struct conf *conf_reload(const struct conf *c, char *err, size_t errlen);
 /* 1 (with the first key's name in key) when old and new differ in a key that
  * only takes effect on restart, else 0. */
 int conf_restart_needed(const struct conf *old, const struct conf *c, char *key, size_t keylen);
+/* 1 (with "WHERE: 'key' has no effect on an edge ...: ignored" in buf) when c
+ * sets a key only the other role uses (accepted, as configs written before
+ * it was one side's have it), else 0. */
+int conf_ignored(const struct conf *c, char *buf, size_t len);
 /* Frees; NULL is fine. */
 void conf_free(struct conf *c);
 

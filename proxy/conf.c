@@ -320,13 +320,13 @@ static const struct conf_key conf_keys[] = {
 	{ "tls_ca",      ROLE_BOTH, 0, 0, set_ca, NULL, "FILE  the CA that signs the peer's certificate (required)" },
 	{ "stats",       ROLE_BOTH, 0, 0, set_stats, NULL, "HOST:PORT  HTTP server for /metrics, /stats.json and (from this host) warm requests" },
 	{ "log_level",   ROLE_BOTH, 0, 1, set_log_level, NULL, "error|warn|info|debug  (default info)" },
-	{ "optimize",    ROLE_EDGE, 1, 1, set_optimize, reset_optimize, "MODE [CIDR[:PORTS], ...]  full|lz|tfo|passthrough per destination (repeatable)" },
+	{ "optimize",    ROLE_BOTH, 1, 1, set_optimize, reset_optimize, "MODE [CIDR[:PORTS], ...]  full|lz|tfo|passthrough per destination (repeatable; edge only)" },
 	{ "fail_open",   ROLE_EDGE, 0, 1, set_fail_open, NULL, "refuse|direct  forwards while the tunnel is down (default refuse)" },
 	{ "link_rate",   ROLE_BOTH, 0, 0, set_link_rate, NULL, "RATE  WAN rate hint in bit/s, e.g. 1.544M" },
 	{ "link_rtt",    ROLE_BOTH, 0, 0, set_link_rtt, NULL, "TIME  WAN round-trip hint, e.g. 40ms (a bare number is milliseconds)" },
 	{ "congestion",  ROLE_BOTH, 0, 0, set_congestion, NULL, "bbr|cubic  tunnel congestion control (default bbr)" },
 	{ "tunnels",     ROLE_EDGE, 0, 0, set_tunnels, NULL, "N  parallel tunnel connections, 1-16 (default 1)" },
-	{ "workers",     ROLE_CORE, 0, 0, set_workers, NULL, "N  worker threads, edges spread across them; 0 = one per CPU (default 0)" },
+	{ "workers",     ROLE_BOTH, 0, 0, set_workers, NULL, "N  worker threads, edges spread across them; 0 = one per CPU (default 0; core only)" },
 	{ "protocol_max", ROLE_BOTH, 0, 0, set_protocol_max, NULL, "N  newest tunnel protocol version to offer (default: the newest built in)" },
 };
 #define CONF_NKEYS (sizeof conf_keys / sizeof conf_keys[0])

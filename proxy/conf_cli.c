@@ -47,6 +47,8 @@ int px_cmd_conf(int argc, char **argv)
 		conf_free(c);
 		return 2;
 	}
+	if (conf_ignored(c, err, sizeof err))
+		fprintf(stderr, "warning: %s\n", err);
 	char *d = conf_dump(c);
 	if (d)
 		fputs(d, stdout);

@@ -48,6 +48,24 @@ int conf_restart_needed(const struct conf *old, const struct conf *c, char *key,
 	return 1;
 }
 
+int conf_ignored(const struct conf *c, char *buf, size_t len)
+{
+	/* accepted on both (configs from before they were one side's), used by one */
+	static const struct { int key; enum conf_role used_by; } one_side[] = {
+		{ K_OPTIMIZE, CONF_EDGE }, { K_WORKERS, CONF_CORE },
+	};
+	for (size_t i = 0; i < sizeof one_side / sizeof one_side[0]; i++) {
+		int k = one_side[i].key;
+		if (c->role != one_side[i].used_by && c->src[k] != SRC_UNSET) {
+			snprintf(buf, len, "%s: '%s' has no effect on %s (it is for the %s only): ignored",
+				 c->where[k] ? c->where[k] : "?", conf_key_name(k),
+				 c->role == CONF_EDGE ? "an edge" : "a core", conf_role_names[!c->role]);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* Queries: plain reads of the parsed fields (contracts in conf.h).  Unset
  * addresses read as NULL. */
 enum conf_role conf_role(const struct conf *c) { return c->role; }
@@ -172,7 +190,7 @@ static void conf_dump_to(const struct conf *c, FILE *f)
 	fprintf(f, "congestion = %s\n", conf_cc_name(c->cc));
 	if (c->role == CONF_EDGE)
 		fprintf(f, "tunnels = %u\n", c->tunnels);
-	if (c->role == CONF_CORE)
+	if (c->role == CONF_CORE || c->src[K_WORKERS] != SRC_UNSET)
 		fprintf(f, "workers = %u\n", c->workers);
 	if (c->protocol_max)
 		fprintf(f, "protocol_max = %u\n", c->protocol_max);

@@ -191,6 +191,8 @@ int px_daemon_main(enum conf_role role, int argc, char **argv,
 	}
 	log_set_ident(px_role_names[role]);
 	log_set_level(conf_log_level(d.conf));
+	if (conf_ignored(d.conf, err, sizeof err))
+		log_warn("%s", err);
 	signal(SIGPIPE, SIG_IGN);
 	evthread_use_pthreads();
 	if (px_daemon_setup(&d) < 0)

@@ -46,7 +46,6 @@ static const struct conf_case cases[] = {
 	{ CONF_EDGE, EDGE_MIN "# comment\n\n  store_size = 100G  # trailing\r\n", { NULL }, NULL },
 	{ CONF_EDGE, EDGE_MIN "bogus = 1\n", { NULL }, "t.conf:7: unknown key 'bogus'" },
 	{ CONF_EDGE, EDGE_MIN "listen = 1.2.3.4:5\n", { NULL }, "t.conf:7: 'listen' is not an edge key (it is for the core only)" },
-	{ CONF_CORE, CORE_MIN "optimize = lz\n", { NULL }, "t.conf:6: 'optimize' is not a core key (it is for the edge only)" },
 	{ CONF_CORE, CORE_MIN "peer = a:1\n", { NULL }, "t.conf:6: 'peer' is not a core key (it is for the edge only)" },
 	{ CONF_EDGE, "peer core:1\n", { NULL }, "t.conf:1: expected 'key = value'" },
 	{ CONF_EDGE, " = x\n", { NULL }, "t.conf:1: expected 'key = value'" },
@@ -242,6 +241,18 @@ static void test_optimize(void **state)
 	conf_free(c);
 	c = conf_parse(CONF_EDGE, "t", EDGE_MIN, 0, NULL, err, sizeof err);
 	assert_int_equal(conf_optimize_for(c, sa(&ss, "8.8.8.8"), 80), CONF_OPT_FULL);
+	assert_int_equal(conf_ignored(c, err, sizeof err), 0);
+	conf_free(c);
+	/* one side's keys on the other: accepted (older configs), said to be ignored */
+	c = conf_parse(CONF_CORE, "t", CORE_MIN "optimize = lz\n", 0, NULL, err, sizeof err);
+	assert_non_null(c);
+	assert_int_equal(conf_ignored(c, err, sizeof err), 1);
+	assert_string_equal(err, "t:6: 'optimize' has no effect on a core (it is for the edge only): ignored");
+	conf_free(c);
+	c = conf_parse(CONF_EDGE, "t", EDGE_MIN "workers = 0\n", 0, NULL, err, sizeof err);
+	assert_non_null(c);
+	assert_int_equal(conf_ignored(c, err, sizeof err), 1);
+	assert_string_equal(err, "t:7: 'workers' has no effect on an edge (it is for the core only): ignored");
 	conf_free(c);
 }
 
