@@ -217,6 +217,7 @@ static int read_identity(dre_store *st, int fresh, char *err, size_t errlen)
 		dre_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return DRE_ESTORE;
 	}
+	st->created = 1;
 	return 0;
 }
 

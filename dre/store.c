@@ -735,18 +735,24 @@ dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, s
 		dre_seterr(err, errlen, "out of memory");
 		goto fail;
 	}
+	int saved = !o->size_limit && limit_load(dir);
 	if (dre_store_recover(st, o->create, err, errlen))
 		goto fail;
+	/* a store made before limits were saved, opened without one: keep what
+	 * it holds rather than evict it down to the default, and save nothing */
+	int unknown = !o->size_limit && !saved && !st->created;
+	if (unknown && st->disk_bytes > st->limit)
+		st->limit = st->disk_bytes;
 	dre_store_load_peers(st);
 	if (!st->readonly && dre_wq_start(st)) {
 		dre_seterr(err, errlen, "%s: cannot start the writer thread", dir);
 		goto fail;
 	}
-	if (!st->readonly && enforce_limit(st)) {
+	if (!st->readonly && !o->keep && enforce_limit(st)) {
 		dre_seterr(err, errlen, "%s: cannot evict down to the size limit", dir);
 		goto fail;
 	}
-	if (limit_save(st)) {
+	if (!o->keep && !unknown && limit_save(st)) {
 		dre_seterr(err, errlen, "%s/limit: %s", dir, strerror(errno));
 		goto fail;
 	}

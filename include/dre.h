@@ -43,9 +43,11 @@ typedef struct dre_store dre_store;
 
 typedef struct dre_store_opts {
 	uint64_t size_limit;  /* bytes of chunk data kept on disk (saved with the store); 0 = the
-				 saved one, else the default (1 GiB) */
+				 saved one, else the default (1 GiB; for a store made before
+				 limits were saved, at least what it holds, and not saved) */
 	int create;           /* create DIR (and a new store in it) if absent */
 	int readonly;         /* open for stats only: no writes, no lock */
+	int keep;             /* writable, but neither evict nor save the limit (dre check) */
 } dre_store_opts;
 
 typedef struct dre_store_stats {

@@ -354,7 +354,7 @@ static int run_codec(struct cli *c, int decode)
 static int run_stats(struct cli *c, int check)
 {
 	char err[512];
-	dre_store_opts so = { .size_limit = c->size, .readonly = !check };
+	dre_store_opts so = { .size_limit = c->size, .readonly = !check, .keep = check };
 	dre_store *st = dre_store_open(c->store, &so, err, sizeof err);
 	if (!st) {
 		fprintf(stderr, "wanopt dre: %s\n", err);

@@ -108,6 +108,17 @@ expect 2 "not with --lz lz4" "$W" dre encode --store "$T/B" --lz lz4 --level 5
 python3 -c "import sys; b = bytearray(open(sys.argv[1], 'rb').read()); b[5] = 7; open(sys.argv[2], 'wb').write(b)" \
 	"$T/v1.dre" "$T/flags.dre"
 expect 1 "corrupt" "$W" dre decode --store "$T/flags" < "$T/flags.dre"
+# check neither evicts nor saves a limit; a store from before limits were
+# saved (no DIR/limit) opened without a size saves none (and, if it holds more
+# than the default, is not evicted down to it)
+"$W" dre encode --store "$T/ck" < "$T/v1" > /dev/null
+"$W" dre check --store "$T/ck" --store-size 1M > /dev/null
+c1=$("$W" dre stats --store "$T/ck" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["data_bytes"])')
+[ "$c1" -gt 2000000 ] || fail "check --store-size 1M evicted: $c1 bytes left"
+grep -qx "size_limit 1073741824" "$T/ck/limit" || fail "check changed the saved limit: $(cat "$T/ck/limit")"
+rm "$T/ck/limit"
+"$W" dre encode --store "$T/ck" < /dev/null > /dev/null
+[ ! -e "$T/ck/limit" ] || fail "a limit was saved for a store that had none, with no size given"
 # a closed stdout or stdin: an error (the store's files must not take their place)
 set +e; "$W" dre encode --store "$T/cl" < "$T/v1" >&- 2> "$T/err"; rc=$?; set -e
 [ $rc -eq 1 ] && grep -q "writing stdout: Bad file descriptor" "$T/err" || fail "closed stdout: exit $rc: $(cat "$T/err")"
