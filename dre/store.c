@@ -616,6 +616,15 @@ int dre_store_sync(dre_store *st)
 	return rc;
 }
 
+void dre_store_flush(dre_store *st)
+{
+	if (st->readonly)
+		return;
+	pthread_mutex_lock(&st->mu);
+	dre_wq_drain(st);
+	pthread_mutex_unlock(&st->mu);
+}
+
 int dre_store_sync_later(dre_store *st)
 {
 	if (st->readonly)

@@ -53,6 +53,7 @@ struct dre_store {
 	pthread_cond_t wq_cv;     /* work queued, or stop */
 	pthread_cond_t wq_done;   /* the writer finished a job */
 	int wq_inited, wq_running, wq_stop, wq_drainers;
+	int wq_waiters;           /* threads waiting for the writer: it runs at full priority */
 	struct dre_wjob *wq_cur;  /* data block being filled */
 	struct dre_wjob *wq_head, *wq_tail; /* jobs waiting, oldest first */
 	struct dre_wjob *wq_busy; /* the job being done (outside the lock) */

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -117,13 +118,21 @@ static void seal_cur(dre_store *st)
 	}
 }
 
-/* Do one job, without the lock (except a sync's peer save): 0 or -1. */
+/* The errno of a failed call (EIO if it set none). */
+static int fail_errno(void)
+{
+	return errno ? errno : EIO;
+}
+
+/* Do one job, without the lock (except a sync's peer save): 0, or the errno
+ * of what failed. */
 static int run_job(dre_store *st, struct dre_wjob *j)
 {
 	int rc = 0;
+	errno = 0;
 	switch (j->kind) {
 	case WQ_DATA: {
-		rc = dre_write_all(j->fd, j->data, j->len, (int64_t)j->off);
+		rc = dre_write_all(j->fd, j->data, j->len, (int64_t)j->off) ? fail_errno() : 0;
 		uint64_t end = j->off + j->len, mark = end & ~(uint64_t)(WQ_WRITEBACK - 1);
 		/* start writeback of each 8 MiB as it fills, without waiting: dirty
 		 * pages never pile up to where the kernel throttles us for seconds */
@@ -132,13 +141,14 @@ static int run_job(dre_store *st, struct dre_wjob *j)
 		break;
 	}
 	case WQ_IDX:
-		rc = dre_store_write_idx(st, j->file, j->off, (const struct dre_idxent *)j->data, j->len) ? -1 : 0;
+		rc = dre_store_write_idx(st, j->file, j->off, (const struct dre_idxent *)j->data, j->len) ? fail_errno()
+													 : 0;
 		break;
 	case WQ_SYNC:
-		rc = fdatasync(j->fd) ? -1 : 0;
+		rc = fdatasync(j->fd) ? fail_errno() : 0;
 		pthread_mutex_lock(&st->mu);
-		if (dre_store_save_peers(st))
-			rc = -1;
+		if (dre_store_save_peers(st) && !rc)
+			rc = EIO;
 		pthread_mutex_unlock(&st->mu);
 		break;
 	}
@@ -182,36 +192,48 @@ static struct dre_wjob *next_job(dre_store *st)
 	}
 }
 
-/* The writer is write-behind, off every stream's path (appenders wait only
- * DRE_WQ_CAP bytes behind): it runs WQ_NICE steps below its creator, so
- * that on a busy host the threads that rebuild and send data come first.
- * Measured on `wanopt dre decode` of new data on 2 cores: 7 % faster. */
+/* The writer is write-behind, off every stream's path: it runs WQ_NICE
+ * steps below its creator, so that on a busy host the threads that rebuild
+ * and send data come first (`wanopt dre decode` of new data on 2 cores: 7 %
+ * faster) -- except while a thread waits for it (a full queue, a drain, an
+ * eviction), when it runs at its creator's priority. */
 #define WQ_NICE 8
 
-static void writer_nice(void)
+struct writer_prio {
+	id_t tid;
+	int base, low; /* the creator's nice; 1 while lowered */
+};
+
+/* Lower or restore the writer's priority; best effort (a sandbox may refuse). */
+static void writer_prio_set(struct writer_prio *p, int low)
 {
-	id_t tid = (id_t)syscall(SYS_gettid);
-	errno = 0;
-	int n = getpriority(PRIO_PROCESS, tid);
-	if (n != -1 || !errno)
-		(void)setpriority(PRIO_PROCESS, tid, n + WQ_NICE > 19 ? 19 : n + WQ_NICE); /* best effort */
+	if (p->low == low || p->base == INT32_MIN)
+		return;
+	int n = p->base + (low ? WQ_NICE : 0);
+	(void)setpriority(PRIO_PROCESS, p->tid, n > 19 ? 19 : n);
+	p->low = low;
 }
 
 static void *writer_main(void *arg)
 {
 	dre_store *st = arg;
-	writer_nice();
+	struct writer_prio prio = { .tid = (id_t)syscall(SYS_gettid), .base = INT32_MIN };
+	errno = 0;
+	int n = getpriority(PRIO_PROCESS, prio.tid);
+	if (n != -1 || !errno)
+		prio.base = n;
 	pthread_mutex_lock(&st->mu);
 	struct dre_wjob *j;
 	while ((j = next_job(st))) {
 		st->wq_busy = j;
+		int low = !st->wq_waiters;
 		pthread_mutex_unlock(&st->mu);
+		writer_prio_set(&prio, low);
 		int rc = run_job(st, j);
-		int err = errno;
 		pthread_mutex_lock(&st->mu);
 		if (rc) {
 			st->io_errors++;
-			st->io_errno = err ? err : EIO;
+			st->io_errno = rc;
 		}
 		st->wq_busy = NULL;
 		if (j->kind == WQ_DATA) {
@@ -285,8 +307,14 @@ int dre_wq_append(dre_store *st, const struct dre_sfile *f, const uint8_t *hdr, 
 		memcpy(j->data + j->len + DRE_REC_HDR, payload, len);
 	j->len += want;
 	st->wq_bytes += want;
-	if (j->len + DRE_REC_HDR + 4096 > j->cap)
+	if (j->len + DRE_REC_HDR + 4096 > j->cap) {
 		seal_cur(st); /* full: hand it over now */
+	} else if (st->wq_drainers) {
+		/* a drain is waiting for the queue to empty, and the writer may be
+		 * asleep with nothing to do when it last looked: hand this over */
+		seal_cur(st);
+		pthread_cond_signal(&st->wq_cv);
+	}
 	return 0;
 }
 
@@ -345,8 +373,10 @@ int dre_wq_read(const dre_store *st, uint32_t file, uint64_t off, uint8_t *hdr, 
 
 void dre_wq_throttle(dre_store *st)
 {
+	st->wq_waiters++;
 	while (st->wq_running && st->wq_bytes > WQ_CAP)
 		pthread_cond_wait(&st->wq_done, &st->mu);
+	st->wq_waiters--;
 }
 
 void dre_wq_drain(dre_store *st)
@@ -354,10 +384,12 @@ void dre_wq_drain(dre_store *st)
 	if (!st->wq_running)
 		return;
 	st->wq_drainers++;
+	st->wq_waiters++;
 	seal_cur(st);
 	pthread_cond_signal(&st->wq_cv);
 	while (st->wq_head || st->wq_busy || (st->wq_cur && st->wq_cur->len))
 		pthread_cond_wait(&st->wq_done, &st->mu);
+	st->wq_waiters--;
 	st->wq_drainers--;
 }
 
@@ -381,6 +413,8 @@ void dre_wq_forget(dre_store *st, uint32_t file)
 		job_free(st->wq_cur);
 		st->wq_cur = NULL;
 	}
+	st->wq_waiters++;
 	while (st->wq_busy && st->wq_busy->file == file)
 		pthread_cond_wait(&st->wq_done, &st->mu);
+	st->wq_waiters--;
 }

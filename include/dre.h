@@ -77,6 +77,9 @@ int dre_store_set_limit(dre_store *st, uint64_t size_limit);
 /* Make everything written so far durable (fdatasync data and index files).
  * Blocks until the disk has it. */
 int dre_store_sync(dre_store *st);
+/* Wait until the writer thread has written (not synced) everything appended
+ * so far, so that dre_store_get_stats counts its errors. */
+void dre_store_flush(dre_store *st);
 /* The same, done by the store's writer thread: returns at once (0 or
  * DRE_ENOMEM); failures show in the store's I/O error count. */
 int dre_store_sync_later(dre_store *st);

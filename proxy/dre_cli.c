@@ -334,7 +334,10 @@ static int run_codec(struct cli *c, int decode)
 		fprintf(stderr, "wanopt dre: %s: cannot sync the store\n", c->store);
 		rc = DRE_EIO;
 	}
+	dre_enc_free(e); /* its helper threads may store until stopped (an error cut the run short) */
+	dre_dec_free(d);
 	dre_store_stats ss;
+	dre_store_flush(st); /* the writer's last blocks too */
 	dre_store_get_stats(st, &ss);
 	if (ss.io_errors) {
 		/* the output is right; the store missed what those writes held */
@@ -345,8 +348,6 @@ static int run_codec(struct cli *c, int decode)
 			rc = DRE_EIO;
 	}
 	free(buf);
-	dre_enc_free(e);
-	dre_dec_free(d);
 	dre_store_close(st);
 	return rc ? 1 : 0;
 }
@@ -370,8 +371,8 @@ static int run_stats(struct cli *c, int check)
 		else
 			printf("%s: consistent (every chunk's data matches its fingerprint)\n", c->store);
 		if (ss.dropped_records)
-			printf("%s: %" PRIu64 " records failed their checksum when the store was opened (a torn write, "
-			       "or damage) and were dropped with what followed them in their file\n",
+			printf("%s: %" PRIu64 " data file(s) were cut at a record that failed its checksum when the store "
+			       "was opened (a torn write, or damage): it and what followed it were dropped\n",
 			       c->store, ss.dropped_records);
 		dre_store_close(st);
 		return rc ? 1 : 0;

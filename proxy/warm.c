@@ -54,7 +54,7 @@ struct warm_post {
 struct warm_feed {
 	struct warm_job *job;
 	struct bufferevent *b;
-	struct evbuffer *in;          /* the relay's end's input; NULL once it is gone */
+	struct evbuffer *in;          /* the relay's end's input: valid while the pair has its partner */
 	struct evbuffer_cb_entry *cb; /* on in: the relay took some */
 	struct event *kick;           /* runs feed_more from the loop */
 	int fd;
