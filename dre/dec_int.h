@@ -119,9 +119,11 @@ struct dre_dec {
 	dre_codec_stats stats;
 };
 
-/* A successor a frame's early store operations changed: chunk `tag` had `next`. */
+/* A successor a frame's early store operations changed: chunk `tag` had
+ * `next`, and has `now` (restored only if still so: another stream sharing the
+ * store may have linked it since). */
 struct dre_undo {
-	uint64_t tag, next;
+	uint64_t tag, next, now;
 };
 
 /* The frame being rebuilt failed (checksum, miss, corrupt): store its new

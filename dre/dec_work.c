@@ -42,7 +42,7 @@ static size_t sops_hash(dre_fp *fp, const struct dre_sop *ops, size_t i, size_t 
 static int sop_apply(dre_store *st, const struct dre_sop *o, const uint8_t *hp, uint64_t tag, uint64_t prev,
 		     const uint8_t *data, uint32_t peer_bit, int links, dre_buf *undo)
 {
-	struct dre_undo u = { prev, 0 };
+	struct dre_undo u = { prev, 0, 0 };
 	int journal = links && undo && dre_store_next_of(st, prev, &u.next);
 	if (sop_is_put(o)) {
 		/* what the peer sent, it holds */
@@ -56,8 +56,8 @@ static int sop_apply(dre_store *st, const struct dre_sop *o, const uint8_t *hp, 
 	} else {
 		dre_store_mark(st, tag, peer_bit);
 	}
-	uint64_t now = u.next;
-	if (journal && dre_store_next_of(st, prev, &now) && now != u.next && dre_buf_add(undo, &u, sizeof u))
+	u.now = u.next;
+	if (journal && dre_store_next_of(st, prev, &u.now) && u.now != u.next && dre_buf_add(undo, &u, sizeof u))
 		return DRE_ENOMEM;
 	return 0;
 }
@@ -174,7 +174,7 @@ int dre_dec_discard(dre_dec *d)
 				   : 0;
 	const struct dre_undo *u = (const struct dre_undo *)d->undo.p;
 	for (size_t i = d->undo.len / sizeof *u; i-- > 0;)
-		dre_store_set_next(d->st, u[i].tag, u[i].next);
+		dre_store_set_next(d->st, u[i].tag, u[i].now, u[i].next);
 	d->undo.len = 0;
 	d->sops.len = d->sops_done = 0;
 	d->prev = 0; /* what follows does not continue a frame that failed */

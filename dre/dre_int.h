@@ -185,8 +185,9 @@ void dre_store_link(dre_store *st, uint64_t a, uint64_t b);
 void dre_store_relink(dre_store *st, uint64_t a, uint64_t b);
 /* Chunk tag's successor: 1 and *next (0: none) if tag is stored, else 0. */
 int dre_store_next_of(dre_store *st, uint64_t tag, uint64_t *next);
-/* Set a's successor to b, 0 meaning none (undoing links a failed frame made). */
-void dre_store_set_next(dre_store *st, uint64_t a, uint64_t b);
+/* Set a's successor to b, 0 meaning none, if it is still `expect` (undoing
+ * a link a failed frame made, unless something relinked it since). */
+void dre_store_set_next(dre_store *st, uint64_t a, uint64_t expect, uint64_t b);
 /* Peer slot bits (see dre_store_peer) that chunk tag is known to be held by. */
 void dre_store_mark(dre_store *st, uint64_t tag, uint32_t bits);
 /* For a chunk just output by reference: link it after prev, and keep it from

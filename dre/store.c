@@ -485,13 +485,13 @@ int dre_store_next_of(dre_store *st, uint64_t tag, uint64_t *next)
 	return e != NULL;
 }
 
-void dre_store_set_next(dre_store *st, uint64_t a, uint64_t b)
+void dre_store_set_next(dre_store *st, uint64_t a, uint64_t expect, uint64_t b)
 {
 	if (st->readonly || !a || a == b)
 		return;
 	pthread_mutex_lock(&st->mu);
 	dre_ent *e = dre_idx_get(&st->idx, a);
-	if (e && e->next != b)
+	if (e && e->next == expect && e->next != b)
 		set_next_locked(st, e, a, b);
 	pthread_mutex_unlock(&st->mu);
 }
