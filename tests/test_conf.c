@@ -314,6 +314,22 @@ static char *write_tmp(const char *text)
 }
 
 /* -c FILE with overrides; reload sees the new file, flags restart-only keys. */
+
+/* Rewrite path with text, reload c from it: the reload must be accepted and
+ * name `key` as needing a restart. */
+static void expect_restart(const struct conf *c, const char *path, const char *text, const char *key)
+{
+	char err[512], got[64];
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	struct conf *n = conf_reload(c, err, sizeof err);
+	assert_non_null(n);
+	assert_int_equal(conf_restart_needed(c, n, got, sizeof got), 1);
+	assert_string_equal(got, key);
+	conf_free(n);
+}
 static void test_args_reload(void **state)
 {
 	char err[512], key[32];
@@ -341,22 +357,8 @@ static void test_args_reload(void **state)
 	char want[600];
 	snprintf(want, sizeof want, "%s:7: 'peer' given twice (first at %s:1)", path, path);
 	assert_string_equal(err, want);
-	f = fopen(path, "w");
-	fputs(EDGE_MIN "tunnels = 3\n", f);
-	fclose(f);
-	n = conf_reload(c, err, sizeof err);
-	assert_non_null(n);
-	assert_int_equal(conf_restart_needed(c, n, key, sizeof key), 1);
-	assert_string_equal(key, "tunnels");
-	conf_free(n);
-	f = fopen(path, "w");
-	fputs(EDGE_MIN "protocol_max = 1\n", f);
-	fclose(f);
-	n = conf_reload(c, err, sizeof err);
-	assert_non_null(n);
-	assert_int_equal(conf_restart_needed(c, n, key, sizeof key), 1);
-	assert_string_equal(key, "protocol_max");
-	conf_free(n);
+	expect_restart(c, path, EDGE_MIN "tunnels = 3\n", "tunnels");
+	expect_restart(c, path, EDGE_MIN "protocol_max = 1\n", "protocol_max");
 	conf_free(c);
 	char *bad[] = { "edge", "stray" };
 	assert_null(conf_from_args(CONF_EDGE, 2, bad, err, sizeof err));
