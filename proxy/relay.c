@@ -376,6 +376,7 @@ static void pump(struct px_relay *r)
 		relay_abort(r, code, why);
 		return;
 	}
+	stats_sync(r); /* the encoder's hits and LZ figures show while the stream lives */
 	if (evbuffer_get_length(in) || r->blocked)
 		return; /* backpressured: on_writable calls again */
 	if (!r->lan_eof)
