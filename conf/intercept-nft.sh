@@ -17,8 +17,7 @@
 #                           address); IPv4 and IPv6 may be mixed
 #   --mark=N                fwmark routing TPROXY'd packets locally (default 0x1)
 #   --bypass=N              SO_MARK on wanopt's own sockets: never intercepted
-#                           (default 0x2, the mark the edge sets: change it only
-#                           if 0x2 is taken, and the edge cannot follow yet)
+#                           (default 0x2; must equal the edge's bypass_mark)
 #   --table=N               routing table for --mark (default 100)
 #
 # The rules only see forwarded traffic (the prerouting hook): the edge is the

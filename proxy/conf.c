@@ -273,6 +273,18 @@ static int set_link_rtt(struct conf *c, const char *v, char *msg, size_t len)
 	return e ? conf_fail(msg, len, e) : 0;
 }
 
+/* bypass_mark = 1..0xffffffff (decimal or 0x hex). */
+static int set_bypass_mark(struct conf *c, const char *v, char *msg, size_t len)
+{
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(v, &end, 0);
+	if (!isdigit((unsigned char)*v) || *end || errno || !n || n > 0xffffffffULL)
+		return conf_fail(msg, len, "expected a nonzero mark, e.g. 0x2 (decimal or 0x hex, 32 bits)");
+	c->bypass_mark = (uint32_t)n;
+	return 0;
+}
+
 /* tunnels = 1..16. */
 static int set_tunnels(struct conf *c, const char *v, char *msg, size_t len)
 {
@@ -328,6 +340,7 @@ static const struct conf_key conf_keys[] = {
 	{ "tunnels",     ROLE_EDGE, 0, 0, set_tunnels, NULL, "N  parallel tunnel connections, 1-16 (default 1)" },
 	{ "workers",     ROLE_BOTH, 0, 0, set_workers, NULL, "N  worker threads, edges spread across them; 0 = one per CPU (default 0; core only)" },
 	{ "protocol_max", ROLE_BOTH, 0, 0, set_protocol_max, NULL, "N  newest tunnel protocol version to offer (default: the newest built in)" },
+	{ "bypass_mark", ROLE_EDGE, 0, 0, set_bypass_mark, NULL, "MARK  SO_MARK of the edge's own sockets, which interception rules skip (default 0x2; intercept-nft.sh --bypass)" },
 };
 #define CONF_NKEYS (sizeof conf_keys / sizeof conf_keys[0])
 
@@ -599,6 +612,7 @@ static struct conf *conf_new(enum conf_role role, const char *name, int nargs, c
 	c->store_size = 10ull << 30;
 	c->log_level = LOGL_INFO;
 	c->tunnels = 1;
+	c->bypass_mark = 0x2;
 	if (name && !(c->name = strdup(name)))
 		goto fail;
 	if (nargs > 0 && !(c->args = calloc((size_t)nargs, sizeof *c->args)))

@@ -74,6 +74,7 @@ struct conf {
 	uint32_t link_rtt;
 	enum conf_cc cc;
 	unsigned tunnels, workers;
+	uint32_t bypass_mark;   /* SO_MARK of the edge's own sockets (default 0x2) */
 	unsigned protocol_max;  /* 0: the newest this build speaks */
 	struct conf_tlist allow;
 	char **allow_text;
@@ -91,7 +92,7 @@ struct conf {
 enum {
 	K_PEER, K_LISTEN, K_FORWARD, K_TRANSPARENT, K_ALLOW, K_STORE, K_STORE_SIZE,
 	K_TLS_CERT, K_TLS_KEY, K_TLS_CA, K_STATS, K_LOG_LEVEL, K_OPTIMIZE, K_FAIL_OPEN,
-	K_LINK_RATE, K_LINK_RTT, K_CONGESTION, K_TUNNELS, K_WORKERS, K_PROTOCOL_MAX,
+	K_LINK_RATE, K_LINK_RTT, K_CONGESTION, K_TUNNELS, K_WORKERS, K_PROTOCOL_MAX, K_BYPASS_MARK,
 };
 
 /* The name of key index k (K_*). */

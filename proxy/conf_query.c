@@ -42,6 +42,7 @@ int conf_restart_needed(const struct conf *old, const struct conf *c, char *key,
 	else if (old->tunnels != c->tunnels) k = K_TUNNELS;
 	else if (old->workers != c->workers) k = K_WORKERS;
 	else if (old->protocol_max != c->protocol_max) k = K_PROTOCOL_MAX;
+	else if (old->bypass_mark != c->bypass_mark) k = K_BYPASS_MARK;
 	if (k < 0)
 		return 0;
 	snprintf(key, keylen, "%s", conf_key_name(k));
@@ -87,6 +88,7 @@ uint64_t conf_link_rate(const struct conf *c) { return c->link_rate; }
 uint32_t conf_link_rtt(const struct conf *c) { return c->link_rtt; }
 enum conf_cc conf_congestion(const struct conf *c) { return c->cc; }
 unsigned conf_tunnels(const struct conf *c) { return c->tunnels; }
+uint32_t conf_bypass_mark(const struct conf *c) { return c->bypass_mark; }
 unsigned conf_workers(const struct conf *c) { return c->workers; }
 unsigned conf_protocol_max(const struct conf *c) { return c->protocol_max; }
 
@@ -194,6 +196,8 @@ static void conf_dump_to(const struct conf *c, FILE *f)
 		fprintf(f, "workers = %u\n", c->workers);
 	if (c->protocol_max)
 		fprintf(f, "protocol_max = %u\n", c->protocol_max);
+	if (c->role == CONF_EDGE && c->bypass_mark != 0x2)
+		fprintf(f, "bypass_mark = 0x%x\n", (unsigned)c->bypass_mark);
 }
 
 /* The effective configuration as config-file text (malloc'd). */

@@ -23,7 +23,6 @@
 #include "log.h"
 #include "tfo.h"
 
-#define BYPASS_MARK 0x2 /* SO_MARK of our own sockets: never intercepted (conf/intercept-nft.sh) */
 
 /* A forward rule's listener and its target. */
 struct fwd {
@@ -81,7 +80,7 @@ static void tun_error(void *arg, const char *msg)
 static void tun_fd(void *arg, int fd, int phase)
 {
 	struct px_edge *e = arg;
-	uint32_t mark = BYPASS_MARK;
+	uint32_t mark = conf_bypass_mark(px_daemon_conf(e->node.d)); /* never intercepted (intercept-nft.sh) */
 	if (phase == TUN_FD_PRE_CONNECT)
 		setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof mark); /* best effort */
 	if (phase == TUN_FD_CONNECTED)
@@ -140,7 +139,7 @@ static void go_direct(struct px_edge *e, evutil_socket_t fd, const struct sockad
 		      const char *src, const char *dname)
 {
 	char err[256];
-	int out = tfo_dial(dst, dlen, BYPASS_MARK, err, sizeof err);
+	int out = tfo_dial(dst, dlen, conf_bypass_mark(px_daemon_conf(e->node.d)), err, sizeof err);
 	struct direct_dial *dd = out < 0 ? NULL : calloc(1, sizeof *dd);
 	struct timeval tv = { DIRECT_CONNECT_SECS, 0 };
 	if (dd) {

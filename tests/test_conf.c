@@ -70,6 +70,12 @@ static const struct conf_case cases[] = {
 	  "t.conf:6: forward: listen address (port 2121) already used by stats at t.conf:7" },
 	{ CONF_EDGE, EDGE_MIN "transparent = 2121\n", { NULL },
 	  "t.conf:6: forward: listen address (port 2121) already used by transparent at t.conf:7" },
+	{ CONF_EDGE, EDGE_MIN "bypass_mark = 0x10\n", { NULL }, NULL },
+	{ CONF_EDGE, EDGE_MIN "bypass_mark = 0\n", { NULL },
+	  "t.conf:7: bypass_mark: expected a nonzero mark, e.g. 0x2 (decimal or 0x hex, 32 bits)" },
+	{ CONF_EDGE, EDGE_MIN "bypass_mark = -1\n", { NULL },
+	  "t.conf:7: bypass_mark: expected a nonzero mark, e.g. 0x2 (decimal or 0x hex, 32 bits)" },
+	{ CONF_CORE, CORE_MIN "bypass_mark = 2\n", { NULL }, "t.conf:6: 'bypass_mark' is not a core key (it is for the edge only)" },
 	{ CONF_CORE, CORE_MIN "stats = 127.0.0.1:4433\n", { NULL },
 	  "t.conf:6: stats: listen address (port 4433) already used by listen at t.conf:1" },
 	{ CONF_EDGE, "store_size = 10X\n", { NULL }, "t.conf:1: store_size: expected a size like 512M or 100G (suffixes K, M, G, T)" },
@@ -164,6 +170,7 @@ static void test_values(void **state)
 	assert_int_equal(conf_link_rtt(c), 40000);
 	assert_int_equal(conf_congestion(c), CONF_CC_CUBIC);
 	assert_int_equal(conf_tunnels(c), 2);
+	assert_int_equal(conf_bypass_mark(c), 0x2); /* the default */
 	assert_int_equal(conf_fail_open(c), CONF_FAIL_DIRECT);
 	assert_string_equal(conf_store(c), "/etc/wanopt/rel/store");
 	assert_string_equal(conf_tls_ca(c), "/p/ca.crt");
