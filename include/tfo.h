@@ -107,5 +107,7 @@ int tfo_dial(const struct sockaddr *dst, socklen_t len, uint32_t mark, char *err
 int tfo_connect_result(int fd, char *err, size_t errlen);
 /* Formats "a.b.c.d:port" or "[v6]:port" into buf; returns buf. */
 char *tfo_addr_str(const struct sockaddr *sa, char *buf, size_t len);
+/* The port of an IPv4 or IPv6 address (host order); 0 for other families. */
+uint16_t tfo_addr_port(const struct sockaddr *sa);
 
 #endif

@@ -158,9 +158,7 @@ static void dial(struct worker *w, struct px_relay *r, struct bufferevent *bev, 
 	const struct conf *c = px_daemon_conf(w->k->d);
 	char dname[96];
 	tfo_addr_str(sa, dname, sizeof dname);
-	uint16_t port = ntohs(sa->sa_family == AF_INET ? ((const struct sockaddr_in *)sa)->sin_port
-						       : ((const struct sockaddr_in6 *)sa)->sin6_port);
-	if (!conf_allow_match(c, sa, port)) {
+	if (!conf_allow_match(c, sa, tfo_addr_port(sa))) {
 		log_warn("refused %s: not in the allow list", dname);
 		px_relay_fail(r, PROTO_RST_NOT_ALLOWED, "target not allowed");
 		return;
@@ -181,9 +179,8 @@ static void resolved(int err, struct evutil_addrinfo *ai, void *arg)
 		const struct conf *c = px_daemon_conf(rs->core->k->d);
 		struct evutil_addrinfo *pick = ai;
 		for (struct evutil_addrinfo *a = ai; a; a = a->ai_next) {
-			uint16_t port = ntohs(a->ai_family == AF_INET ? ((struct sockaddr_in *)a->ai_addr)->sin_port
-								       : ((struct sockaddr_in6 *)a->ai_addr)->sin6_port);
-			if ((a->ai_family == AF_INET || a->ai_family == AF_INET6) && conf_allow_match(c, a->ai_addr, port)) {
+			if ((a->ai_family == AF_INET || a->ai_family == AF_INET6) &&
+			    conf_allow_match(c, a->ai_addr, tfo_addr_port(a->ai_addr))) {
 				pick = a;
 				break;
 			}

@@ -284,9 +284,7 @@ static void tp_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 		refuse(fd);
 		return;
 	}
-	uint16_t port = ntohs(dst.ss_family == AF_INET ? ((struct sockaddr_in *)&dst)->sin_port
-						       : ((struct sockaddr_in6 *)&dst)->sin6_port);
-	int policy = policy_of(conf_optimize_for(c, (struct sockaddr *)&dst, port));
+	int policy = policy_of(conf_optimize_for(c, (struct sockaddr *)&dst, tfo_addr_port((struct sockaddr *)&dst)));
 	tun_target t;
 	if (policy == PROTO_POLICY_PASSTHROUGH || !tun_client_up(e->tc) ||
 	    tun_target_from_sockaddr(&t, (struct sockaddr *)&dst) || go_tunnel(e, fd, &t, policy, 1, src)) {

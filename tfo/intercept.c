@@ -138,18 +138,21 @@ static int icpt_addr_local(const struct sockaddr *sa)
 	return found;
 }
 
+uint16_t tfo_addr_port(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)(const void *)sa)->sin_port);
+	if (sa->sa_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)(const void *)sa)->sin6_port);
+	return 0;
+}
+
 /* Port equal to the listener's and a local (or loopback) address. */
 int tfo_icpt_is_self(const struct sockaddr *dst, uint16_t listen_port)
 {
-	uint16_t port;
-
-	if (dst->sa_family == AF_INET)
-		port = ntohs(((const struct sockaddr_in *)(const void *)dst)->sin_port);
-	else if (dst->sa_family == AF_INET6)
-		port = ntohs(((const struct sockaddr_in6 *)(const void *)dst)->sin6_port);
-	else
+	if (dst->sa_family != AF_INET && dst->sa_family != AF_INET6)
 		return 0;
-	return port == listen_port && icpt_addr_local(dst);
+	return tfo_addr_port(dst) == listen_port && icpt_addr_local(dst);
 }
 
 /* Non-blocking socket (+ SO_MARK) and connect; EINPROGRESS is success. */
