@@ -50,10 +50,9 @@ static int sop_apply(dre_store *st, const struct dre_sop *o, const uint8_t *hp, 
 				       o->kind == SOP_PUTL);
 		if (rc < 0)
 			return rc;
-	} else if (links) {
-		dre_store_hit(st, prev, tag);
-		dre_store_mark(st, tag, peer_bit);
 	} else {
+		if (links)
+			dre_store_hit(st, prev, tag);
 		dre_store_mark(st, tag, peer_bit);
 	}
 	u.now = u.next;

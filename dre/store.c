@@ -453,7 +453,6 @@ int dre_store_same(dre_store *st, const dre_ent *e, const uint8_t h[32])
 	return rc == 0 && memcmp(hdr + 8, h, 32) == 0;
 }
 
-/* Record b as a's successor if a has none (LINK record); lock held. */
 /* Make b (0: none) the successor of index entry e (chunk a), with a LINK
  * record so that a reopen replays it; lock held. */
 static void set_next_locked(dre_store *st, dre_ent *e, uint64_t a, uint64_t b)
@@ -468,6 +467,7 @@ static void set_next_locked(dre_store *st, dre_ent *e, uint64_t a, uint64_t b)
 		act_note(st, a, b, 0, DRE_IDX_LINK);
 }
 
+/* Record b as a's successor if a has none (LINK record); lock held. */
 static void link_locked(dre_store *st, uint64_t a, uint64_t b)
 {
 	dre_ent *e = a && b && a != b ? dre_idx_get(&st->idx, a) : NULL;
@@ -570,11 +570,12 @@ static uint64_t limit_load(const char *dir)
 	return v;
 }
 
-/* Save st->limit in DIR/limit if it differs (temp + rename): 0 or DRE_EIO. */
+/* Save st->limit in DIR/limit if it differs from what is there
+ * (st->limit_saved; temp + rename): 0 or DRE_EIO. */
 static int limit_save(dre_store *st)
 {
 	char path[4200], tmp[4300];
-	if (st->readonly || limit_load(st->dir) == st->limit)
+	if (st->readonly || st->limit_saved == st->limit)
 		return 0;
 	snprintf(path, sizeof path, "%s/limit", st->dir);
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -586,6 +587,8 @@ static int limit_save(dre_store *st)
 		rc = 1;
 	if (rc)
 		unlink(tmp);
+	else
+		st->limit_saved = st->limit;
 	return rc ? DRE_EIO : 0;
 }
 
@@ -736,15 +739,14 @@ dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, s
 	pthread_mutex_init(&st->mu, NULL);
 	st->lockfd = -1;
 	st->readonly = o->readonly;
-	st->limit = o->size_limit ? o->size_limit : limit_load(dir);
-	if (!st->limit)
-		st->limit = DEFAULT_LIMIT;
+	st->limit_saved = limit_load(dir);
+	uint64_t saved = o->size_limit ? 0 : st->limit_saved;
+	st->limit = o->size_limit ? o->size_limit : saved ? saved : DEFAULT_LIMIT;
 	st->file_max = file_max_for(st->limit);
 	if (!(st->dir = strdup(dir)) || dre_idx_init(&st->idx, 1u << 16)) {
 		dre_seterr(err, errlen, "out of memory");
 		goto fail;
 	}
-	int saved = !o->size_limit && limit_load(dir);
 	if (dre_store_recover(st, o->create, err, errlen))
 		goto fail;
 	/* a store made before limits were saved, opened without one: keep what

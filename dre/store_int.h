@@ -36,6 +36,7 @@ struct dre_store {
 	int lockfd, readonly;
 	uint64_t id;
 	uint64_t limit, file_max;
+	uint64_t limit_saved;        /* the limit DIR/limit holds (0: none) */
 	int created;                 /* this open made the store (a new STORE file) */
 	dre_idx idx;
 	struct dre_sfile *files; /* by number, oldest first; the last is active */
