@@ -54,6 +54,9 @@ uint64_t stats_stream_get(const struct stats_stream *st, enum stats_ctr c);
 uint64_t stats_stream_id(const struct stats_stream *st);
 /* One-line summary for the close log line: "lan 1.2 MB wan 30 KB (97.5 %) ...". */
 char *stats_stream_summary(const struct stats_stream *st, char *buf, size_t len);
+/* v bytes with a unit, "1.2 MB": decimal (traffic) or, with binary, "1.0 GiB"
+ * (store sizes, which the config gives in K/M/G = KiB/MiB/GiB); returns buf. */
+const char *stats_bytes_str(double v, int binary, char *buf, size_t len);
 /* Unregisters and frees the stream; its bytes stay in the totals.  NULL is fine. */
 void stats_stream_close(struct stats_stream *st);
 /* Sets a gauge. */

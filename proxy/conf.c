@@ -612,7 +612,7 @@ static struct conf *conf_new(enum conf_role role, const char *name, int nargs, c
 	c->store_size = 10ull << 30;
 	c->log_level = LOGL_INFO;
 	c->tunnels = 1;
-	c->bypass_mark = 0x2;
+	c->bypass_mark = CONF_BYPASS_MARK_DEFAULT;
 	if (name && !(c->name = strdup(name)))
 		goto fail;
 	if (nargs > 0 && !(c->args = calloc((size_t)nargs, sizeof *c->args)))

@@ -74,7 +74,7 @@ struct conf {
 	uint32_t link_rtt;
 	enum conf_cc cc;
 	unsigned tunnels, workers;
-	uint32_t bypass_mark;   /* SO_MARK of the edge's own sockets (default 0x2) */
+	uint32_t bypass_mark;   /* SO_MARK of the edge's own sockets (CONF_BYPASS_MARK_DEFAULT) */
 	unsigned protocol_max;  /* 0: the newest this build speaks */
 	struct conf_tlist allow;
 	char **allow_text;
@@ -87,6 +87,9 @@ struct conf {
 	unsigned char src[32];
 	char *where[32];
 };
+
+/* The edge's SO_MARK unless bypass_mark says otherwise (intercept-nft.sh's --bypass default). */
+#define CONF_BYPASS_MARK_DEFAULT 0x2
 
 /* Key indices, in the order of conf_keys[]. */
 enum {

@@ -196,7 +196,7 @@ static void conf_dump_to(const struct conf *c, FILE *f)
 		fprintf(f, "workers = %u\n", c->workers);
 	if (c->protocol_max)
 		fprintf(f, "protocol_max = %u\n", c->protocol_max);
-	if (c->role == CONF_EDGE && c->bypass_mark != 0x2)
+	if (c->role == CONF_EDGE && c->bypass_mark != CONF_BYPASS_MARK_DEFAULT)
 		fprintf(f, "bypass_mark = 0x%x\n", (unsigned)c->bypass_mark);
 }
 

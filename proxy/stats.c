@@ -193,19 +193,25 @@ static void stats_snap_load(struct stats_snap *sn, _Atomic uint64_t *ctr)
 static uint64_t snap_lan(const struct stats_snap *sn) { return sn->v[STATS_LAN_IN] + sn->v[STATS_LAN_OUT]; }
 static uint64_t snap_wan(const struct stats_snap *sn) { return sn->v[STATS_WAN_IN] + sn->v[STATS_WAN_OUT]; }
 
-/* Human-readable byte count ("1.2 MB"). */
-static const char *stats_human(uint64_t v, char *buf, size_t len)
+const char *stats_bytes_str(double v, int binary, char *buf, size_t len)
 {
-	static const char *const unit[] = { "B", "KB", "MB", "GB", "TB", "PB" };
-	double d = (double)v;
+	static const char *const dec[] = { "B", "KB", "MB", "GB", "TB", "PB" };
+	static const char *const bin[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+	double step = binary ? 1024 : 1000;
 	int u = 0;
 
-	while (d >= 1000 && u < 5) {
-		d /= 1000;
+	while (v >= step && u < 5) {
+		v /= step;
 		u++;
 	}
-	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", d, unit[u]);
+	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, binary ? bin[u] : dec[u]);
 	return buf;
+}
+
+/* Traffic bytes, decimal units ("1.2 MB"). */
+static const char *stats_human(uint64_t v, char *buf, size_t len)
+{
+	return stats_bytes_str((double)v, 0, buf, len);
 }
 
 /* Formats a stream's figures for its close log line; returns buf. */

@@ -169,26 +169,10 @@ static void scli_parse(char *text, struct scli_page *pg)
 	}
 }
 
-/* Bytes with a decimal unit (traffic), or a binary one (store sizes, which
- * the config gives in K/M/G = KiB/MiB/GiB). */
-static const char *scli_units(double v, int binary, char *buf, size_t len)
-{
-	static const char *const dec[] = { "B", "KB", "MB", "GB", "TB", "PB" };
-	static const char *const bin[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
-	double step = binary ? 1024 : 1000;
-	int u = 0;
-
-	while (v >= step && u < 5) {
-		v /= step;
-		u++;
-	}
-	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, binary ? bin[u] : dec[u]);
-	return buf;
-}
-
+/* Traffic bytes, decimal units. */
 static const char *scli_bytes(double v, char *buf, size_t len)
 {
-	return scli_units(v, 0, buf, len);
+	return stats_bytes_str(v, 0, buf, len);
 }
 
 /* Prints the table. */
@@ -201,7 +185,7 @@ static void scli_print(const struct scli_page *pg, const char *addr)
 	       pg->role[0] ? pg->role : "?", addr, up / 3600, up / 60 % 60, up % 60,
 	       pg->up > 0 ? "tunnel up" : "tunnel down", pg->rtt * 1000);
 	printf("store %s of %s (%.1f %%), %.0f evictions; streams %.0f active, %.0f opened\n\n",
-	       scli_units(pg->fill, 1, a, sizeof a), scli_units(pg->size, 1, b, sizeof b),
+	       stats_bytes_str(pg->fill, 1, a, sizeof a), stats_bytes_str(pg->size, 1, b, sizeof b),
 	       pg->size > 0 ? 100 * pg->fill / pg->size : 0.0, pg->evict, pg->active, pg->opened);
 	printf("%-8s %12s %12s %10s %12s %9s %6s\n", "", "LAN", "WAN", "reduction", "DRE hits",
 	       "LZ ratio", "asks");
