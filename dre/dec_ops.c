@@ -114,6 +114,24 @@ static int op_run(struct opctx *c, uint64_t skip, uint64_t count)
 	return 0;
 }
 
+/* AGAIN: the cursor chunk, count times more (stream version 3). */
+static int op_again(struct opctx *c, uint64_t count)
+{
+	dre_dec *d = c->d;
+	if (d->version < 3 || !count || count > c->f->h.raw_len)
+		return DRE_ECORRUPT;
+	if (!d->cur.tag)
+		return DRE_EMISS;
+	for (uint64_t i = 0; i < count; i++) {
+		if (d->out.len >= c->f->h.raw_len)
+			return DRE_ECORRUPT;
+		int rc = out_stored(c, d->cur.tag);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 /* Make the window cover [0, need) by reading further chunks of the chain. */
 static int win_cover(dre_dec *d, uint64_t need)
 {
@@ -225,6 +243,8 @@ static int op_one(struct opctx *c)
 		return get_var(c, &a) ? DRE_ECORRUPT : op_run(c, 0, a);
 	case DRE_OP_SKIP:
 		return get_var(c, &a) || get_var(c, &b) ? DRE_ECORRUPT : op_run(c, a, b);
+	case DRE_OP_AGAIN:
+		return get_var(c, &a) ? DRE_ECORRUPT : op_again(c, a);
 	case DRE_OP_DELTA:
 		return op_delta(c, d->cur.tag);
 	case DRE_OP_DELTAR:

@@ -135,13 +135,16 @@ static int op2(dre_enc *e, int op, int nargs, uint64_t a, uint64_t b)
 	return 0;
 }
 
-/* Emit the pending run of chunks, if any. */
+/* Emit the pending run of chunks or repeats of the cursor chunk, if any
+ * (at most one of the two is pending). */
 static int run_flush(dre_enc *e)
 {
-	if (!e->run)
-		return 0;
-	int rc = e->run_skip ? op2(e, DRE_OP_SKIP, 2, e->run_skip, e->run) : op2(e, DRE_OP_RUN, 1, e->run, 0);
-	e->run = e->run_skip = 0;
+	int rc = 0;
+	if (e->again)
+		rc = op2(e, DRE_OP_AGAIN, 1, e->again, 0);
+	else if (e->run)
+		rc = e->run_skip ? op2(e, DRE_OP_SKIP, 2, e->run_skip, e->run) : op2(e, DRE_OP_RUN, 1, e->run, 0);
+	e->again = e->run = e->run_skip = 0;
 	return rc;
 }
 
@@ -205,12 +208,17 @@ static int run_position(dre_enc *e, uint64_t tag)
 }
 
 /* A stored chunk matched (tag with full hash h): extend or start a run, or
- * REF.  refreshed: the store already refreshed it (dre_store_match), so a
- * run continuation needs no store operation. */
+ * a repeat of the cursor chunk (stream version 3), or REF.  refreshed: the
+ * store already refreshed it (dre_store_match), so a run continuation or a
+ * repeat needs no store operation. */
 static int enc_hit(dre_enc *e, const dre_ent *ent, int k, uint32_t len, int refreshed)
 {
 	int rc = 0;
-	if (k >= 0) {
+	if (k != 0 && e->o.version >= 3 && e->cur.tag && ent->tag == e->cur.tag) {
+		if (!e->again)
+			rc = run_flush(e);
+		e->again++;
+	} else if (k >= 0) {
 		if (e->run && k == 0) {
 			e->run++;
 		} else {
@@ -227,12 +235,13 @@ static int enc_hit(dre_enc *e, const dre_ent *ent, int k, uint32_t len, int refr
 			rc = dre_buf_add(&e->ops, b, 9);
 	}
 	int cont = k == 0 && e->prev == e->cur.tag; /* prev already links to it */
+	int nolink = cont || e->prev == ent->tag;   /* or is it (never its own successor) */
 	e->last_cont = cont;
 	e->cur = *ent;
 	e->delta_fails = 0;
 	e->st_ref += len;
-	if (!rc && !(cont && refreshed)) /* link after prev, refresh */
-		rc = dre_enc_hit(e, cont ? 0 : e->prev, ent->tag);
+	if (!rc && !(nolink && refreshed)) /* link after prev, refresh */
+		rc = dre_enc_hit(e, nolink ? 0 : e->prev, ent->tag);
 	e->prev = ent->tag;
 	return rc;
 }
@@ -402,17 +411,25 @@ static int retain_frame(dre_enc *e)
 	return 0;
 }
 
-/* Run fast path: if the next bytes are exactly the chunk after the cursor
- * (compared with the stored bytes), send them as part of the run with
- * no chunking or hashing.  Returns the chunk length consumed, 0 if not. */
+/* Run fast path: if the next bytes are exactly the chunk after the cursor,
+ * or (stream version 3, right after the cursor chunk was output) the cursor
+ * chunk again, compared with the stored bytes, send them as part of the run
+ * or repeat with no chunking or hashing.  Returns the chunk length consumed,
+ * 0 if not. */
 static size_t run_fast(dre_enc *e, const uint8_t *p, size_t n)
 {
-	if (!e->cur.tag || (!e->cur.next && !dre_store_find(e->st, e->cur.tag, &e->cur)) || !e->cur.next)
+	if (!e->cur.tag || (!e->cur.next && !dre_store_find(e->st, e->cur.tag, &e->cur)))
 		return 0;
+	size_t max = n < DRE_DELTA_WIN ? n : DRE_DELTA_WIN;
 	dre_ent ent;
-	if (!dre_store_match(e->st, e->cur.next, p, n < DRE_DELTA_WIN ? n : DRE_DELTA_WIN, e->peer_bit, e->win, &ent))
-		return 0;
-	if (enc_hit(e, &ent, 0, ent.len, 1) || retain_chunk(e, ent.tag, p, ent.len))
+	int k = 0;
+	if (!e->cur.next || !dre_store_match(e->st, e->cur.next, p, max, e->peer_bit, e->win, &ent)) {
+		if (e->o.version < 3 || e->prev != e->cur.tag ||
+		    !dre_store_match(e->st, e->cur.tag, p, max, e->peer_bit, e->win, &ent))
+			return 0;
+		k = -1;
+	}
+	if (enc_hit(e, &ent, k, ent.len, 1) || retain_chunk(e, ent.tag, p, ent.len))
 		return 0;
 	return ent.len;
 }

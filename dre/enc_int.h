@@ -75,6 +75,7 @@ struct dre_enc {
 	uint64_t prev;         /* last chunk output (0 after raw bytes) */
 	uint64_t frame_prev;   /* prev when the current frame began */
 	uint64_t run;          /* pending RUN/SKIP count */
+	uint64_t again;        /* pending AGAIN count (the cursor chunk repeated) */
 	uint32_t run_skip;
 	int delta_fails;
 	int last_cont;         /* the last chunk was a run continuation of the one before */

@@ -14,7 +14,7 @@
  *            sections continue one compression stream per direction of a stream
  *            (window carried across frames), so frames decode in order only
  *   sum      checksum of the decoded bytes with seed ^ frame sequence number:
- *            version 2 dre_fsum (dre/fsum.c), version 1 dre_sum64 (XXH64);
+ *            version 2 and later dre_fsum (dre/fsum.c), version 1 dre_sum64 (XXH64);
  *            frames are numbered from 1 in stream order, LEARN frames excepted
  * Integers are little-endian; varints are LEB128 (at most 10 bytes).
  *
@@ -35,6 +35,9 @@
  *                      section.  Stored; the cursor moves to the base chunk
  *                      holding the last copied byte.
  *   DELTAR u64 tag len n ins*n   as DELTA, the window starting at chunk `tag`
+ *   AGAIN count        (version 3) the cursor chunk, `count` times; the cursor
+ *                      stays (a chunk is never its own successor, so a run cannot
+ *                      repeat one: zero-filled regions, say)
  * After each output chunk X (not RAW), if `prev` has no successor yet, X becomes
  * its successor on both sides.
  *
@@ -50,7 +53,7 @@
 #define WANOPT_DRE_PROTO_H
 
 #define DRE_STREAM_MAGIC "WDRE"
-#define DRE_STREAM_VERSION 2     /* what encoders write */
+#define DRE_STREAM_VERSION 3     /* what encoders write (3: AGAIN) */
 #define DRE_STREAM_VERSION_MIN 1 /* oldest that decoders read */
 #define DRE_STREAM_HDR_LEN 14
 #define DRE_FRAME_MAGIC 0xD7
@@ -87,6 +90,7 @@ enum dre_proto_op {
 	DRE_OP_CHUNK = 8,  /* LEARN frames only */
 	DRE_OP_CHUNKL = 9, /* LEARN: as CHUNK, and it follows the previous chunk in
 			      the sender's store order: the receiver adopts that link */
+	DRE_OP_AGAIN = 10, /* stream version 3 */
 };
 
 #endif

@@ -41,8 +41,9 @@
 enum proto_limits {
 	PROTO_HDR_LEN = 8,            /* frame header bytes */
 	PROTO_MAX_PAYLOAD = 16384,    /* largest payload of any frame (fits the u16 length) */
-	PROTO_VERSION = 2,            /* newest version this build speaks (2: streams' DRE
-					 payloads may use DRE stream version 2) */
+	PROTO_VERSION = 3,            /* newest version this build speaks; a stream's DRE
+					 payload uses the DRE stream version of the same
+					 number (2: the faster checksum, 3: AGAIN) */
 	PROTO_VERSION_MIN = 1,        /* oldest version this build speaks */
 	PROTO_INITIAL_WINDOW = 1 << 20, /* default per-stream credit a receiver grants */
 	PROTO_MIN_WINDOW = 16384,     /* smallest window a HELLO may advertise */

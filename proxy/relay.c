@@ -29,6 +29,7 @@
 #include <event2/event.h>
 
 #include "bev_fill.h"
+#include "dre_proto.h"
 #include "log.h"
 #include "relay.h"
 #include "stats.h"
@@ -613,8 +614,8 @@ static int make_codec(struct px_relay *r, tun_stream *s)
 	int slot = h ? dre_store_peer(r->env->store, h->store_id) : -1;
 	dre_enc_opts o = { .link_bps = r->env->link_bps, .frame_max = FRAME_MAX, .retain = 1,
 			   .no_dedup = r->policy == PROTO_POLICY_LZ, .peer = slot + 1,
-			   /* a version-1 peer decodes only DRE stream version 1 */
-			   .version = c && tun_conn_version(c) < 2 ? 1 : 0 };
+			   /* a version-N peer decodes DRE stream versions up to N */
+			   .version = c && tun_conn_version(c) < DRE_STREAM_VERSION ? (int)tun_conn_version(c) : 0 };
 	r->enc = dre_enc_new(r->env->store, &o);
 	r->dec = dre_dec_new(r->env->store);
 	r->pend = evbuffer_new();
