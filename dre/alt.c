@@ -1,5 +1,6 @@
 /*
- * alt.c: chunks that broke a run, found again without SHA-256.
+ * alt.c: chunks that broke a run, found again without SHA-256; and chunks
+ * whose successor depends on where they occur (forks).
  *
  * Each stored chunk remembers the chunk that followed it when it was first
  * seen; runs follow that.  A chunk that also occurs elsewhere (a license
@@ -13,12 +14,25 @@
  * miss only costs the slow way), in memory only, shared by every encoder on
  * the store under its lock; the decoder needs none of it, since a reference
  * names its chunk.
+ *
+ * Forks: successors are first-come on each side, so where a chunk occurs in
+ * several places (zeros, a common header, the chunk before an edit), which
+ * successor a store holds depends on what it saw first, and a core's store
+ * sees what every branch sent.  A RUN or a delta window through such a link
+ * may then name other chunks at the peer than here: the frame fails its
+ * checksum and costs an ask and a learn.  The store notes a chunk as a fork
+ * when a link after it is refused because it already has another successor
+ * (or would be its own); an encoder for a tracked peer does not rely on a
+ * fork's successor (it names the next chunk).  Direct-mapped and lossy (a
+ * forgotten fork only risks the ask), in memory only; written under the
+ * store's lock, read without it.
  */
 #include <stdlib.h>
 
 #include "store_int.h"
 
-#define ALT_SLOTS (1u << 16) /* 1 MiB */
+#define ALT_SLOTS (1u << 16)   /* 1 MiB */
+#define FORK_SLOTS (1u << 17)  /* 1 MiB */
 
 void dre_store_alt_set(dre_store *st, uint64_t key, uint64_t tag)
 {
@@ -40,4 +54,21 @@ uint64_t dre_store_alt_get(dre_store *st, uint64_t key)
 		tag = st->alt[key & (ALT_SLOTS - 1)][1];
 	pthread_mutex_unlock(&st->mu);
 	return tag;
+}
+
+void dre_store_fork_locked(dre_store *st, uint64_t tag)
+{
+	uint64_t *t = __atomic_load_n(&st->forks, __ATOMIC_ACQUIRE);
+	if (!t) {
+		if (!(t = calloc(FORK_SLOTS, sizeof *t)))
+			return;
+		__atomic_store_n(&st->forks, t, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&t[tag & (FORK_SLOTS - 1)], tag, __ATOMIC_RELAXED);
+}
+
+int dre_store_forked(dre_store *st, uint64_t tag)
+{
+	uint64_t *t = __atomic_load_n(&st->forks, __ATOMIC_ACQUIRE);
+	return t && tag && __atomic_load_n(&t[tag & (FORK_SLOTS - 1)], __ATOMIC_RELAXED) == tag;
 }

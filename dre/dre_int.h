@@ -179,6 +179,10 @@ int dre_store_same(dre_store *st, const dre_ent *e, const uint8_t h[32]);
  * table in memory). */
 void dre_store_alt_set(dre_store *st, uint64_t key, uint64_t tag);
 uint64_t dre_store_alt_get(dre_store *st, uint64_t key);
+/* Forks (alt.c): chunk `tag` was followed by something other than its
+ * successor (store lock held); 1 if it is noted as such (lossy, no lock). */
+void dre_store_fork_locked(dre_store *st, uint64_t tag);
+int dre_store_forked(dre_store *st, uint64_t tag);
 /* Record that chunk b followed chunk a, if a has no successor yet. */
 void dre_store_link(dre_store *st, uint64_t a, uint64_t b);
 /* Make b a's successor even if a had another (the peer's order wins). */

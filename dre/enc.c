@@ -190,17 +190,25 @@ static int lit_add(dre_enc *e, const uint8_t *p, size_t len)
 	return lit_own(e) ? DRE_ENOMEM : dre_buf_add(&e->lits, p, len);
 }
 
-/* Is `tag` the chunk k steps after the cursor (k < SKIP_MAX+1)?  Returns k or -1. */
+/* Does the peer's store possibly follow chunk `tag` with another chunk than
+ * ours (a fork, alt.c)?  Never for an untracked peer (lock-step stores). */
+static int fork_at(dre_enc *e, uint64_t tag)
+{
+	return e->peer_bit && dre_store_forked(e->st, tag);
+}
+
+/* Is `tag` the chunk k steps after the cursor (k < SKIP_MAX+1), through no
+ * fork?  Returns k or -1. */
 static int run_position(dre_enc *e, uint64_t tag)
 {
-	if (!e->cur.next && !dre_store_find(e->st, e->cur.tag, &e->cur))
+	if ((!e->cur.next && !dre_store_find(e->st, e->cur.tag, &e->cur)) || fork_at(e, e->cur.tag))
 		return -1;
 	uint64_t t = e->cur.next;
 	for (int k = 0; t && k <= SKIP_MAX; k++) {
 		if (t == tag)
 			return k;
 		dre_ent n;
-		if (!dre_store_find(e->st, t, &n))
+		if (fork_at(e, t) || !dre_store_find(e->st, t, &n))
 			return -1;
 		t = n.next;
 	}
@@ -247,7 +255,7 @@ static int enc_hit(dre_enc *e, const dre_ent *ent, int k, uint32_t len, int refr
 }
 
 /* Gather the base window: the cursor chunk and those following it, up to
- * WIN_CHUNKS.
+ * WIN_CHUNKS and up to a fork.
  * Returns its length (0 if nothing usable). */
 static size_t win_fill(dre_enc *e)
 {
@@ -262,7 +270,7 @@ static size_t win_fill(dre_enc *e)
 		e->win_end[i] = (uint32_t)(n + w.len);
 		e->win_n = i + 1;
 		n += w.len;
-		t = w.next;
+		t = fork_at(e, t) ? 0 : w.next; /* the peer's window may go on elsewhere */
 	}
 	return n;
 }
@@ -414,15 +422,15 @@ static int retain_frame(dre_enc *e)
 /* Run fast path: if the next bytes are exactly the chunk after the cursor,
  * or (stream version 3, right after the cursor chunk was output) the cursor
  * chunk again, compared with the stored bytes, send them as part of the run
- * or repeat with no chunking or hashing.  Returns the chunk length consumed,
- * 0 if not. */
+ * (a REF after a fork) or repeat with no chunking or hashing.  Returns the
+ * chunk length consumed, 0 if not. */
 static size_t run_fast(dre_enc *e, const uint8_t *p, size_t n)
 {
 	if (!e->cur.tag || (!e->cur.next && !dre_store_find(e->st, e->cur.tag, &e->cur)))
 		return 0;
 	size_t max = n < DRE_DELTA_WIN ? n : DRE_DELTA_WIN;
 	dre_ent ent;
-	int k = 0;
+	int k = fork_at(e, e->cur.tag) ? -1 : 0;
 	if (!e->cur.next || !dre_store_match(e->st, e->cur.next, p, max, e->peer_bit, e->win, &ent)) {
 		if (e->o.version < 3 || e->prev != e->cur.tag ||
 		    !dre_store_match(e->st, e->cur.tag, p, max, e->peer_bit, e->win, &ent))

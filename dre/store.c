@@ -184,6 +184,8 @@ int dre_store_apply(dre_store *st, uint32_t file, const struct dre_idxent *ie)
 		dre_ent *p = dre_idx_get(&st->idx, ie->b);
 		if (p && !p->next)
 			p->next = ie->a;
+		else if (p && p->next != ie->a)
+			dre_store_fork_locked(st, ie->b);
 	}
 	return 0;
 }
@@ -467,12 +469,15 @@ static void set_next_locked(dre_store *st, dre_ent *e, uint64_t a, uint64_t b)
 		act_note(st, a, b, 0, DRE_IDX_LINK);
 }
 
-/* Record b as a's successor if a has none (LINK record); lock held. */
+/* Record b as a's successor if a has none (LINK record), else note a as a
+ * fork if b is not that successor (or is a itself); lock held. */
 static void link_locked(dre_store *st, uint64_t a, uint64_t b)
 {
-	dre_ent *e = a && b && a != b ? dre_idx_get(&st->idx, a) : NULL;
-	if (e && !e->next)
+	dre_ent *e = a && b ? dre_idx_get(&st->idx, a) : NULL;
+	if (e && !e->next && a != b)
 		set_next_locked(st, e, a, b);
+	else if (e && e->next != b)
+		dre_store_fork_locked(st, a);
 }
 
 int dre_store_next_of(dre_store *st, uint64_t tag, uint64_t *next)
@@ -503,6 +508,8 @@ void dre_store_relink(dre_store *st, uint64_t a, uint64_t b)
 	pthread_mutex_lock(&st->mu);
 	dre_ent *e = dre_idx_get(&st->idx, a);
 	if (e && e->next != b) {
+		if (e->next)
+			dre_store_fork_locked(st, a);
 		e->next = 0;
 		link_locked(st, a, b);
 	}
@@ -786,6 +793,7 @@ void dre_store_close(dre_store *st)
 	dre_buf_free(&st->act);
 	dre_idx_free(&st->idx);
 	free(st->alt);
+	free(st->forks);
 	pthread_mutex_destroy(&st->mu);
 	free(st->dir);
 	free(st);

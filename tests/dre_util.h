@@ -96,7 +96,6 @@ static inline void t_rmstore(const char *dir)
 		fprintf(stderr, "cannot remove %s\n", dir);
 }
 
-/* Encode p[0..n) in pieces of random size (1..maxpiece) with one encoder. */
 /* Close and remove the two stores of a test. */
 static inline void t_stores_done(dre_store *sa, const char *da, dre_store *sb, const char *db)
 {
@@ -106,6 +105,7 @@ static inline void t_stores_done(dre_store *sa, const char *da, dre_store *sb, c
 	t_rmstore(db);
 }
 
+/* Encode p[0..n) in pieces of random size (1..maxpiece) with one encoder. */
 static inline int t_encode(dre_enc *e, const uint8_t *p, size_t n, size_t maxpiece, struct tbuf *out)
 {
 	size_t pos = 0;

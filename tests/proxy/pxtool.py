@@ -5,7 +5,8 @@ Test data is generated from a seed, 64 KiB block by block, so that a client
 and a server (or a file given to `wanopt warm`) agree on it without sharing
 anything but (seed, size).  Each block is random, English-like text or a
 short repeated pattern, chosen by the seed: a mix that LZ and DRE both have
-work to do on, and that never repeats within or across seeds.
+work to do on, and that never repeats within or across seeds.  Seeds from
+SPARSE up stand for a sparse disk image: every other block is all zeros.
 
 Server protocol (one request line per connection, then the body):
   GET SEED SIZE [RATE]  the server sends gen(SEED, SIZE) (RATE bytes/s if given)
@@ -48,9 +49,14 @@ WORDS = (b"the of and to in is was that for on with as by at from his her which 
          b"replication snapshot backup volume datastore branch office tunnel segment chunk").split()
 
 
+SPARSE = 900
+
+
 @functools.lru_cache(maxsize=64)
 def block(seed, i):
     """Block i of the stream for seed (BLOCK bytes)."""
+    if seed >= SPARSE and i % 2:
+        return bytes(BLOCK)
     r = random.Random(seed * 1000003 + i)
     kind = r.randrange(4)
     if kind < 2:
