@@ -24,15 +24,16 @@
  * when a link after it is refused because it already has another successor
  * (or would be its own); an encoder for a tracked peer does not rely on a
  * fork's successor (it names the next chunk).  Direct-mapped and lossy (a
- * forgotten fork only risks the ask), in memory only; written under the
- * store's lock, read without it.
+ * forgotten fork only risks the ask; a chunk taken for one that is not, 48
+ * bits of its tag matching, only costs a reference), in memory only; written
+ * under the store's lock, read without it.
  */
 #include <stdlib.h>
 
 #include "store_int.h"
 
 #define ALT_SLOTS (1u << 16)   /* 1 MiB */
-#define FORK_SLOTS (1u << 17)  /* 1 MiB */
+#define FORK_SLOTS (1u << 16)  /* 256 KiB: a slot holds the tag's upper half */
 
 void dre_store_alt_set(dre_store *st, uint64_t key, uint64_t tag)
 {
@@ -56,19 +57,26 @@ uint64_t dre_store_alt_get(dre_store *st, uint64_t key)
 	return tag;
 }
 
+/* A fork's slot value: the upper half of its tag, never 0 (an empty slot). */
+static uint32_t fork_key(uint64_t tag)
+{
+	uint32_t k = (uint32_t)(tag >> 32);
+	return k ? k : 1;
+}
+
 void dre_store_fork_locked(dre_store *st, uint64_t tag)
 {
-	uint64_t *t = __atomic_load_n(&st->forks, __ATOMIC_ACQUIRE);
+	uint32_t *t = __atomic_load_n(&st->forks, __ATOMIC_ACQUIRE);
 	if (!t) {
 		if (!(t = calloc(FORK_SLOTS, sizeof *t)))
 			return;
 		__atomic_store_n(&st->forks, t, __ATOMIC_RELEASE);
 	}
-	__atomic_store_n(&t[tag & (FORK_SLOTS - 1)], tag, __ATOMIC_RELAXED);
+	__atomic_store_n(&t[tag & (FORK_SLOTS - 1)], fork_key(tag), __ATOMIC_RELAXED);
 }
 
 int dre_store_forked(dre_store *st, uint64_t tag)
 {
-	uint64_t *t = __atomic_load_n(&st->forks, __ATOMIC_ACQUIRE);
-	return t && tag && __atomic_load_n(&t[tag & (FORK_SLOTS - 1)], __ATOMIC_RELAXED) == tag;
+	uint32_t *t = __atomic_load_n(&st->forks, __ATOMIC_ACQUIRE);
+	return t && tag && __atomic_load_n(&t[tag & (FORK_SLOTS - 1)], __ATOMIC_RELAXED) == fork_key(tag);
 }
