@@ -335,7 +335,8 @@ static void queue_drop(dre_dec *d, struct dre_qframe *prev, struct dre_qframe *f
 }
 
 /* While waiting for a learn: apply it if it has arrived (it may sit behind
- * frames that came after the failed one).  1 applied, 0 not there yet. */
+ * frames that came after the failed one).  1 applied, 0 not there yet.  A
+ * learn that named chunks we lack too is asked for once more, in full. */
 static int queue_learn(dre_dec *d, dre_out_fn out, void *arg)
 {
 	struct dre_qframe *prev = NULL, *f = d->qhead;
@@ -347,9 +348,15 @@ static int queue_learn(dre_dec *d, dre_out_fn out, void *arg)
 		return 0;
 	int rc = frame_apply(d, f, out, arg);
 	queue_drop(d, prev, f);
+	if ((rc == DRE_EMISS || rc == DRE_ECHECKSUM) && d->version >= 3 && !d->wait_full) {
+		d->wait_full = 1;
+		d->stats.asks++;
+		d->ask(d->ask_arg, d->wait_seq | DRE_ASK_FULL);
+		return 0;
+	}
 	if (rc)
 		return rc;
-	d->waiting = 0;
+	d->waiting = d->wait_full = 0;
 	return 1;
 }
 

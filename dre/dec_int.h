@@ -89,6 +89,7 @@ struct dre_dec {
 	dre_fp *fp;
 	dre_lzc *lz[3];           /* by enum dre_proto_lz, created on first use */
 	int hdr_got, waiting, err, paused, ended;
+	int wait_full;            /* the learn awaited was asked for in full */
 	uint64_t seed, seq, applied, wait_seq;
 	int version;              /* the stream header's */
 	dre_fsum_state fs;        /* the frame being rebuilt's checksum, taken as it grows */

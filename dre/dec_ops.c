@@ -274,6 +274,29 @@ int dre_dec_ops(dre_dec *d, struct dre_qframe *f)
 	return rc == DRE_ECORRUPT && c.stored ? DRE_ECHECKSUM : rc;
 }
 
+/* HELD/HELDL of a LEARN (stream version 3): the named chunk from our store,
+ * appended to the output; *len: its length.  DRE_EMISS if we lack it (the
+ * caller asks again for every chunk's bytes). */
+static int learn_held(struct opctx *c, uint64_t *len)
+{
+	dre_dec *d = c->d;
+	dre_ent e;
+	if (d->version < 3 || c->end - c->op < 8)
+		return DRE_ECORRUPT;
+	uint64_t tag = dre_get_u64(c->op);
+	c->op += 8;
+	if (!dre_dec_find(d, tag, &e))
+		return DRE_EMISS;
+	if (e.len > c->f->h.raw_len - d->out.len)
+		return DRE_ECORRUPT;
+	int rc = dre_store_read_fast(d->st, &e, d->out.p + d->out.len); /* frame checksum covers it */
+	if (rc)
+		return rc == DRE_EMISS ? DRE_EMISS : rc;
+	d->out.len += e.len;
+	*len = e.len;
+	return 0;
+}
+
 int dre_dec_learn_ops(dre_dec *d, struct dre_qframe *f)
 {
 	struct opctx c = { d, f, f->ops + 24, f->ops + f->h.ops_len, 0, 0 };
@@ -285,14 +308,18 @@ int dre_dec_learn_ops(dre_dec *d, struct dre_qframe *f)
 	while (c.op < c.end) {
 		int op = *c.op++, rc;
 		uint64_t len;
-		if ((op != DRE_OP_CHUNK && op != DRE_OP_CHUNKL && op != DRE_OP_RAW) || (rc = get_var(&c, &len)))
+		if (op == DRE_OP_HELD || op == DRE_OP_HELDL) {
+			if ((rc = learn_held(&c, &len)))
+				return rc;
+		} else if ((op != DRE_OP_CHUNK && op != DRE_OP_CHUNKL && op != DRE_OP_RAW) || get_var(&c, &len) ||
+			   !len || len > DRE_CHUNK_MAX || take_lits(&c, len)) {
 			return DRE_ECORRUPT;
-		if (!len || len > DRE_CHUNK_MAX || (rc = take_lits(&c, len)))
-			return DRE_ECORRUPT;
+		}
 		if (op == DRE_OP_RAW)
 			rc = dre_dec_sop(d, SOP_BREAK, 0, 0);
 		else
-			rc = dre_dec_sop(d, op == DRE_OP_CHUNKL ? SOP_PUTL : SOP_PUT, (uint32_t)len, d->out.len - len);
+			rc = dre_dec_sop(d, op == DRE_OP_CHUNKL || op == DRE_OP_HELDL ? SOP_PUTL : SOP_PUT, (uint32_t)len,
+					 d->out.len - len);
 		if (rc)
 			return rc;
 	}

@@ -148,12 +148,14 @@ static int run_flush(dre_enc *e)
 	return rc;
 }
 
-/* Remember a chunk of the current frame for a later learn. */
-static int retain_chunk(dre_enc *e, uint64_t tag, const uint8_t *p, uint32_t len)
+/* Remember a chunk of the current frame for a later learn; held: it was
+ * sent as a reference to a chunk the peer held before (else its bytes went
+ * in this frame, which the peer may not have stored if the frame failed). */
+static int retain_chunk(dre_enc *e, uint64_t tag, const uint8_t *p, uint32_t len, int held)
 {
 	if (!e->o.retain)
 		return 0;
-	struct dre_ret_ch c = { tag, len, tag && e->last_cont };
+	struct dre_ret_ch c = { tag, len, tag && e->last_cont, tag && held };
 	if (dre_buf_add(&e->cur_ch, &c, sizeof c))
 		return DRE_ENOMEM;
 	return tag ? 0 : dre_buf_add(&e->cur_raw, p, len);
@@ -336,7 +338,7 @@ static int enc_alt(dre_enc *e, const uint8_t *p, uint32_t len, uint64_t *key, in
 		return 0;
 	*rc = enc_hit(e, &ent, run_position(e, tag), len, 1);
 	if (!*rc)
-		*rc = retain_chunk(e, tag, p, len);
+		*rc = retain_chunk(e, tag, p, len, 1);
 	return 1;
 }
 
@@ -350,7 +352,7 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *
 			return rc;
 		e->prev = 0;
 		e->st_lit += len;
-		return retain_chunk(e, 0, p, len);
+		return retain_chunk(e, 0, p, len, 0);
 	}
 	uint8_t h[32];
 	dre_ent ent;
@@ -369,14 +371,14 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *
 			dre_store_alt_set(e->st, key, tag);
 		if ((rc = enc_hit(e, &ent, k, len, 0)))
 			return rc;
-		return retain_chunk(e, tag, p, len);
+		return retain_chunk(e, tag, p, len, 1);
 	}
 	if (dre_enc_pending(e, h, len)) {
 		/* sent moments ago, not stored yet (helper thread): a reference */
 		dre_ent pe = { .tag = tag, .len = len };
 		if ((rc = enc_hit(e, &pe, -1, len, 0)))
 			return rc;
-		return retain_chunk(e, tag, p, len);
+		return retain_chunk(e, tag, p, len, 0);
 	}
 	rc = enc_delta(e, p, len);
 	if (rc < 0)
@@ -391,7 +393,7 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *
 	if ((rc = dre_enc_put(e, h, p, len, e->prev, lit_off)))
 		return rc;
 	e->prev = tag;
-	return retain_chunk(e, tag, p, len);
+	return retain_chunk(e, tag, p, len, 0);
 }
 
 /* Keep the current frame's chunk list for learns (when retaining). */
@@ -437,7 +439,7 @@ static size_t run_fast(dre_enc *e, const uint8_t *p, size_t n)
 			return 0;
 		k = -1;
 	}
-	if (enc_hit(e, &ent, k, ent.len, 1) || retain_chunk(e, ent.tag, p, ent.len))
+	if (enc_hit(e, &ent, k, ent.len, 1) || retain_chunk(e, ent.tag, p, ent.len, 1))
 		return 0;
 	return ent.len;
 }

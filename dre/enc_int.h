@@ -13,7 +13,8 @@ struct dre_pend;
 struct dre_ret_ch {
 	uint64_t tag;
 	uint32_t len;
-	uint32_t linked; /* it followed the previous chunk in our store order */
+	uint16_t linked; /* it followed the previous chunk in our store order */
+	uint16_t held;   /* it was a reference to a chunk the peer held before the frame */
 };
 
 /* What a sent frame was made of, kept until acked so a learn can be answered. */

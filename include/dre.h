@@ -160,7 +160,8 @@ int dre_enc_flush(dre_enc *e, dre_out_fn out, void *arg);
  * dre_dec_ended once all before it is applied (learns can still follow). */
 int dre_enc_end(dre_enc *e, dre_out_fn out, void *arg);
 /* The decoder asked for frame `seq` (it lacked something it referenced): emit a
- * LEARN frame carrying that frame's bytes.  Needs opts.retain. */
+ * LEARN frame carrying that frame's bytes (from stream version 3, chunks the
+ * peer holds by name, unless seq has DRE_ASK_FULL set).  Needs opts.retain. */
 int dre_enc_learn(dre_enc *e, uint64_t seq, dre_out_fn out, void *arg);
 /* The decoder has applied every frame up to and including `seq`. */
 void dre_enc_ack(dre_enc *e, uint64_t seq);
@@ -170,7 +171,10 @@ uint64_t dre_enc_seq(const dre_enc *e);
 
 /* Called by the decoder when frame `seq` references data its store lacks; the
  * caller must get the encoder to call dre_enc_learn(seq).  Until the LEARN frame
- * arrives in the stream, the decoder buffers what follows (bounded). */
+ * arrives in the stream, the decoder buffers what follows (bounded).  If that
+ * learn named chunks the decoder lacks too, it asks once more, with
+ * DRE_ASK_FULL set in seq. */
+#define DRE_ASK_FULL (1ULL << 63)
 typedef void (*dre_ask_fn)(void *arg, uint64_t seq);
 
 dre_dec *dre_dec_new(dre_store *st);

@@ -46,7 +46,14 @@
  *   just before that frame (0 none), then per chunk:
  *   CHUNK len (stored if absent), CHUNKL len (the same, and it follows the
  *   previous chunk in the sender's order: the receiver relinks to match) or
- *   RAW len, bytes in the literal section.
+ *   RAW len, bytes in the literal section; or (version 3) HELD u64 tag and
+ *   HELDL u64 tag: as CHUNK and CHUNKL for a chunk the sender takes the
+ *   receiver to hold, which it reads from its store.  A learn that names a
+ *   chunk the receiver lacks fails; the receiver then asks for the frame with
+ *   DRE_ASK_FULL set in the sequence number, and that learn spells every
+ *   chunk out.  (Most asks come from links the two stores disagree on, not
+ *   from missing chunks: a learn of a frame of references then costs a few
+ *   bytes per chunk, not the frame's bytes.)
  * It is not counted in the frame sequence.
  */
 #ifndef WANOPT_DRE_PROTO_H
@@ -91,6 +98,8 @@ enum dre_proto_op {
 	DRE_OP_CHUNKL = 9, /* LEARN: as CHUNK, and it follows the previous chunk in
 			      the sender's store order: the receiver adopts that link */
 	DRE_OP_AGAIN = 10, /* stream version 3 */
+	DRE_OP_HELD = 11,  /* LEARN, stream version 3 */
+	DRE_OP_HELDL = 12, /* LEARN, stream version 3 */
 };
 
 #endif
