@@ -55,20 +55,30 @@ static int new_chunk(dre_dec *d, uint32_t len)
 	return dre_dec_sop(d, SOP_PUT, len, d->out.len - len);
 }
 
+/* Append stored chunk `tag` (*e: its entry) to the output. */
+static int append_stored(struct opctx *c, uint64_t tag, dre_ent *e)
+{
+	dre_dec *d = c->d;
+	if (!dre_dec_find(d, tag, e))
+		return DRE_EMISS;
+	if (e->len > c->f->h.raw_len - d->out.len)
+		return DRE_ECORRUPT;
+	int rc = dre_store_read_fast(d->st, e, d->out.p + d->out.len); /* frame checksum covers it */
+	if (rc)
+		return rc == DRE_EMISS ? DRE_EMISS : rc;
+	d->out.len += e->len;
+	return 0;
+}
+
 /* Append stored chunk `tag` to the output; it becomes the cursor. */
 static int out_stored(struct opctx *c, uint64_t tag)
 {
 	dre_dec *d = c->d;
 	dre_ent e;
-	if (!dre_dec_find(d, tag, &e))
-		return DRE_EMISS;
-	c->stored = 1;
-	if (e.len > c->f->h.raw_len - d->out.len)
-		return DRE_ECORRUPT;
-	int rc = dre_store_read_fast(d->st, &e, d->out.p + d->out.len); /* frame checksum covers it */
+	c->stored = 1; /* a miss stays a miss; a bad length is then a checksum failure */
+	int rc = append_stored(c, tag, &e);
 	if (rc)
-		return rc == DRE_EMISS ? DRE_EMISS : rc;
-	d->out.len += e.len;
+		return rc;
 	if (d->fs_on) /* while the chunk is in cache */
 		dre_fsum_feed(&d->fs, d->out.p, d->out.len);
 	d->stats.ref_bytes += e.len;
@@ -285,16 +295,10 @@ static int learn_held(struct opctx *c, uint64_t *len)
 		return DRE_ECORRUPT;
 	uint64_t tag = dre_get_u64(c->op);
 	c->op += 8;
-	if (!dre_dec_find(d, tag, &e))
-		return DRE_EMISS;
-	if (e.len > c->f->h.raw_len - d->out.len)
-		return DRE_ECORRUPT;
-	int rc = dre_store_read_fast(d->st, &e, d->out.p + d->out.len); /* frame checksum covers it */
-	if (rc)
-		return rc == DRE_EMISS ? DRE_EMISS : rc;
-	d->out.len += e.len;
-	*len = e.len;
-	return 0;
+	int rc = append_stored(c, tag, &e);
+	if (!rc)
+		*len = e.len;
+	return rc;
 }
 
 int dre_dec_learn_ops(dre_dec *d, struct dre_qframe *f)

@@ -11,26 +11,6 @@
 #include "../dre/dre_int.h"
 #include "dre_util.h"
 
-/* Encode with store A, decode with store B, compare (no asks). */
-static void roundtrip(dre_store *sa, dre_store *sb, const uint8_t *p, size_t n, size_t piece)
-{
-	struct tbuf enc = { 0 }, dec = { 0 };
-	dre_enc_opts o = { .frame_max = 64 << 10 };
-	dre_enc *e = dre_enc_new(sa, &o);
-	dre_dec *d = dre_dec_new(sb);
-	assert_non_null(e);
-	assert_non_null(d);
-	assert_int_equal(t_encode(e, p, n, piece, &enc), 0);
-	assert_int_equal(t_decode(d, enc.p, enc.len, piece, &dec), 0);
-	assert_int_equal(dre_dec_finish(d), 0);
-	assert_int_equal(dec.len, n);
-	assert_memory_equal(dec.p, p, n);
-	dre_enc_free(e);
-	dre_dec_free(d);
-	free(enc.p);
-	free(dec.p);
-}
-
 struct asker {
 	dre_enc *e;
 	struct tbuf *wire;
@@ -44,67 +24,21 @@ static void on_ask(void *arg, uint64_t seq)
 	assert_int_equal(dre_enc_learn(a->e, seq, tbuf_out, a->wire), 0);
 }
 
-/* A decoder whose store was wiped asks; learns let the stream go on intact. */
-static void test_ask_learn_after_wipe(void **state)
-{
-	char da[64], db[64], dc[64];
-	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0), *sc = t_store(dc, 0);
-	size_t n = 2 << 20;
-	uint8_t *p = malloc(n);
-	t_fill_text(p, n);
-	roundtrip(sa, sb, p, n, 100000); /* A and B now share history; C is empty */
-	/* unthreaded: the test reads the wire between writes */
-	dre_enc_opts o = { .frame_max = 128 << 10, .retain = 1 };
-	dre_enc *e = dre_enc_new(sa, &o);
-	dre_dec *d = dre_dec_new(sc);
-	assert_int_equal(dre_dec_set_threaded(d, 1), 0);
-	struct tbuf wire = { 0 }, dec = { 0 };
-	struct asker a = { e, &wire, 0 };
-	dre_dec_set_ask(d, on_ask, &a);
-	/* feed the stream frame by frame as it is produced; learns are appended to the
-	 * same wire as the tunnel would carry them */
-	size_t fed = 0;
-	for (size_t pos = 0; pos < n; pos += 65536) {
-		assert_int_equal(dre_enc_write(e, p + pos, 65536, tbuf_out, &wire), 0);
-		size_t end = wire.len; /* the ask callback appends learns meanwhile */
-		assert_int_equal(dre_dec_write(d, wire.p + fed, end - fed, tbuf_out, &dec), 0);
-		fed = end;
-	}
-	assert_int_equal(dre_enc_flush(e, tbuf_out, &wire), 0);
-	while (fed < wire.len) {
-		size_t end = wire.len;
-		assert_int_equal(dre_dec_write(d, wire.p + fed, end - fed, tbuf_out, &dec), 0);
-		fed = end;
-	}
-	assert_int_equal(dre_dec_finish(d), 0);
-	assert_true(a.asks > 0);
-	assert_int_equal(dec.len, n);
-	assert_memory_equal(dec.p, p, n);
-	dre_enc_ack(e, dre_dec_applied(d));
-	dre_enc_free(e);
-	dre_dec_free(d);
-	free(wire.p);
-	free(dec.p);
-	free(p);
-	dre_store_close(sa);
-	dre_store_close(sb);
-	dre_store_close(sc);
-	t_rmstore(da);
-	t_rmstore(db);
-	t_rmstore(dc);
-}
-
 /* Send p through a retaining encoder on sa (for peer slot `peer`, or -1:
- * untracked) to a decoder on sb (what it stores came from its slot `from`)
- * with the ask path wired; returns the number of asks, checks the bytes;
- * *size (if not NULL): the bytes on the wire. */
+ * untracked) to a decoder on sb (what it stores came from its slot `from`;
+ * with helper threads if `threaded`) with the ask path wired, the stream
+ * fed to the decoder as it is produced and learns appended to the same wire
+ * as the tunnel would carry them; returns the number of asks, checks the
+ * bytes; *size (if not NULL): the bytes on the wire. */
 static int send_with_asks(dre_store *sa, int peer, dre_store *sb, int from, const uint8_t *p, size_t n,
-			  size_t *size)
+			  int threaded, size_t *size)
 {
+	/* the encoder unthreaded: the test reads the wire between writes */
 	dre_enc_opts o = { .frame_max = 64 << 10, .retain = 1, .peer = peer + 1 };
 	dre_enc *e = dre_enc_new(sa, &o);
 	dre_dec *d = dre_dec_new(sb);
 	dre_dec_set_peer(d, from);
+	assert_int_equal(dre_dec_set_threaded(d, threaded), 0);
 	struct tbuf wire = { 0 }, dec = { 0 };
 	struct asker a = { e, &wire, 0 };
 	dre_dec_set_ask(d, on_ask, &a);
@@ -112,7 +46,7 @@ static int send_with_asks(dre_store *sa, int peer, dre_store *sb, int from, cons
 	for (size_t pos = 0; pos < n; pos += 32768) {
 		size_t k = n - pos < 32768 ? n - pos : 32768;
 		assert_int_equal(dre_enc_write(e, p + pos, k, tbuf_out, &wire), 0);
-		size_t end = wire.len;
+		size_t end = wire.len; /* the ask callback appends learns meanwhile */
 		assert_int_equal(dre_dec_write(d, wire.p + fed, end - fed, tbuf_out, &dec), 0);
 		fed = end;
 	}
@@ -134,6 +68,23 @@ static int send_with_asks(dre_store *sa, int peer, dre_store *sb, int from, cons
 	return a.asks;
 }
 
+/* A decoder whose store was wiped asks; learns let the stream go on intact. */
+static void test_ask_learn_after_wipe(void **state)
+{
+	char da[64], db[64], dc[64];
+	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0), *sc = t_store(dc, 0);
+	size_t n = 2 << 20;
+	uint8_t *p = malloc(n);
+	t_fill_text(p, n);
+	/* A and B now share history; C is empty */
+	assert_int_equal(send_with_asks(sa, -1, sb, -1, p, n, 0, NULL), 0);
+	assert_true(send_with_asks(sa, -1, sc, -1, p, n, 1, NULL) > 0);
+	free(p);
+	dre_store_close(sc);
+	t_rmstore(dc);
+	t_stores_done(sa, da, sb, db);
+}
+
 /* The decoder's store holds the chunks in another order: the first transfer
  * asks, and the learns align its order, so a repeat needs no ask. */
 static void test_learn_relinks(void **state)
@@ -147,11 +98,11 @@ static void test_learn_relinks(void **state)
 	memcpy(zyx + part, xyz + part, part);
 	memcpy(zyx + 2 * part, xyz, part);
 	/* A learns X Y Z (its decoder peer is a scratch store); B learns Z Y X from C */
-	roundtrip(sa, sx, xyz, n, n);
-	roundtrip(sc, sb, zyx, n, n);
+	assert_int_equal(send_with_asks(sa, -1, sx, -1, xyz, n, 0, NULL), 0);
+	assert_int_equal(send_with_asks(sc, -1, sb, -1, zyx, n, 0, NULL), 0);
 	size_t size;
-	int first = send_with_asks(sa, -1, sb, -1, xyz, n, &size);
-	int second = send_with_asks(sa, -1, sb, -1, xyz, n, NULL);
+	int first = send_with_asks(sa, -1, sb, -1, xyz, n, 0, &size);
+	int second = send_with_asks(sa, -1, sb, -1, xyz, n, 0, NULL);
 	assert_true(first > 0);
 	assert_int_equal(second, 0);
 	free(xyz);
@@ -164,6 +115,35 @@ static void test_learn_relinks(void **state)
 	t_rmstore(db);
 	t_rmstore(dc);
 	t_rmstore(dx);
+}
+
+/* A core's store and two branches' stores, each side knowing the other's
+ * peer slot (as the tunnel HELLO would tell them). */
+struct trio {
+	char dc[64], d1[64], d2[64];
+	dre_store *c, *e1, *e2;
+	int c1, c2;   /* at the core: the slots of branch 1 and 2 */
+	int e1c, e2c; /* at each branch: the core's slot */
+};
+
+static void trio_open(struct trio *t)
+{
+	uint8_t idc[16] = "core-store-id!!", id1[16] = "branch-1", id2[16] = "branch-2";
+	t->c = t_store(t->dc, 0);
+	t->e1 = t_store(t->d1, 0);
+	t->e2 = t_store(t->d2, 0);
+	assert_true(t->c && t->e1 && t->e2);
+	t->c1 = dre_store_peer(t->c, id1);
+	t->c2 = dre_store_peer(t->c, id2);
+	t->e1c = dre_store_peer(t->e1, idc);
+	t->e2c = dre_store_peer(t->e2, idc);
+}
+
+static void trio_close(struct trio *t)
+{
+	dre_store_close(t->c);
+	t_rmstore(t->dc);
+	t_stores_done(t->e1, t->d1, t->e2, t->d2);
 }
 
 /* A sparse image: data blocks of 64 KiB from seed, every other block zeros. */
@@ -184,36 +164,33 @@ static uint8_t *sparse_image(size_t n, int text)
  * so repeats cost no ask and stay small. */
 static void test_forks_cost_no_asks(void **state)
 {
-	char dc[64], d1[64], d2[64];
-	dre_store *c = t_store(dc, 0), *e1 = t_store(d1, 0), *e2 = t_store(d2, 0);
-	uint8_t idc[16] = "core-store-id!!", id1[16] = "branch-1", id2[16] = "branch-2";
-	int c1 = dre_store_peer(c, id1), c2 = dre_store_peer(c, id2);
-	int e1c = dre_store_peer(e1, idc), e2c = dre_store_peer(e2, idc);
+	struct trio t;
+	trio_open(&t);
+	dre_store *c = t.c, *e1 = t.e1, *e2 = t.e2;
+	int c1 = t.c1, c2 = t.c2, e1c = t.e1c, e2c = t.e2c;
 	size_t n = 4 << 20, up = 2 << 20, size;
 	uint8_t *a = sparse_image(n, 0), *b = sparse_image(n, 1), *u = sparse_image(up, 1);
-	send_with_asks(c, c1, e1, e1c, a, n, NULL); /* branch 1 gets image a */
-	send_with_asks(c, c2, e2, e2c, b, n, NULL); /* branch 2 gets image b */
-	assert_int_equal(send_with_asks(e2, e2c, c, c2, u, up, NULL), 0); /* and uploads u */
-	send_with_asks(c, c1, e1, e1c, u, up, NULL);                      /* which branch 1 gets */
-	send_with_asks(c, c2, e2, e2c, a, n, NULL);                       /* and branch 2 gets a */
+	send_with_asks(c, c1, e1, e1c, a, n, 0, NULL); /* branch 1 gets image a */
+	send_with_asks(c, c2, e2, e2c, b, n, 0, NULL); /* branch 2 gets image b */
+	assert_int_equal(send_with_asks(e2, e2c, c, c2, u, up, 0, NULL), 0); /* and uploads u */
+	send_with_asks(c, c1, e1, e1c, u, up, 0, NULL);                      /* which branch 1 gets */
+	send_with_asks(c, c2, e2, e2c, a, n, 0, NULL);                       /* and branch 2 gets a */
 	for (int round = 0; round < 2; round++) { /* everything again, in turns */
-		assert_int_equal(send_with_asks(c, c1, e1, e1c, a, n, &size), 0);
+		assert_int_equal(send_with_asks(c, c1, e1, e1c, a, n, 0, &size), 0);
 		assert_true(size < 2000);
-		assert_int_equal(send_with_asks(c, c2, e2, e2c, b, n, &size), 0);
+		assert_int_equal(send_with_asks(c, c2, e2, e2c, b, n, 0, &size), 0);
 		assert_true(size < 2000);
-		assert_int_equal(send_with_asks(e1, e1c, c, c1, u, up, &size), 0);
+		assert_int_equal(send_with_asks(e1, e1c, c, c1, u, up, 0, &size), 0);
 		assert_true(size < 2000);
-		assert_int_equal(send_with_asks(c, c2, e2, e2c, a, n, &size), 0);
+		assert_int_equal(send_with_asks(c, c2, e2, e2c, a, n, 0, &size), 0);
 		assert_true(size < 2000);
-		assert_int_equal(send_with_asks(e2, e2c, c, c2, u, up, &size), 0);
+		assert_int_equal(send_with_asks(e2, e2c, c, c2, u, up, 0, &size), 0);
 		assert_true(size < 2000);
 	}
 	free(a);
 	free(b);
 	free(u);
-	dre_store_close(c);
-	t_rmstore(dc);
-	t_stores_done(e1, d1, e2, d2);
+	trio_close(&t);
 }
 
 /* Data cut into two streams at one of its own chunk boundaries, so that the
@@ -225,11 +202,10 @@ static void test_forks_cost_no_asks(void **state)
  * frame. */
 static void test_learn_names_held_chunks(void **state)
 {
-	char dc[64], d1[64], d2[64];
-	dre_store *c = t_store(dc, 0), *e1 = t_store(d1, 0), *e2 = t_store(d2, 0);
-	uint8_t idc[16] = "core-store-id!!", id1[16] = "branch-1", id2[16] = "branch-2";
-	int c1 = dre_store_peer(c, id1), c2 = dre_store_peer(c, id2);
-	int e1c = dre_store_peer(e1, idc), e2c = dre_store_peer(e2, idc);
+	struct trio t;
+	trio_open(&t);
+	dre_store *c = t.c, *e1 = t.e1, *e2 = t.e2;
+	int c1 = t.c1, c2 = t.c2, e1c = t.e1c, e2c = t.e2c;
 	size_t n = 2 << 20, cut = 0, size;
 	uint8_t *p = malloc(n);
 	assert_non_null(p);
@@ -238,16 +214,14 @@ static void test_learn_names_held_chunks(void **state)
 	assert_int_equal(dre_cdc_init(&cdc, 2048, 4096, 16384), 0);
 	while (cut < n / 2)
 		cut += dre_cdc_cut(&cdc, p + cut, n - cut, 1);
-	send_with_asks(c, c2, e2, e2c, p, cut, NULL);                         /* part 1 to branch 2 */
-	send_with_asks(c, c2, e2, e2c, p + cut, n - cut, NULL);               /* part 2 to branch 2 */
-	assert_int_equal(send_with_asks(e1, e1c, c, c1, p, n, NULL), 0);      /* branch 1 sends it all */
-	assert_int_equal(send_with_asks(c, c2, e2, e2c, p, n, &size), 1);     /* one ask, no second */
+	send_with_asks(c, c2, e2, e2c, p, cut, 0, NULL);                     /* part 1 to branch 2 */
+	send_with_asks(c, c2, e2, e2c, p + cut, n - cut, 0, NULL);           /* part 2 to branch 2 */
+	assert_int_equal(send_with_asks(e1, e1c, c, c1, p, n, 0, NULL), 0);  /* branch 1 sends it all */
+	assert_int_equal(send_with_asks(c, c2, e2, e2c, p, n, 0, &size), 1); /* one ask, no second */
 	assert_true(size < 4000);
-	assert_int_equal(send_with_asks(c, c2, e2, e2c, p, n, &size), 0);     /* the learn relinked */
+	assert_int_equal(send_with_asks(c, c2, e2, e2c, p, n, 0, &size), 0); /* the learn relinked */
 	free(p);
-	dre_store_close(c);
-	t_rmstore(dc);
-	t_stores_done(e1, d1, e2, d2);
+	trio_close(&t);
 }
 
 int main(void)
