@@ -1,7 +1,8 @@
 /* fuzz_dre_dec.c: libFuzzer harness for the DRE decoder: arbitrary bytes, fed
  * in two pieces, against a store that holds some chunks (so references can
- * resolve), plain or threaded.  Nothing may crash, hang or read out of
- * bounds, and whatever the decoder outputs must have passed a frame checksum. */
+ * resolve), plain or threaded, with or without an ask path.  Nothing may
+ * crash, hang or read out of bounds, and whatever the decoder outputs must
+ * have passed a frame checksum. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,13 @@ static void setup(void)
 	free(buf);
 }
 
+/* The learns are in the input already (or never come). */
+static void no_ask(void *arg, uint64_t seq)
+{
+	(void)arg;
+	(void)seq;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (!st)
@@ -48,8 +56,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	dre_dec *d = dre_dec_new(st);
 	size_t total = 0, cut = size ? data[0] % (size + 1) : 0;
 	/* the last byte's low bit: threaded (frames decompressed ahead, checked
-	 * and stored on helper threads) */
+	 * and stored on helper threads); its second bit: with an ask path, so a
+	 * frame that misses waits for a LEARN frame later in the input (light
+	 * learns that name chunks, full ones, a second ask) */
 	dre_dec_set_threaded(d, size && (data[size - 1] & 1));
+	if (size && (data[size - 1] & 2))
+		dre_dec_set_ask(d, no_ask, NULL);
 	if (dre_dec_write(d, data, cut, sink, &total) == 0)
 		dre_dec_write(d, data + cut, size - cut, sink, &total);
 	dre_dec_finish(d);
