@@ -452,7 +452,9 @@ int dre_dec_finish(dre_dec *d)
 
 int dre_dec_ended(const dre_dec *d)
 {
-	return d->ended && !d->qhead && !d->waiting && !d->err;
+	/* not while part of a frame after the END waits for its rest (a LEARN,
+	 * or a second END from an older peer): finishing then would fail */
+	return d->ended && !d->qhead && !d->waiting && !d->err && d->in.len == d->in_off;
 }
 
 int dre_dec_paused(const dre_dec *d)

@@ -595,6 +595,8 @@ static int enc_write(dre_enc *e, const uint8_t *p, size_t n, dre_out_fn out, voi
 
 int dre_enc_write(dre_enc *e, const void *buf, size_t n, dre_out_fn out, void *arg)
 {
+	if (e->ended)
+		return n ? DRE_ESTATE : 0;
 	int rc = enc_write(e, buf, n, out, arg);
 	if (e->view_busy) { /* the caller may reuse its buffer once we return */
 		e->view_busy = 0;
@@ -620,6 +622,8 @@ void *dre_enc_space(dre_enc *e, size_t min, size_t *room)
 
 int dre_enc_commit(dre_enc *e, size_t n, dre_out_fn out, void *arg)
 {
+	if (e->ended)
+		return n ? DRE_ESTATE : 0;
 	e->in.len += n;
 	return enc_drain(e, 0, out, arg);
 }
@@ -642,12 +646,16 @@ int dre_enc_flush(dre_enc *e, dre_out_fn out, void *arg)
 
 int dre_enc_end(dre_enc *e, dre_out_fn out, void *arg)
 {
+	if (e->ended)
+		return 0; /* one END: bytes after it would be a corrupt stream */
 	int rc = dre_enc_flush(e, out, arg);
 	e->ops.len = e->lits.len = 0; /* the last frame's, already emitted */
 	if (!rc)
 		rc = dre_enc_submit(e, DRE_FT_END, 0, 0, out, arg);
 	if (!rc)
 		rc = dre_enc_wait(e);
+	if (!rc)
+		e->ended = 1;
 	return rc;
 }
 

@@ -62,6 +62,7 @@ struct dre_enc {
 	dre_fp *fp;
 	dre_lzc *lz;
 	int lzkind, hdr_sent;
+	int ended;             /* the END frame went out: no more data */
 	uint64_t seed, seq;
 	dre_buf in;            /* input not yet framed, from in_off */
 	size_t in_off;

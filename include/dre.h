@@ -157,7 +157,9 @@ int dre_enc_commit(dre_enc *e, size_t n, dre_out_fn out, void *arg);
 /* Emit everything buffered as frames now (the caller has no more data for a while). */
 int dre_enc_flush(dre_enc *e, dre_out_fn out, void *arg);
 /* The data ended: flush, then emit an END frame, on which the decoder reports
- * dre_dec_ended once all before it is applied (learns can still follow). */
+ * dre_dec_ended once all before it is applied (learns can still follow).
+ * Once only: later calls emit nothing, and data written after it is refused
+ * (DRE_ESTATE). */
 int dre_enc_end(dre_enc *e, dre_out_fn out, void *arg);
 /* The decoder asked for frame `seq` (it lacked something it referenced): emit a
  * LEARN frame carrying that frame's bytes (from stream version 3, chunks the
@@ -204,7 +206,8 @@ void dre_dec_set_take(dre_dec *d, dre_take_fn take);
  * the decoder pauses after that frame, keeping the rest of its input; call
  * dre_dec_write again (n may be 0) to go on. */
 int dre_dec_write(dre_dec *d, const void *buf, size_t n, dre_out_fn out, void *arg);
-/* 1 once an END frame arrived and everything before it was applied. */
+/* 1 once an END frame arrived and everything before it was applied (and no
+ * part of a later frame is waiting for its rest). */
 int dre_dec_ended(const dre_dec *d);
 /* 1 if the last call stopped because out asked for a pause. */
 int dre_dec_paused(const dre_dec *d);

@@ -474,19 +474,42 @@ static void test_end_frame(void **state)
 	assert_int_equal(dre_enc_write(e, p, n, tbuf_out, &enc), 0);
 	assert_int_equal(dre_enc_end(e, tbuf_out, &enc), 0);
 	size_t end_at = enc.len;
+	/* one END only; no data after it */
+	assert_int_equal(dre_enc_end(e, tbuf_out, &enc), 0);
+	assert_int_equal(enc.len, end_at);
+	assert_int_equal(dre_enc_write(e, p, 1000, tbuf_out, &enc), DRE_ESTATE);
+	assert_int_equal(dre_enc_flush(e, tbuf_out, &enc), 0);
+	assert_int_equal(enc.len, end_at);
 	dre_dec *d = dre_dec_new(sb);
 	assert_int_equal(dre_dec_write(d, enc.p, end_at - 5, tbuf_out, &dec), 0);
 	assert_false(dre_dec_ended(d));
 	assert_int_equal(dre_dec_write(d, enc.p + end_at - 5, 5, tbuf_out, &dec), 0);
 	assert_true(dre_dec_ended(d));
+	/* a second END (as an older encoder could send), in two pieces: not
+	 * ended while its rest is missing, so the caller does not finish early */
+	size_t end_len = 0;
+	while (enc.p[end_at - 1 - end_len] != DRE_FRAME_MAGIC || enc.p[end_at - end_len] != DRE_FT_END)
+		end_len++;
+	end_len++;
+	assert_int_equal(dre_dec_write(d, enc.p + end_at - end_len, 3, tbuf_out, &dec), 0);
+	assert_false(dre_dec_ended(d));
+	assert_int_equal(dre_dec_write(d, enc.p + end_at - end_len + 3, end_len - 3, tbuf_out, &dec), 0);
+	assert_true(dre_dec_ended(d));
 	assert_int_equal(dre_dec_finish(d), 0);
 	assert_int_equal(dec.len, n);
 	assert_memory_equal(dec.p, p, n);
-	/* a DATA frame after END is refused */
-	assert_int_equal(dre_enc_write(e, p, 1000, tbuf_out, &enc), 0);
-	assert_int_equal(dre_enc_flush(e, tbuf_out, &enc), 0);
-	assert_int_equal(dre_dec_write(d, enc.p + end_at, enc.len - end_at, tbuf_out, &dec), DRE_ECORRUPT);
+	/* a DATA frame after END is refused (one from another stream, its
+	 * literals not compressed so that it parses) */
+	struct tbuf more = { 0 };
+	dre_enc_opts o2 = { .lz = DRE_LZ_NONE };
+	dre_enc *e2 = dre_enc_new(sa, &o2);
+	assert_int_equal(dre_enc_write(e2, p, 1000, tbuf_out, &more), 0);
+	assert_int_equal(dre_enc_flush(e2, tbuf_out, &more), 0);
+	assert_int_equal(dre_dec_write(d, more.p + DRE_STREAM_HDR_LEN, more.len - DRE_STREAM_HDR_LEN, tbuf_out, &dec),
+			 DRE_ECORRUPT);
 	assert_int_equal(dec.len, n);
+	dre_enc_free(e2);
+	free(more.p);
 	dre_enc_free(e);
 	dre_dec_free(d);
 	free(enc.p);
