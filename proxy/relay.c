@@ -43,6 +43,7 @@
 #define FLUSH_DELAY_US 2000      /* LAN quiet this long: send the partial chunk */
 #define ACK_EVERY 8              /* frames between ACKs while data keeps coming */
 #define GATHER_MAX (64u << 10)   /* encoder output held while a LAN burst lasts */
+#define GATHER_LAN (4u << 20)    /* ... or until it stands for this many LAN bytes */
 
 struct px_relay {
 	struct px_relay_env *env;
@@ -56,6 +57,7 @@ struct px_relay {
 	size_t held;              /* tunnel bytes received, credit not yet returned */
 	struct evbuffer *pend;    /* tunnel bytes arrived while decoding was paused */
 	struct evbuffer *gather;  /* encoder output held while a LAN burst lasts (see pump) */
+	size_t gather_lan;        /* LAN bytes read since `gather` was last sent */
 	uint64_t acked;           /* frames we acknowledged to the peer */
 	uint64_t peer_acked;      /* frames the peer acknowledged to us */
 	dre_codec_stats last;     /* encoder figures already added to stats */
@@ -165,6 +167,7 @@ static void maybe_done(struct px_relay *r)
 /* Send the encoder output held back in `gather`, ahead of anything else. */
 static int gather_push(struct px_relay *r)
 {
+	r->gather_lan = 0;
 	if (!r->gather || !evbuffer_get_length(r->gather))
 		return 0;
 	return !r->ts || tun_stream_write_buffer(r->ts, r->gather) ? -1 : 0;
@@ -317,6 +320,7 @@ static const char *pump_direct(struct px_relay *r, int *code)
 		if (rc)
 			return dre_strerror(rc);
 		stats_stream_add(r->st, STATS_LAN_IN, (uint64_t)n);
+		r->gather_lan += (size_t)n;
 		total += (size_t)n;
 		if ((size_t)n == want && want == r->direct && r->direct < READ_CHUNK)
 			r->direct *= 2; /* a bulk transfer: read (and buffer) more at a time */
@@ -351,6 +355,7 @@ static const char *pump_feed(struct px_relay *r, struct evbuffer *in, int *code)
 			return r->enc ? dre_strerror(rc) : "tunnel write failed";
 		evbuffer_drain(in, n);
 		stats_stream_add(r->st, STATS_LAN_IN, n);
+		r->gather_lan += n;
 	}
 	return pump_direct(r, code);
 }
@@ -360,8 +365,9 @@ static const char *pump_feed(struct px_relay *r, struct evbuffer *in, int *code)
  * frames are held and go out together once the burst is read (or 64 KiB
  * gathered): dozens of tiny frames as dozens of segments would outrun a
  * congestion window that shrank while the tunnel idled, and cost a round
- * trip.  Interactive traffic, where the socket is empty after each read, is
- * sent at once. */
+ * trip.  A long burst still goes out every GATHER_LAN bytes read, so that
+ * the peer decodes while we encode instead of after.  Interactive traffic,
+ * where the socket is empty after each read, is sent at once. */
 static void pump(struct px_relay *r)
 {
 	struct evbuffer *in = bufferevent_get_input(r->bev);
@@ -370,7 +376,8 @@ static void pump(struct px_relay *r)
 	const char *why = pump_feed(r, in, &code);
 	r->gathering = 0;
 	if (!why && r->gather && evbuffer_get_length(r->gather) &&
-	    (evbuffer_get_length(in) || evbuffer_get_length(r->gather) >= GATHER_MAX || !lan_more(r)) &&
+	    (evbuffer_get_length(in) || evbuffer_get_length(r->gather) >= GATHER_MAX || r->gather_lan >= GATHER_LAN ||
+	     !lan_more(r)) &&
 	    gather_push(r))
 		why = "tunnel write failed";
 	if (why) {
