@@ -149,7 +149,9 @@ enum proto_addr {
  * CLOSE:  empty.
  * RESET:  u32 code (enum proto_reset).
  * CREDIT: u32 increment, 1..PROTO_MAX_WINDOW.
- * ASK:    u64 DRE frame sequence number the decoder lacks data for.
+ * ASK:    u64 DRE frame sequence number the decoder lacks data for (with
+ *         DRE_ASK_FULL set, version 3: the learn that named held chunks failed;
+ *         resend every byte).
  * ACK:    u64 DRE frame sequence number applied, then u32 credit increment
  *         (0..PROTO_MAX_WINDOW): ACK is CREDIT merged with the DRE ack.
  * PING:   u64 opaque (the sender's clock); PONG echoes it unchanged.
