@@ -224,7 +224,8 @@ static void dec_ask(void *arg, uint64_t seq)
 {
 	struct px_relay *r = arg;
 	stats_stream_add(r->st, STATS_ASKS, 1);
-	log_debug("%s -> %s: asking for frame %llu", r->src, r->dst, (unsigned long long)seq);
+	log_debug("%s -> %s: asking for frame %llu%s", r->src, r->dst, (unsigned long long)(seq & ~DRE_ASK_FULL),
+		  seq & DRE_ASK_FULL ? " in full" : "");
 	if (r->ts)
 		tun_stream_ask(r->ts, seq);
 }
@@ -586,7 +587,8 @@ static void ts_ask(tun_stream *s, void *arg, uint64_t seq)
 		relay_abort(r, PROTO_RST_CODEC, "cannot resend a frame the peer lacks");
 		return;
 	}
-	log_debug("%s -> %s: resent frame %llu", r->src, r->dst, (unsigned long long)seq);
+	log_debug("%s -> %s: resent frame %llu%s", r->src, r->dst, (unsigned long long)(seq & ~DRE_ASK_FULL),
+		  seq & DRE_ASK_FULL ? " in full" : "");
 }
 
 static void ts_ack(tun_stream *s, void *arg, uint64_t seq)
