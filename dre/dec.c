@@ -258,9 +258,10 @@ static int stream_header(dre_dec *d)
 	if (d->in.len - d->in_off < DRE_STREAM_HDR_LEN)
 		return 0;
 	const uint8_t *p = d->in.p + d->in_off;
-	if (memcmp(p, DRE_STREAM_MAGIC, 4) || p[4] < DRE_STREAM_VERSION_MIN || p[4] > DRE_STREAM_VERSION ||
-	    p[5] != 0) /* flags: none defined yet */
+	if (memcmp(p, DRE_STREAM_MAGIC, 4) || p[4] < DRE_STREAM_VERSION_MIN || p[5] != 0) /* flags: none yet */
 		return DRE_ECORRUPT;
+	if (p[4] > DRE_STREAM_VERSION)
+		return DRE_EVERSION;
 	d->version = p[4];
 	d->seed = dre_get_u64(p + 6);
 	d->in_off += DRE_STREAM_HDR_LEN;

@@ -9,6 +9,9 @@
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "dre assumes a little-endian host");
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
 const char *dre_strerror(int err)
 {
 	switch (err) {
@@ -23,6 +26,8 @@ const char *dre_strerror(int err)
 	case DRE_ELZ: return "residual decompression failed";
 	case DRE_EOUT: return "output failed";
 	case DRE_ESTATE: return "call not valid in this state";
+	case DRE_EVERSION:
+		return "encoded stream of a newer format version than this build reads (versions " STR(DRE_STREAM_VERSION_MIN) " to " STR(DRE_STREAM_VERSION) ")";
 	}
 	return "unknown error";
 }

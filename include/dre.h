@@ -34,6 +34,7 @@ enum dre_err {
 	DRE_ELZ = -8,       /* residual (de)compression failed */
 	DRE_EOUT = -9,      /* the caller's output callback reported failure */
 	DRE_ESTATE = -10,   /* call not valid in the current state */
+	DRE_EVERSION = -11, /* encoded stream of a format version this build does not read */
 };
 const char *dre_strerror(int err);
 

@@ -103,13 +103,17 @@ if mount -t tmpfs -o size=1m tmpfs "$T/full" 2>/dev/null; then
 else
 	echo "SKIP full-filesystem case: cannot mount a tmpfs (not root?)"
 fi
-# options that do not apply, and a stream header with unknown flags
+# options that do not apply, and stream headers with unknown flags or a newer version
 expect 2 "applies to encode only" "$W" dre decode --store "$T/B" --chunks 2048:4096:16384
 expect 2 "want MIN:AVG:MAX" "$W" dre encode --store "$T/B" --chunks 2048:4096:16384junk
 expect 2 "not with --lz lz4" "$W" dre encode --store "$T/B" --lz lz4 --level 5
 python3 -c "import sys; b = bytearray(open(sys.argv[1], 'rb').read()); b[5] = 7; open(sys.argv[2], 'wb').write(b)" \
 	"$T/v1.dre" "$T/flags.dre"
 expect 1 "corrupt" "$W" dre decode --store "$T/flags" < "$T/flags.dre"
+# a stream from a newer build: said so, not "corrupt"
+python3 -c "import sys; b = bytearray(open(sys.argv[1], 'rb').read()); b[4] = 9; open(sys.argv[2], 'wb').write(b)" \
+	"$T/v1.dre" "$T/newer.dre"
+expect 1 "newer format version than this build reads (versions 1 to 3)" "$W" dre decode --store "$T/newer" < "$T/newer.dre"
 # check neither evicts nor saves a limit; a store from before limits were
 # saved (no DIR/limit) opened without a size saves none (and, if it holds more
 # than the default, is not evicted down to it)
