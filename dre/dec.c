@@ -225,6 +225,7 @@ static int frame_apply(dre_dec *d, struct dre_qframe *f, dre_out_fn out, void *a
 	if (d->fs_on)
 		dre_fsum_begin(&d->fs, d->seed ^ key);
 	d->in_frame = 1;
+	d->lacks = 0;
 	int rc = f->h.type == DRE_FT_DATA ? dre_dec_ops(d, f) : dre_dec_learn_ops(d, f);
 	d->in_frame = 0;
 	struct dre_vjob vj = { f->h.sum, d->seed ^ key, d->version, out, arg };
@@ -350,7 +351,7 @@ static int queue_learn(dre_dec *d, dre_out_fn out, void *arg)
 	int rc = frame_apply(d, f, out, arg);
 	queue_drop(d, prev, f);
 	if ((rc == DRE_EMISS || rc == DRE_ECHECKSUM) && d->version >= 3 && !d->wait_full) {
-		d->wait_full = 1;
+		d->wait_full = d->full_asks = 1; /* the sender's idea of what we hold is stale */
 		d->stats.asks++;
 		d->ask(d->ask_arg, d->wait_seq | DRE_ASK_FULL);
 		return 0;
@@ -397,10 +398,12 @@ static int queue_run(dre_dec *d, dre_out_fn out, void *arg)
 		}
 		int rc = frame_apply(d, f, out, arg);
 		if ((rc == DRE_EMISS || rc == DRE_ECHECKSUM) && d->ask) {
+			/* a chunk we lack would be named again by a light learn */
+			d->wait_full = (d->lacks || d->full_asks) && d->version >= 3;
 			d->waiting = 1;
 			d->wait_seq = f->seq;
 			d->stats.asks++;
-			d->ask(d->ask_arg, f->seq);
+			d->ask(d->ask_arg, f->seq | (d->wait_full ? DRE_ASK_FULL : 0));
 			rc = 0;
 		}
 		queue_drop(d, NULL, f);

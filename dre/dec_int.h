@@ -90,6 +90,8 @@ struct dre_dec {
 	dre_lzc *lz[3];           /* by enum dre_proto_lz, created on first use */
 	int hdr_got, waiting, err, paused, ended;
 	int wait_full;            /* the learn awaited was asked for in full */
+	int lacks;                /* the frame being applied named a chunk we lack */
+	int full_asks;            /* a light learn named chunks we lack: ask in full from now */
 	uint64_t seed, seq, applied, wait_seq;
 	int version;              /* the stream header's */
 	dre_fsum_state fs;        /* the frame being rebuilt's checksum, taken as it grows */

@@ -59,13 +59,17 @@ static int new_chunk(dre_dec *d, uint32_t len)
 static int append_stored(struct opctx *c, uint64_t tag, dre_ent *e)
 {
 	dre_dec *d = c->d;
-	if (!dre_dec_find(d, tag, e))
+	if (!dre_dec_find(d, tag, e)) {
+		d->lacks = 1;
 		return DRE_EMISS;
+	}
 	if (e->len > c->f->h.raw_len - d->out.len)
 		return DRE_ECORRUPT;
 	int rc = dre_store_read_fast(d->st, e, d->out.p + d->out.len); /* frame checksum covers it */
+	if (rc == DRE_EMISS)
+		d->lacks = 1; /* its record is unreadable */
 	if (rc)
-		return rc == DRE_EMISS ? DRE_EMISS : rc;
+		return rc;
 	d->out.len += e->len;
 	return 0;
 }

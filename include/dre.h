@@ -176,7 +176,8 @@ uint64_t dre_enc_seq(const dre_enc *e);
  * caller must get the encoder to call dre_enc_learn(seq).  Until the LEARN frame
  * arrives in the stream, the decoder buffers what follows (bounded).  If that
  * learn named chunks the decoder lacks too, it asks once more, with
- * DRE_ASK_FULL set in seq. */
+ * DRE_ASK_FULL set in seq; it sets DRE_ASK_FULL at once where the frame named
+ * a chunk it lacks, and on every ask after such a failed learn. */
 #define DRE_ASK_FULL (1ULL << 63)
 typedef void (*dre_ask_fn)(void *arg, uint64_t seq);
 

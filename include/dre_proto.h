@@ -51,7 +51,8 @@
  *   receiver to hold, which it reads from its store.  A learn that names a
  *   chunk the receiver lacks fails; the receiver then asks for the frame with
  *   DRE_ASK_FULL set in the sequence number, and that learn spells every
- *   chunk out.  (Most asks come from links the two stores disagree on, not
+ *   chunk out.  A receiver asks in full at once for a frame that named a
+ *   chunk it lacks, and for every frame after a light learn failed.  (Most asks come from links the two stores disagree on, not
  *   from missing chunks: a learn of a frame of references then costs a few
  *   bytes per chunk, not the frame's bytes.)
  * It is not counted in the frame sequence.
