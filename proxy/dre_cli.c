@@ -53,6 +53,8 @@ static void dre_usage(FILE *f)
 		"  --no-dedup         LZ only: no references, nothing stored\n"
 		"  --sync             make the store durable (fdatasync) before exiting\n"
 		"  --chunks MIN:AVG:MAX  content-defined chunk sizes in bytes (default 2048:4096:16384)\n"
+		"  --format N         stream format version to write, for an older build's decoder:\n"
+		"                     1 (XXH64 checksums), 2, 3 (repeats as AGAIN; default)\n"
 		"  -v, --verbose      print what was sent how on stderr\n"
 		"  --json             stats as JSON\n");
 }
@@ -90,13 +92,14 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		{ "no-dedup", no_argument, 0, 'n' },    { "json", no_argument, 0, 'j' },
 		{ "verbose", no_argument, 0, 'v' },     { "help", no_argument, 0, 'h' },
 		{ "sync", no_argument, 0, 'y' },         { "chunks", required_argument, 0, 'c' },
+		{ "format", required_argument, 0, 'F' },
 		{ 0, 0, 0, 0 } };
 	int ch;
 	uint64_t v;
 	optind = 1;
 	int at;
 	while ((ch = getopt_long(argc, argv, "vh", opts, &at)) != -1) {
-		if (strchr("zlrfnc", ch) && !c->enc_only)
+		if (strchr("zlrfncF", ch) && !c->enc_only)
 			c->enc_only = opts[at].name;
 		switch (ch) {
 		case 's': c->store = optarg; break;
@@ -135,6 +138,14 @@ static int parse_args(int argc, char **argv, struct cli *c)
 				return 2;
 			}
 			c->eo.frame_max = v;
+			break;
+		case 'F':
+			if (parse_size(optarg, 1, &v) || v < DRE_STREAM_VERSION_MIN || v > DRE_STREAM_VERSION) {
+				fprintf(stderr, "wanopt dre: --format '%s': want %d..%d\n", optarg, DRE_STREAM_VERSION_MIN,
+					DRE_STREAM_VERSION);
+				return 2;
+			}
+			c->eo.version = (int)v;
 			break;
 		case 'n': c->eo.no_dedup = 1; break;
 		case 'y': c->sync = 1; break;

@@ -107,6 +107,12 @@ fi
 expect 2 "applies to encode only" "$W" dre decode --store "$T/B" --chunks 2048:4096:16384
 expect 2 "want MIN:AVG:MAX" "$W" dre encode --store "$T/B" --chunks 2048:4096:16384junk
 expect 2 "not with --lz lz4" "$W" dre encode --store "$T/B" --lz lz4 --level 5
+expect 2 "want 1..3" "$W" dre encode --store "$T/B" --format 4
+expect 2 "applies to encode only" "$W" dre decode --store "$T/B" --format 2
+# --format writes an older stream version, for an older build's decoder
+"$W" dre encode --store "$T/F" --format 2 < "$T/v1" > "$T/f2.dre"
+[ "$(od -An -tu1 -j4 -N1 "$T/f2.dre" | tr -d ' ')" = 2 ] || fail "--format 2 wrote another version"
+"$W" dre decode --store "$T/F2" < "$T/f2.dre" | cmp -s - "$T/v1" || fail "--format 2 stream did not round-trip"
 python3 -c "import sys; b = bytearray(open(sys.argv[1], 'rb').read()); b[5] = 7; open(sys.argv[2], 'wb').write(b)" \
 	"$T/v1.dre" "$T/flags.dre"
 expect 1 "corrupt" "$W" dre decode --store "$T/flags" < "$T/flags.dre"
