@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "dre.h"
+#include "dre_proto.h"
 
 struct tbuf {
 	uint8_t *p;
@@ -119,6 +120,22 @@ static inline int t_encode(dre_enc *e, const uint8_t *p, size_t n, size_t maxpie
 		pos += k;
 	}
 	return dre_enc_flush(e, tbuf_out, out);
+}
+
+/* Feed decoder d, which applied an END frame, a DATA frame of another
+ * stream (literals uncompressed, so that it parses): returns what
+ * dre_dec_write said. */
+static inline int t_data_after_end(dre_dec *d, dre_store *st, const uint8_t *p, size_t n, struct tbuf *dec)
+{
+	struct tbuf more = { 0 };
+	dre_enc_opts o = { .lz = DRE_LZ_NONE };
+	dre_enc *e = dre_enc_new(st, &o);
+	assert_int_equal(dre_enc_write(e, p, n, tbuf_out, &more), 0);
+	assert_int_equal(dre_enc_flush(e, tbuf_out, &more), 0);
+	int rc = dre_dec_write(d, more.p + DRE_STREAM_HDR_LEN, more.len - DRE_STREAM_HDR_LEN, tbuf_out, dec);
+	dre_enc_free(e);
+	free(more.p);
+	return rc;
 }
 
 /* Decode p[0..n) fed in pieces of random size. */
