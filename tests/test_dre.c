@@ -26,27 +26,12 @@ static void test_sum64_vectors(void **state)
 	}
 }
 
-/* Encode with store A, decode with store B, compare; returns the encoded size. */
+/* Encode with store A, decode with store B, compare, with or without helper
+ * threads at random; returns the encoded size. */
 static size_t roundtrip(dre_store *sa, dre_store *sb, const uint8_t *p, size_t n, size_t piece)
 {
-	struct tbuf enc = { 0 }, dec = { 0 };
 	dre_enc_opts o = { .frame_max = 64 << 10, .threaded = (int)(t_rand() % 2) };
-	dre_enc *e = dre_enc_new(sa, &o);
-	dre_dec *d = dre_dec_new(sb);
-	assert_non_null(e);
-	assert_non_null(d);
-	assert_int_equal(dre_dec_set_threaded(d, (int)(t_rand() % 2)), 0);
-	assert_int_equal(t_encode(e, p, n, piece, &enc), 0);
-	assert_int_equal(t_decode(d, enc.p, enc.len, piece, &dec), 0);
-	assert_int_equal(dre_dec_finish(d), 0);
-	assert_int_equal(dec.len, n);
-	assert_true(n == 0 || memcmp(dec.p, p, n) == 0);
-	size_t size = enc.len;
-	dre_enc_free(e);
-	dre_dec_free(d);
-	free(enc.p);
-	free(dec.p);
-	return size;
+	return t_roundtrip(sa, sb, &o, (int)(t_rand() % 2), p, n, piece, NULL);
 }
 
 /* Random sizes (0 .. 3 MB), random split points, three kinds of data. */

@@ -59,25 +59,11 @@ static void test_caller_buffer_reuse(void **state)
 }
 
 /* Encode n bytes of p as stream `version` from sa, decode into sb and check
- * the bytes; returns the encoded size. */
+ * the bytes; returns the encoded size, the stream in *enc. */
 static size_t enc_dec(dre_store *sa, dre_store *sb, int version, const uint8_t *p, size_t n, struct tbuf *enc)
 {
 	dre_enc_opts o = { .version = version };
-	dre_enc *e = dre_enc_new(sa, &o);
-	dre_dec *d = dre_dec_new(sb);
-	assert_non_null(e);
-	assert_non_null(d);
-	struct tbuf dec = { 0 };
-	enc->len = 0;
-	assert_int_equal(t_encode(e, p, n, 300000, enc), 0);
-	assert_int_equal(t_decode(d, enc->p, enc->len, 65536, &dec), 0);
-	assert_int_equal(dre_dec_finish(d), 0);
-	assert_int_equal(dec.len, n);
-	assert_memory_equal(dec.p, p, n);
-	dre_enc_free(e);
-	dre_dec_free(d);
-	free(dec.p);
-	return enc->len;
+	return t_roundtrip(sa, sb, &o, 0, p, n, 300000, enc);
 }
 
 /* A zero-filled region (one chunk over and over: it cannot be its own
