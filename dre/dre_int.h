@@ -166,9 +166,18 @@ int dre_store_read(dre_store *st, const dre_ent *e, void *buf);
 /* As dre_store_read without the payload checksum: for bytes that a frame
  * checksum (or a comparison) covers anyway. */
 int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf);
+/* The most one store operation on a chunk of len bytes appends to the data
+ * files: a chunk record (dre_store_add) or a refresh's copy (dre_store_hit),
+ * and a LINK record. */
+#define DRE_STORE_OP_BYTES(len) ((uint64_t)(len) + 2 * 56)
+/* The number of the oldest data file that no eviction can drop while at most
+ * `extra` more bytes are appended (all files' chunks are safe: the oldest's
+ * number; none: one past the newest). */
+uint32_t dre_store_horizon(dre_store *st, uint64_t extra);
 /* The run fast path in one locked step: if chunk `tag` is stored, at most max
  * bytes long, held by a peer in `bits` (0: no check) and its bytes equal p,
- * fill *out, refresh it (dre_store_hit without a link) and return 1; else 0.
+ * fill *out and return 1; else 0.  It changes nothing (the caller refreshes
+ * the chunk with dre_store_hit, in stream order).
  * scratch (DRE_DELTA_WIN bytes) serves reads the mapping cannot. */
 int dre_store_match(dre_store *st, uint64_t tag, const void *p, size_t max, uint32_t bits, void *scratch,
 		    dre_ent *out);

@@ -113,10 +113,17 @@ void dre_enc_free(dre_enc *e)
 	free(e);
 }
 
-/* Does the peer hold this stored chunk (as far as we know)? */
+/* Does the peer hold this stored chunk (as far as we know), and will it
+ * still when it reads this frame (not in a file eviction may drop first)? */
 static int peer_has(const dre_enc *e, const dre_ent *ent)
 {
-	return !e->peer_bit || (ent->peers & e->peer_bit);
+	return (!e->peer_bit || (ent->peers & e->peer_bit)) && ent->file >= e->horizon;
+}
+
+/* dre_store_match for a chunk the peer will still hold (peer_has). */
+static int enc_match(dre_enc *e, uint64_t tag, const uint8_t *p, size_t max, dre_ent *ent)
+{
+	return dre_store_match(e->st, tag, p, max, e->peer_bit, e->win, ent) && ent->file >= e->horizon;
 }
 
 /* Append an op code and up to two varints to the op list. */
@@ -210,18 +217,19 @@ static int run_position(dre_enc *e, uint64_t tag)
 		if (t == tag)
 			return k;
 		dre_ent n;
-		if (fork_at(e, t) || !dre_store_find(e->st, t, &n))
-			return -1;
+		if (fork_at(e, t) || !dre_store_find(e->st, t, &n) || n.file < e->horizon)
+			return -1; /* the peer walks through it */
 		t = n.next;
 	}
 	return -1;
 }
 
 /* A stored chunk matched (tag with full hash h): extend or start a run, or
- * a repeat of the cursor chunk (stream version 3), or REF.  refreshed: the
- * store already refreshed it (dre_store_match), so a run continuation or a
- * repeat needs no store operation. */
-static int enc_hit(dre_enc *e, const dre_ent *ent, int k, uint32_t len, int refreshed)
+ * a repeat of the cursor chunk (stream version 3), or REF.  Every reference
+ * records a store operation (link, refresh) in stream order, as the decoder
+ * runs one for every chunk it references: two stores fed the same streams
+ * then evict the same chunks (wanopt dre keeps them in lock step). */
+static int enc_hit(dre_enc *e, const dre_ent *ent, int k, uint32_t len)
 {
 	int rc = 0;
 	if (k != 0 && e->o.version >= 3 && e->cur.tag && ent->tag == e->cur.tag) {
@@ -250,8 +258,8 @@ static int enc_hit(dre_enc *e, const dre_ent *ent, int k, uint32_t len, int refr
 	e->cur = *ent;
 	e->delta_fails = 0;
 	e->st_ref += len;
-	if (!rc && !(nolink && refreshed)) /* link after prev, refresh */
-		rc = dre_enc_hit(e, nolink ? 0 : e->prev, ent->tag);
+	if (!rc) /* link after prev, refresh */
+		rc = dre_enc_hit(e, nolink ? 0 : e->prev, ent->tag, len);
 	e->prev = ent->tag;
 	return rc;
 }
@@ -333,10 +341,10 @@ static int enc_alt(dre_enc *e, const uint8_t *p, uint32_t len, uint64_t *key, in
 	dre_ent ent;
 	*key = dre_fsum(p, len, ALT_SEED);
 	uint64_t tag = dre_store_alt_get(e->st, *key);
-	if (!tag || len > DRE_DELTA_WIN || !dre_store_match(e->st, tag, p, len, e->peer_bit, e->win, &ent) ||
+	if (!tag || len > DRE_DELTA_WIN || !enc_match(e, tag, p, len, &ent) ||
 	    ent.len != len)
 		return 0;
-	*rc = enc_hit(e, &ent, run_position(e, tag), len, 1);
+	*rc = enc_hit(e, &ent, run_position(e, tag), len);
 	if (!*rc)
 		*rc = retain_chunk(e, tag, p, len, 1);
 	return 1;
@@ -369,14 +377,14 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *
 		int k = e->cur.tag ? run_position(e, tag) : -1;
 		if (k < 0 && key) /* the run broke here: find this chunk faster next time */
 			dre_store_alt_set(e->st, key, tag);
-		if ((rc = enc_hit(e, &ent, k, len, 0)))
+		if ((rc = enc_hit(e, &ent, k, len)))
 			return rc;
 		return retain_chunk(e, tag, p, len, 1);
 	}
 	if (dre_enc_pending(e, h, len)) {
 		/* sent moments ago, not stored yet (helper thread): a reference */
 		dre_ent pe = { .tag = tag, .len = len };
-		if ((rc = enc_hit(e, &pe, -1, len, 0)))
+		if ((rc = enc_hit(e, &pe, -1, len)))
 			return rc;
 		return retain_chunk(e, tag, p, len, 0);
 	}
@@ -433,13 +441,12 @@ static size_t run_fast(dre_enc *e, const uint8_t *p, size_t n)
 	size_t max = n < DRE_DELTA_WIN ? n : DRE_DELTA_WIN;
 	dre_ent ent;
 	int k = fork_at(e, e->cur.tag) ? -1 : 0;
-	if (!e->cur.next || !dre_store_match(e->st, e->cur.next, p, max, e->peer_bit, e->win, &ent)) {
-		if (e->o.version < 3 || e->prev != e->cur.tag ||
-		    !dre_store_match(e->st, e->cur.tag, p, max, e->peer_bit, e->win, &ent))
+	if (!e->cur.next || !enc_match(e, e->cur.next, p, max, &ent)) {
+		if (e->o.version < 3 || e->prev != e->cur.tag || !enc_match(e, e->cur.tag, p, max, &ent))
 			return 0;
 		k = -1;
 	}
-	if (enc_hit(e, &ent, k, ent.len, 1) || retain_chunk(e, ent.tag, p, ent.len, 1))
+	if (enc_hit(e, &ent, k, ent.len) || retain_chunk(e, ent.tag, p, ent.len, 1))
 		return 0;
 	return ent.len;
 }
@@ -462,6 +469,7 @@ static int enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *
 	e->cur_ch.len = e->cur_raw.len = 0;
 	e->frame_prev = e->prev;
 	e->prep.n = 0;
+	dre_enc_horizon_begin(e);
 	if (!e->o.no_dedup && e->prep_want && (rc = dre_enc_prep(e, p, n, final)))
 		return rc;
 	while (pos < n && pos < e->o.frame_max && !rc) {

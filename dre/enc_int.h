@@ -99,6 +99,14 @@ struct dre_enc {
 	uint32_t pend_gen;         /* frame generation of the pending table */
 	struct dre_prep prep;      /* the frame cut and hashed ahead, when prep_want */
 	int prep_want;             /* the last frame was mostly new data */
+	/* Eviction horizon: chunks in data files older than `horizon` may be
+	 * gone when the peer reads this frame (its store runs the operations
+	 * the helper thread has not yet run here), so they are not referenced.
+	 * fly_bytes, cur_bytes: what the in-flight and the current frame's
+	 * recorded operations may append; cur_allow: the current frame's bytes
+	 * the horizon allows for. */
+	uint32_t horizon;
+	uint64_t fly_bytes, cur_bytes, cur_allow;
 };
 
 /* Emit a frame of `type` (0: just the stream header) built from e->ops and
@@ -117,7 +125,10 @@ int dre_enc_work_start(dre_enc *e);
 /* lit_off: where p's bytes sit in e->lits, or -1 (they are copied then). */
 int dre_enc_put(dre_enc *e, const uint8_t h[32], const uint8_t *p, uint32_t len, uint64_t prev,
 		ssize_t lit_off);
-int dre_enc_hit(dre_enc *e, uint64_t prev, uint64_t tag);
+int dre_enc_hit(dre_enc *e, uint64_t prev, uint64_t tag, uint32_t len);
+/* A frame begins: set e->horizon for the operations in flight and those the
+ * frame may record (see struct dre_enc). */
+void dre_enc_horizon_begin(dre_enc *e);
 /* 1 if a chunk with SHA-256 h and length len was recorded in the current or
  * the in-flight frame (not necessarily stored yet). */
 int dre_enc_pending(const dre_enc *e, const uint8_t h[32], uint32_t len);

@@ -86,6 +86,33 @@ void dre_enc_pend_next(dre_enc *e)
 	e->pend_gen++;
 }
 
+#define HORIZON_STEP (256u << 10) /* operation bytes between two horizon moves */
+
+/* Move e->horizon for the operations recorded so far and HORIZON_STEP more. */
+static void horizon_set(dre_enc *e)
+{
+	e->cur_allow = e->cur_bytes + HORIZON_STEP;
+	e->horizon = dre_store_horizon(e->st, e->fly_bytes + e->cur_allow);
+}
+
+void dre_enc_horizon_begin(dre_enc *e)
+{
+	e->cur_bytes = 0;
+	if (e->ws.t.running)
+		horizon_set(e);
+	else /* operations run at once: the store is what the peer's will be */
+		e->horizon = 0;
+}
+
+/* Count a recorded operation on len bytes; move the horizon when past what
+ * it allowed for. */
+static void horizon_note(dre_enc *e, uint32_t len)
+{
+	e->cur_bytes += DRE_STORE_OP_BYTES(len);
+	if (e->cur_bytes > e->cur_allow)
+		horizon_set(e);
+}
+
 int dre_enc_put(dre_enc *e, const uint8_t h[32], const uint8_t *p, uint32_t len, uint64_t prev,
 		ssize_t lit_off)
 {
@@ -96,18 +123,20 @@ int dre_enc_put(dre_enc *e, const uint8_t h[32], const uint8_t *p, uint32_t len,
 	struct dre_eop o = { EOP_PUT, len, 0, prev, lit_off >= 0 ? (size_t)lit_off : e->edata.len,
 			     lit_off >= 0, { 0 } };
 	memcpy(o.h, h, 32);
+	horizon_note(e, len);
 	if ((lit_off < 0 && dre_buf_add(&e->edata, p, len)) || dre_buf_add(&e->eops, &o, sizeof o))
 		return DRE_ENOMEM;
 	pend_add(e, h, len);
 	return 0;
 }
 
-int dre_enc_hit(dre_enc *e, uint64_t prev, uint64_t tag)
+int dre_enc_hit(dre_enc *e, uint64_t prev, uint64_t tag, uint32_t len)
 {
 	if (!e->ws.t.running) {
 		dre_store_hit(e->st, prev, tag);
 		return 0;
 	}
 	struct dre_eop o = { EOP_HIT, 0, tag, prev, 0, 0, { 0 } };
+	horizon_note(e, len);
 	return dre_buf_add(&e->eops, &o, sizeof o);
 }

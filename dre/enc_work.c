@@ -109,6 +109,8 @@ int dre_enc_submit_src(dre_enc *e, int type, size_t raw_n, uint64_t sum, const u
 	buf_swap(&e->ops, &w->ops);
 	buf_swap(&e->lits, &w->lits);
 	buf_swap(&e->eops, &ws->eops);
+	e->fly_bytes = e->cur_bytes; /* the frame before has run: only this one is in flight */
+	e->cur_bytes = 0;
 	buf_swap(&e->edata, &ws->edata);
 	dre_enc_pend_next(e);
 	w->type = type;

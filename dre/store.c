@@ -277,6 +277,21 @@ static int enforce_limit(dre_store *st)
 	return 0;
 }
 
+_Static_assert(DRE_STORE_OP_BYTES(0) == 2 * DRE_REC_HDR, "a store operation appends two record headers");
+
+uint32_t dre_store_horizon(dre_store *st, uint64_t extra)
+{
+	pthread_mutex_lock(&st->mu);
+	uint64_t total = st->disk_bytes + extra, dropped = 0;
+	size_t i = 0;
+	/* enforce_limit drops whole files, oldest first, while over the limit */
+	while (i < st->nfiles && total - dropped > st->limit)
+		dropped += st->files[i++].size;
+	uint32_t num = i < st->nfiles ? st->files[i].num : st->nfiles ? st->files[st->nfiles - 1].num + 1 : 0;
+	pthread_mutex_unlock(&st->mu);
+	return num;
+}
+
 int dre_store_find(dre_store *st, uint64_t tag, dre_ent *out)
 {
 	pthread_mutex_lock(&st->mu);
@@ -409,7 +424,6 @@ int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf)
 	return rc;
 }
 
-static void touch_locked(dre_store *st, const dre_ent *e);
 
 /* 1 if the chunk of index entry cur is stored as exactly p[0..cur->len),
  * compared in place where the mapping covers it (else read into scratch,
@@ -439,8 +453,6 @@ int dre_store_match(dre_store *st, uint64_t tag, const void *p, size_t max, uint
 		*out = *cur;
 		st->hits++;
 		eq = equal_locked(st, cur, p, scratch);
-		if (eq && !st->readonly)
-			touch_locked(st, out);
 	}
 	pthread_mutex_unlock(&st->mu);
 	return eq;

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# wanopt dre through eviction: two stores of the same size fed the same
+# streams (encode into A, decode into B) evict the same chunks, so a long
+# series of versions keeps decoding while the stores are full.  Each version is
+# an edited copy of one of two bases (random data, zeros, text), so it
+# references chunks all over the store, some in the files eviction drops next.
+# Small frames keep many store operations in flight on the encoder's helper
+# thread: what it has not yet run (and so not yet evicted) must not be
+# referenced if the decoder's store will have dropped it by then.
+set -eu
+W=${BINDIR:-bin}/wanopt
+T=$(mktemp -d /tmp/wanopt-dreevict.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# version i: base i % 2 (about 5 MiB), with up to 200 random 50-byte insertions,
+# deletions and overwrites
+python3 - "$T" <<'PY'
+import random, sys
+for i in range(1, 19):
+    r = random.Random(i % 2)
+    parts, tot = [], 0
+    while tot < 5 << 20:
+        k, n = r.randrange(4), r.randrange(1000, 200000)
+        if k == 0:
+            parts.append(bytes(n))
+        elif k == 1:
+            parts.append(r.randbytes(n))
+        else:
+            words = [b'alpha', b'beta', b'gamma', b'delta']
+            parts.append(b' '.join(r.choice(words + [b'x%d' % r.randrange(1000)]) for _ in range(n // 6)))
+        tot += n
+    b = bytearray(b''.join(parts))
+    e = random.Random(i * 7)
+    for _ in range(e.randrange(200)):
+        p, k = e.randrange(len(b) - 100), e.randrange(3)
+        if k == 0:
+            b[p:p] = e.randbytes(50)
+        elif k == 1:
+            del b[p:p + 50]
+        else:
+            b[p:p + 20] = e.randbytes(20)
+    open(f"{sys.argv[1]}/v{i}", "wb").write(b)
+PY
+for frame in 64K 1M; do
+	rm -rf "$T/A" "$T/B"
+	total=0 sent=0
+	for i in $(seq 1 18); do
+		"$W" dre encode --store "$T/A" --store-size 8M --frame $frame < "$T/v$i" > "$T/e"
+		"$W" dre decode --store "$T/B" --store-size 8M < "$T/e" > "$T/o" 2> "$T/err" ||
+			fail "frame $frame: version $i did not decode: $(cat "$T/err")"
+		cmp -s "$T/v$i" "$T/o" || fail "frame $frame: version $i decoded to other bytes"
+		total=$((total + $(stat -c %s "$T/v$i"))) sent=$((sent + $(stat -c %s "$T/e")))
+	done
+	oldest=$(ls "$T/A" | grep -m1 '\.dat$')
+	echo "frame $frame: 18 versions, $total bytes in, $sent encoded; oldest data file left: $oldest"
+	# data files are 1 MiB: dozens were evicted
+	[ $((16#${oldest%.dat})) -gt 40 ] || fail "frame $frame: oldest file $oldest: the test does not test eviction"
+	[ $((sent * 3)) -lt "$total" ] || fail "frame $frame: $sent of $total bytes sent: the versions did not dedupe"
+	"$W" dre check --store "$T/B" > /dev/null || fail "frame $frame: the decoder's store is not consistent"
+done
