@@ -31,6 +31,13 @@ enum stats_gauge {
 	STATS_NGAUGE
 };
 
+/* A tunnel connection's peer and smoothed RTT (TCP_INFO, us; 0: unknown). */
+struct stats_tunnel {
+	char peer[64];
+	uint64_t rtt_us;
+};
+enum { STATS_TUNNEL_SLOTS = 64 };
+
 struct stats;
 struct stats_stream;
 struct stats_http;
@@ -61,6 +68,12 @@ const char *stats_bytes_str(double v, int binary, char *buf, size_t len);
 void stats_stream_close(struct stats_stream *st);
 /* Sets a gauge. */
 void stats_set(struct stats *s, enum stats_gauge g, uint64_t v);
+/* Replaces publisher `slot`'s list of tunnel connections (slot 0 ..
+ * STATS_TUNNEL_SLOTS-1: an edge, or each of a core's workers), from any
+ * thread; shown per peer (wanopt_tunnel_peer_rtt_seconds{peer=...}, JSON
+ * tunnel.peers), connections to the same peer merged (the smallest RTT).
+ * 0, or -1 (bad slot, out of memory: the slot's list is then empty). */
+int stats_tunnels_set(struct stats *s, int slot, const struct stats_tunnel *t, size_t n);
 /* A total counter's value. */
 uint64_t stats_total(const struct stats *s, enum stats_ctr c);
 /* Streams currently open. */

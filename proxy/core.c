@@ -108,21 +108,16 @@ static void conn_error(void *arg, const char *msg)
 	log_warn("tunnel refused: %s", msg);
 }
 
-/* On a worker's thread, once a second: publish its smallest tunnel RTT;
- * every PX_RETUNE_S seconds, size its connections' buffers. */
+/* On a worker's thread, once a second: publish its tunnels' RTTs (each
+ * peer's, and its smallest for the gauge); every PX_RETUNE_S seconds, size
+ * its connections' buffers. */
 static void worker_rtt(evutil_socket_t fd, short what, void *arg)
 {
 	struct worker *w = arg;
-	uint64_t best = 0;
-	int retune = ++w->rtt_ticks % PX_RETUNE_S == 0;
-	for (size_t i = 0; i < w->nconns; i++) {
-		if (retune)
+	if (++w->rtt_ticks % PX_RETUNE_S == 0)
+		for (size_t i = 0; i < w->nconns; i++)
 			px_node_retune(&w->k->node, w->conns[i]);
-		uint64_t r = tun_conn_rtt_us(w->conns[i]);
-		if (r && (!best || r < best))
-			best = r;
-	}
-	atomic_store(&w->rtt_us, best);
+	atomic_store(&w->rtt_us, px_node_tunnels_publish(&w->k->node, w->idx, w->conns, w->nconns));
 }
 
 static uint64_t core_tunnel_rtt(void *arg)

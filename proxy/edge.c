@@ -48,17 +48,12 @@ static void tun_down(tun_conn *c, void *arg, const char *why)
 			e->up[i] = e->up[--e->nup];
 }
 
-/* The smallest smoothed RTT among the tunnel connections. */
+/* Once a second (the node's timer): publish the tunnel connections' RTTs;
+ * the smallest. */
 static uint64_t edge_tunnel_rtt(void *arg)
 {
 	struct px_edge *e = arg;
-	uint64_t best = 0;
-	for (int i = 0; i < e->nup; i++) {
-		uint64_t r = tun_conn_rtt_us(e->up[i]);
-		if (r && (!best || r < best))
-			best = r;
-	}
-	return best;
+	return px_node_tunnels_publish(&e->node, 0, e->up, (size_t)e->nup);
 }
 
 /* Every PX_RETUNE_S seconds: size the tunnel connections' buffers. */

@@ -42,6 +42,24 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 		log_warn("store %s: cannot queue a sync", conf_store(px_daemon_conf(n->d)));
 }
 
+uint64_t px_node_tunnels_publish(struct px_node *n, int slot, tun_conn *const *conns, size_t nc)
+{
+	struct stats_tunnel t[64];
+	uint64_t best = 0;
+	size_t k = 0;
+	for (size_t i = 0; i < nc; i++) {
+		uint64_t r = tun_conn_rtt_us(conns[i]);
+		if (r && (!best || r < best))
+			best = r;
+		if (k < sizeof t / sizeof t[0]) { /* more to one thread: listed by the first 64 */
+			snprintf(t[k].peer, sizeof t[k].peer, "%s", tun_conn_peer(conns[i]));
+			t[k++].rtt_us = r;
+		}
+	}
+	stats_tunnels_set(px_daemon_stats(n->d), slot, t, k);
+	return best;
+}
+
 void px_node_on_fd(void *arg, int fd, int phase)
 {
 	struct px_node *n = arg;

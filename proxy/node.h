@@ -44,5 +44,9 @@ void px_node_on_fd(void *arg, int fd, int phase);
  * as TCP_INFO measures them, when the kernel's autotuning stopped short. */
 #define PX_RETUNE_S 10
 void px_node_retune(struct px_node *n, tun_conn *c);
+/* Publish conns[0..nc) (the connections one thread owns) as stats tunnel
+ * slot `slot`: each with its peer and RTT.  Returns the smallest known RTT
+ * (us), 0 if none. */
+uint64_t px_node_tunnels_publish(struct px_node *n, int slot, tun_conn *const *conns, size_t nc);
 
 #endif

@@ -28,6 +28,8 @@ struct stats {
 	_Atomic uint64_t opened, active;
 	_Atomic uint64_t ctr[STATS_NCTR];
 	_Atomic uint64_t gauge[STATS_NGAUGE];
+	struct stats_tunnel *tun[STATS_TUNNEL_SLOTS]; /* under lock */
+	size_t ntun[STATS_TUNNEL_SLOTS];
 };
 
 /* Counter names used by both renderings, indexed by enum stats_ctr. */
@@ -59,6 +61,8 @@ void stats_free(struct stats *s)
 		return;
 	while (s->head)
 		stats_stream_close(s->head);
+	for (int i = 0; i < STATS_TUNNEL_SLOTS; i++)
+		free(s->tun[i]);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
@@ -147,6 +151,54 @@ void stats_set(struct stats *s, enum stats_gauge g, uint64_t v)
 {
 	if ((unsigned)g < STATS_NGAUGE)
 		atomic_store_explicit(&s->gauge[g], v, memory_order_relaxed);
+}
+
+int stats_tunnels_set(struct stats *s, int slot, const struct stats_tunnel *t, size_t n)
+{
+	if (slot < 0 || slot >= STATS_TUNNEL_SLOTS)
+		return -1;
+	struct stats_tunnel *copy = n ? malloc(n * sizeof *copy) : NULL;
+	if (copy)
+		memcpy(copy, t, n * sizeof *copy);
+	pthread_mutex_lock(&s->lock);
+	free(s->tun[slot]);
+	s->tun[slot] = copy;
+	s->ntun[slot] = copy ? n : 0;
+	pthread_mutex_unlock(&s->lock);
+	return n && !copy ? -1 : 0;
+}
+
+static int stats_tunnel_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct stats_tunnel *)a)->peer, ((const struct stats_tunnel *)b)->peer);
+}
+
+/* Every published tunnel connection, one per peer (the smallest known RTT),
+ * sorted by peer; malloc'd (NULL with *n 0 when there are none or out of memory). */
+static struct stats_tunnel *stats_tunnels(struct stats *s, size_t *n)
+{
+	size_t total = 0, k = 0;
+	pthread_mutex_lock(&s->lock);
+	for (int i = 0; i < STATS_TUNNEL_SLOTS; i++)
+		total += s->ntun[i];
+	struct stats_tunnel *all = total ? malloc(total * sizeof *all) : NULL;
+	for (int i = 0; all && i < STATS_TUNNEL_SLOTS; i++) {
+		memcpy(all + k, s->tun[i], s->ntun[i] * sizeof *all);
+		k += s->ntun[i];
+	}
+	pthread_mutex_unlock(&s->lock);
+	*n = 0;
+	if (!all)
+		return NULL;
+	qsort(all, total, sizeof *all, stats_tunnel_cmp);
+	for (size_t i = 0; i < total; i++) {
+		struct stats_tunnel *last = *n ? &all[*n - 1] : NULL;
+		if (!last || strcmp(last->peer, all[i].peer))
+			all[(*n)++] = all[i];
+		else if (all[i].rtt_us && (!last->rtt_us || all[i].rtt_us < last->rtt_us))
+			last->rtt_us = all[i].rtt_us;
+	}
+	return all;
 }
 
 /* One total counter. */
@@ -339,6 +391,23 @@ static void prom_totals(FILE *f, struct stats *s)
 	fprintf(f, "wanopt_asks_total %llu\n", (unsigned long long)t.v[STATS_ASKS]);
 }
 
+/* The smoothed RTT to each tunnel peer. */
+static void prom_tunnels(FILE *f, struct stats *s)
+{
+	size_t n;
+	struct stats_tunnel *t = stats_tunnels(s, &n);
+	if (!n)
+		return;
+	prom_head(f, "tunnel_peer_rtt_seconds", "gauge",
+		  "Smoothed round-trip time to each tunnel peer (TCP_INFO; the smallest over its connections).");
+	for (size_t i = 0; i < n && i < STATS_MAX_LISTED; i++) {
+		fputs("wanopt_tunnel_peer_rtt_seconds{peer=\"", f);
+		stats_escape(f, t[i].peer, 0);
+		fprintf(f, "\"} %.6f\n", (double)t[i].rtt_us / 1e6);
+	}
+	free(t);
+}
+
 /* Gauges: streams, store, tunnel, uptime. */
 static void prom_gauges(FILE *f, struct stats *s)
 {
@@ -358,8 +427,10 @@ static void prom_gauges(FILE *f, struct stats *s)
 	fprintf(f, "wanopt_store_size_bytes %llu\n", G(STATS_STORE_SIZE));
 	prom_head(f, "store_evictions_total", "counter", "Chunks evicted from the store.");
 	fprintf(f, "wanopt_store_evictions_total %llu\n", G(STATS_STORE_EVICTIONS));
-	prom_head(f, "tunnel_rtt_seconds", "gauge", "Smoothed round-trip time of the tunnel (TCP_INFO).");
+	prom_head(f, "tunnel_rtt_seconds", "gauge",
+		  "Smoothed round-trip time of the tunnel (TCP_INFO; the smallest over its connections).");
 	fprintf(f, "wanopt_tunnel_rtt_seconds %.6f\n", (double)G(STATS_TUNNEL_RTT_US) / 1e6);
+	prom_tunnels(f, s);
 	prom_head(f, "tunnels_up", "gauge", "Tunnel connections established.");
 	fprintf(f, "wanopt_tunnels_up %llu\n", G(STATS_TUNNELS_UP));
 	prom_head(f, "uptime_seconds", "gauge", "Seconds since start.");
@@ -466,6 +537,19 @@ static void json_stream(FILE *f, const struct stats_row *r, time_t now)
 	fputc('}', f);
 }
 
+/* The tunnel peers as JSON objects (without the brackets). */
+static void json_tunnels(FILE *f, struct stats *s)
+{
+	size_t n;
+	struct stats_tunnel *t = stats_tunnels(s, &n);
+	for (size_t i = 0; i < n && i < STATS_MAX_LISTED; i++) {
+		fputs(i ? ",{\"peer\":\"" : "{\"peer\":\"", f);
+		stats_escape(f, t[i].peer, 1);
+		fprintf(f, "\",\"rtt_us\":%llu}", (unsigned long long)t[i].rtt_us);
+	}
+	free(t);
+}
+
 /* The full JSON document. */
 static void json_fill(FILE *f, struct stats *s)
 {
@@ -484,8 +568,10 @@ static void json_fill(FILE *f, struct stats *s)
 		(unsigned long long)atomic_load(&s->opened), (unsigned long long)stats_active(s));
 	fprintf(f, "\"store\":{\"fill_bytes\":%llu,\"size_bytes\":%llu,\"evictions\":%llu},",
 		G(STATS_STORE_FILL), G(STATS_STORE_SIZE), G(STATS_STORE_EVICTIONS));
-	fprintf(f, "\"tunnel\":{\"rtt_us\":%llu,\"up\":%llu},\"streams\":[",
-		G(STATS_TUNNEL_RTT_US), G(STATS_TUNNELS_UP));
+	fprintf(f, "\"tunnel\":{\"rtt_us\":%llu,\"up\":%llu,\"peers\":[", G(STATS_TUNNEL_RTT_US),
+		G(STATS_TUNNELS_UP));
+	json_tunnels(f, s);
+	fputs("]},\"streams\":[", f);
 	for (size_t i = 0; rows && i < n; i++) {
 		if (i)
 			fputc(',', f);

@@ -16,7 +16,7 @@
 /* One sample of /metrics with the labels the table uses. */
 struct scli_sample {
 	char name[64];
-	char dir[8], role[16], id[24], src[96], dst[96], mode[16];
+	char dir[8], role[16], id[24], src[96], dst[96], mode[16], peer[64];
 	double v;
 };
 
@@ -32,6 +32,8 @@ struct scli_page {
 	double fill, size, evict, rtt, up, uptime;
 	struct scli_row *rows;
 	size_t nrows;
+	struct { char peer[64]; double rtt; } peers[8]; /* the first 8 tunnel peers */
+	size_t npeers, morepeers;
 };
 
 /* Reads a quoted label value at *p (after the opening quote) into out. */
@@ -82,6 +84,7 @@ static int scli_parse_line(const char *line, struct scli_sample *sm)
 			else if (!strcmp(key, "src")) dst = sm->src, cap = sizeof sm->src;
 			else if (!strcmp(key, "dst")) dst = sm->dst, cap = sizeof sm->dst;
 			else if (!strcmp(key, "mode")) dst = sm->mode, cap = sizeof sm->mode;
+			else if (!strcmp(key, "peer")) dst = sm->peer, cap = sizeof sm->peer;
 			char skip[256];
 			if (scli_label_value(&p, dst ? dst : skip, dst ? cap : sizeof skip) < 0)
 				return -1;
@@ -148,6 +151,12 @@ static void scli_total_sample(struct scli_page *pg, const struct scli_sample *sm
 		pg->wan[out] = sm->v;
 	else if (!strcmp(sm->name, "wanopt_info"))
 		snprintf(pg->role, sizeof pg->role, "%s", sm->role);
+	else if (!strcmp(sm->name, "wanopt_tunnel_peer_rtt_seconds") && pg->npeers < 8) {
+		snprintf(pg->peers[pg->npeers].peer, sizeof pg->peers[0].peer, "%s", sm->peer);
+		pg->peers[pg->npeers++].rtt = sm->v;
+	} else if (!strcmp(sm->name, "wanopt_tunnel_peer_rtt_seconds")) {
+		pg->morepeers++;
+	}
 	for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
 		if (!strcmp(sm->name, map[i].name))
 			*(double *)(void *)((char *)pg + map[i].off) = sm->v;
@@ -184,6 +193,9 @@ static void scli_print(const struct scli_page *pg, const char *addr)
 	printf("wanopt %s at %s: up %ldh%02ldm%02lds, %s, tunnel RTT %.1f ms\n",
 	       pg->role[0] ? pg->role : "?", addr, up / 3600, up / 60 % 60, up % 60,
 	       pg->up > 0 ? "tunnel up" : "tunnel down", pg->rtt * 1000);
+	for (size_t i = 0; pg->npeers > 1 && i < pg->npeers; i++)
+		printf("%s%s %.1f ms%s", i ? ", " : "tunnel peers: ", pg->peers[i].peer, pg->peers[i].rtt * 1000,
+		       i + 1 < pg->npeers ? "" : pg->morepeers ? ", ...\n" : "\n");
 	printf("store %s of %s (%.1f %%), %.0f evictions; streams %.0f active, %.0f opened\n\n",
 	       stats_bytes_str(pg->fill, 1, a, sizeof a), stats_bytes_str(pg->size, 1, b, sizeof b),
 	       pg->size > 0 ? 100 * pg->fill / pg->size : 0.0, pg->evict, pg->active, pg->opened);

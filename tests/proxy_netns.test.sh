@@ -105,6 +105,13 @@ grep -q "warm: request from 10.78.2.1 refused" "$T/core.log" && ok "the core log
 	fail "no refused-warm line in the core log"
 x $S timeout 10 "$BIN" stats --stats=127.0.0.1:9472 >/dev/null && ok "stats on 0.0.0.0 still served locally" ||
 	fail "wanopt stats against the core failed"
+# each side lists the other as a tunnel peer with a measured RTT
+peers() { x $1 timeout 10 "$BIN" stats --json --stats=127.0.0.1:$2 |
+	python3 -c 'import json,sys; print(" ".join(p["peer"] for p in json.load(sys.stdin)["tunnel"]["peers"] if p["rtt_us"] > 0))'; }
+p=$(peers $S 9472)
+case $p in *10.78.2.1*) ok "the core lists the edge as a tunnel peer: $p" ;; *) fail "core's tunnel peers: '$p'" ;; esac
+p=$(peers $R 9471)
+case $p in "10.78.2.2:7000 ("*) ok "the edge lists the core as its tunnel peer: $p" ;; *) fail "edge's tunnel peers: '$p'" ;; esac
 
 # ---- 2. fail open ----
 kill -KILL "${PID[core]}"

@@ -109,6 +109,38 @@ static void test_threads(void **state)
 	stats_free(s);
 }
 
+/* Tunnel peers: every publisher's connections, one line per peer (the
+ * smallest known RTT), sorted; a publisher's new list replaces its old one. */
+static void test_tunnel_peers(void **state)
+{
+	struct stats *s = stats_create("core");
+	struct stats_tunnel w0[] = { { "10.0.2.1:40000", 300000 }, { "10.0.1.1:40000", 0 } };
+	struct stats_tunnel w1[] = { { "10.0.1.1:40000", 40100 }, { "[fd00::3]:40000", 90000 } };
+	struct stats_tunnel gone[] = { { "10.9.9.9:1", 1 } };
+	assert_int_equal(stats_tunnels_set(s, 0, w0, 2), 0);
+	assert_int_equal(stats_tunnels_set(s, 1, gone, 1), 0);
+	assert_int_equal(stats_tunnels_set(s, 1, w1, 2), 0);
+	assert_int_equal(stats_tunnels_set(s, STATS_TUNNEL_SLOTS, w1, 2), -1);
+	char *p = stats_render_prom(s);
+	const char *want = "wanopt_tunnel_peer_rtt_seconds{peer=\"10.0.1.1:40000\"} 0.040100\n"
+			   "wanopt_tunnel_peer_rtt_seconds{peer=\"10.0.2.1:40000\"} 0.300000\n"
+			   "wanopt_tunnel_peer_rtt_seconds{peer=\"[fd00::3]:40000\"} 0.090000\n";
+	if (!strstr(p, want) || strstr(p, "10.9.9.9"))
+		fail_msg("tunnel peers in /metrics:\n%s", p);
+	free(p);
+	p = stats_render_json(s);
+	assert_non_null(strstr(p, "\"peers\":[{\"peer\":\"10.0.1.1:40000\",\"rtt_us\":40100},"
+				  "{\"peer\":\"10.0.2.1:40000\",\"rtt_us\":300000},"
+				  "{\"peer\":\"[fd00::3]:40000\",\"rtt_us\":90000}]"));
+	free(p);
+	assert_int_equal(stats_tunnels_set(s, 0, NULL, 0), 0);
+	assert_int_equal(stats_tunnels_set(s, 1, NULL, 0), 0);
+	p = stats_render_prom(s);
+	assert_null(strstr(p, "tunnel_peer_rtt"));
+	free(p);
+	stats_free(s);
+}
+
 /* Prometheus text: totals, gauges and per-stream samples with labels. */
 static void test_render(void **state)
 {
@@ -143,7 +175,7 @@ static void test_render(void **state)
 				  "\"lz_out\":30000,\"asks\":2,\"reduction_pct\":94.53,\"lz_ratio\":3.000,"
 				  "\"streams_opened\":2,\"active_streams\":2}"));
 	assert_non_null(strstr(p, "\"store\":{\"fill_bytes\":1073741824,\"size_bytes\":10737418240,"
-				  "\"evictions\":7},\"tunnel\":{\"rtt_us\":40100,\"up\":1}"));
+				  "\"evictions\":7},\"tunnel\":{\"rtt_us\":40100,\"up\":1,\"peers\":[]}"));
 	assert_non_null(strstr(p, "{\"id\":1,\"src\":\"10.0.0.5:41000\",\"dst\":\"10.1.1.1:21\","
 				  "\"mode\":\"full\",\"age_s\":"));
 	free(p);
@@ -265,6 +297,7 @@ int main(void)
 		cmocka_unit_test(test_counters),
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_render),
+		cmocka_unit_test(test_tunnel_peers),
 		cmocka_unit_test(test_http),
 	};
 	private_netns();

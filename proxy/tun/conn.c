@@ -192,6 +192,7 @@ static int ops_hello(void *arg, const tun_hello *h, char *err, size_t errlen)
 	event_del(c->hs_timer);
 	struct timeval ka = tv_ms(cfg->keepalive_ms);
 	event_add(c->ka_timer, &ka);
+	mux_ping(c->m, now_us()); /* an RTT sample now, not a keepalive period later */
 	if (c->ep->cbs.on_up)
 		c->ep->cbs.on_up(c, c->ep->arg);
 	return TUN_OK;
