@@ -18,6 +18,10 @@ enum stats_ctr {
 	STATS_LZ_IN,      /* bytes given to LZ */
 	STATS_LZ_OUT,     /* bytes LZ produced */
 	STATS_ASKS,       /* chunks asked for (count): the decoder lacked them */
+	/* totals only: what warm pushes (stats_stream_set_warm) moved, kept out
+	 * of the LAN, WAN, DRE and LZ totals, which are the clients' traffic */
+	STATS_WARM_FILE,  /* file bytes read for pushes from here */
+	STATS_WARM_WAN,   /* tunnel payload of pushes, either direction */
 	STATS_NCTR
 };
 
@@ -53,6 +57,9 @@ void stats_free(struct stats *s);
  * pass NULL to the other stream functions, which then do nothing). */
 struct stats_stream *stats_stream_open(struct stats *s, const char *src, const char *dst,
 				       const char *mode);
+/* Marks a stream as a warm push (before anything was counted): its mode
+ * shows as "warm", and its bytes go to the STATS_WARM_ totals only. */
+void stats_stream_set_warm(struct stats_stream *st);
 /* Adds n to a stream counter and to the total. */
 void stats_stream_add(struct stats_stream *st, enum stats_ctr c, uint64_t n);
 /* A stream counter's value. */

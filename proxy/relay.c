@@ -699,6 +699,11 @@ void px_relay_fail(struct px_relay *r, int code, const char *why)
 	relay_abort(r, code, why);
 }
 
+void px_relay_set_warm(struct px_relay *r)
+{
+	stats_stream_set_warm(r->st);
+}
+
 struct bufferevent *px_relay_bev(struct px_relay *r)
 {
 	return r->bev;

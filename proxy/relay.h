@@ -42,6 +42,9 @@ struct px_relay *px_relay_new(struct px_relay_env *env, struct bufferevent *bev,
 void px_relay_connected(struct px_relay *r);
 /* The LAN connection (core side) failed: reset the stream with code. */
 void px_relay_fail(struct px_relay *r, int code, const char *why);
+/* r carries a warm push (either end; call before it moves data): its stats
+ * count as pre-positioning, not as client traffic (stats_stream_set_warm). */
+void px_relay_set_warm(struct px_relay *r);
 /* The LAN bufferevent of r. */
 struct bufferevent *px_relay_bev(struct px_relay *r);
 /* The tunnel stream callbacks a relay installs (for tun_*_open). */

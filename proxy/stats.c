@@ -16,6 +16,7 @@ struct stats_stream {
 	uint64_t id;
 	time_t opened;
 	char *src, *dst, *mode;
+	int warm;
 	_Atomic uint64_t ctr[STATS_NCTR];
 };
 
@@ -35,6 +36,7 @@ struct stats {
 /* Counter names used by both renderings, indexed by enum stats_ctr. */
 static const char *const stats_ctr_key[STATS_NCTR] = {
 	"lan_in", "lan_out", "wan_in", "wan_out", "dre_hit_bytes", "lz_in", "lz_out", "asks",
+	"warm_file_bytes", "warm_wan_bytes",
 };
 
 /* An empty registry; NULL when out of memory. */
@@ -105,13 +107,45 @@ struct stats_stream *stats_stream_open(struct stats *s, const char *src, const c
 	return st;
 }
 
+void stats_stream_set_warm(struct stats_stream *st)
+{
+	if (!st)
+		return;
+	char *m = strdup("warm");
+	pthread_mutex_lock(&st->reg->lock); /* rendering copies the labels under it */
+	st->warm = 1;
+	if (m) {
+		free(st->mode);
+		st->mode = m;
+	}
+	pthread_mutex_unlock(&st->reg->lock);
+}
+
+/* The total a warm push's counter c adds to (-1: none). */
+static int warm_total(enum stats_ctr c)
+{
+	switch (c) {
+	case STATS_LAN_IN:
+		return STATS_WARM_FILE;
+	case STATS_WAN_IN:
+	case STATS_WAN_OUT:
+		return STATS_WARM_WAN;
+	case STATS_ASKS:
+		return STATS_ASKS;
+	default:
+		return -1;
+	}
+}
+
 /* Relaxed atomic adds to the stream and the total; NULL stream is a no-op. */
 void stats_stream_add(struct stats_stream *st, enum stats_ctr c, uint64_t n)
 {
 	if (!st || (unsigned)c >= STATS_NCTR)
 		return;
 	atomic_fetch_add_explicit(&st->ctr[c], n, memory_order_relaxed);
-	atomic_fetch_add_explicit(&st->reg->ctr[c], n, memory_order_relaxed);
+	int t = st->warm ? warm_total(c) : (int)c;
+	if (t >= 0)
+		atomic_fetch_add_explicit(&st->reg->ctr[t], n, memory_order_relaxed);
 }
 
 /* One stream counter; 0 for a NULL stream. */
@@ -389,6 +423,11 @@ static void prom_totals(FILE *f, struct stats *s)
 	fprintf(f, "wanopt_lz_ratio %.3f\n", stats_lz_ratio(t.v[STATS_LZ_IN], t.v[STATS_LZ_OUT]));
 	prom_head(f, "asks_total", "counter", "Frames asked for again because the decoder lacked data they referenced.");
 	fprintf(f, "wanopt_asks_total %llu\n", (unsigned long long)t.v[STATS_ASKS]);
+	prom_head(f, "warm_file_bytes_total", "counter",
+		  "File bytes pre-positioned from here (wanopt warm); not in the LAN, WAN, DRE or LZ totals.");
+	fprintf(f, "wanopt_warm_file_bytes_total %llu\n", (unsigned long long)t.v[STATS_WARM_FILE]);
+	prom_head(f, "warm_wan_bytes_total", "counter", "Tunnel payload bytes of pre-positioning, either direction.");
+	fprintf(f, "wanopt_warm_wan_bytes_total %llu\n", (unsigned long long)t.v[STATS_WARM_WAN]);
 }
 
 /* The smoothed RTT to each tunnel peer. */
@@ -513,10 +552,11 @@ char *stats_render_prom(struct stats *s)
 	return stats_to_string(s, prom_fill);
 }
 
-/* The counters of a snapshot as JSON members, with the derived figures. */
-static void json_counters(FILE *f, const struct stats_snap *sn)
+/* The counters of a snapshot as JSON members (the first n), with the
+ * derived figures. */
+static void json_counters(FILE *f, const struct stats_snap *sn, int n)
 {
-	for (int i = 0; i < STATS_NCTR; i++)
+	for (int i = 0; i < n; i++)
 		fprintf(f, "\"%s\":%llu,", stats_ctr_key[i], (unsigned long long)sn->v[i]);
 	fprintf(f, "\"reduction_pct\":%.2f,\"lz_ratio\":%.3f",
 		stats_reduction(snap_lan(sn), snap_wan(sn)),
@@ -533,7 +573,7 @@ static void json_stream(FILE *f, const struct stats_row *r, time_t now)
 	fputs("\",\"mode\":\"", f);
 	stats_escape(f, r->mode, 1);
 	fprintf(f, "\",\"age_s\":%lld,", (long long)(now - r->opened));
-	json_counters(f, &r->sn);
+	json_counters(f, &r->sn, STATS_WARM_FILE); /* a stream's own: no warm totals */
 	fputc('}', f);
 }
 
@@ -563,7 +603,7 @@ static void json_fill(FILE *f, struct stats *s)
 	fputs("{\"role\":\"", f);
 	stats_escape(f, s->role, 1);
 	fprintf(f, "\",\"uptime_s\":%lld,\"total\":{", (long long)(now - s->started));
-	json_counters(f, &t);
+	json_counters(f, &t, STATS_NCTR);
 	fprintf(f, ",\"streams_opened\":%llu,\"active_streams\":%llu},",
 		(unsigned long long)atomic_load(&s->opened), (unsigned long long)stats_active(s));
 	fprintf(f, "\"store\":{\"fill_bytes\":%llu,\"size_bytes\":%llu,\"evictions\":%llu},",

@@ -29,7 +29,7 @@ struct scli_row {
 struct scli_page {
 	char role[16];
 	double lan[2], wan[2], red, hit, lz, asks, opened, active;
-	double fill, size, evict, rtt, up, uptime;
+	double fill, size, evict, rtt, up, uptime, warm_file, warm_wan;
 	struct scli_row *rows;
 	size_t nrows;
 	struct { char peer[64]; double rtt; } peers[8]; /* the first 8 tunnel peers */
@@ -141,6 +141,7 @@ static void scli_total_sample(struct scli_page *pg, const struct scli_sample *sm
 		M("store_fill_bytes", fill), M("store_size_bytes", size),
 		M("store_evictions_total", evict), M("tunnel_rtt_seconds", rtt),
 		M("tunnels_up", up), M("uptime_seconds", uptime),
+		M("warm_file_bytes_total", warm_file), M("warm_wan_bytes_total", warm_wan),
 #undef M
 	};
 	int out = !strcmp(sm->dir, "out");
@@ -205,6 +206,9 @@ static void scli_print(const struct scli_page *pg, const char *addr)
 	       scli_bytes(pg->lan[0] + pg->lan[1], a, sizeof a),
 	       scli_bytes(pg->wan[0] + pg->wan[1], b, sizeof b), pg->red,
 	       scli_bytes(pg->hit, c, sizeof c), pg->lz, pg->asks);
+	if (pg->warm_file > 0 || pg->warm_wan > 0) /* not in the totals above */
+		printf("pre-positioning (wanopt warm): %s of files pushed from here, %s WAN\n\n",
+		       scli_bytes(pg->warm_file, a, sizeof a), scli_bytes(pg->warm_wan, b, sizeof b));
 	if (!pg->nrows)
 		return;
 	printf("%6s  %-46s %-11s %10s %10s %7s %10s\n", "ID", "SOURCE -> DESTINATION", "MODE",

@@ -193,6 +193,7 @@ static void warm_file(struct px_warm *w, struct warm_job *j, const char *path)
 			atomic_fetch_add(&j->failed, 1);
 			return;
 		}
+		px_relay_set_warm(r);
 		tun_open_info oi = { .policy = PROTO_POLICY_FULL, .flags = PROTO_OPEN_F_WARM };
 		tun_target_parse(&oi.target, "warm", 9);
 		int err = 0;
@@ -367,10 +368,12 @@ int px_warm_accept(struct px_relay_env *env, tun_stream *s, const char *peer)
 	}
 	bufferevent_setcb(pair[1], sink_read, NULL, sink_event, NULL);
 	bufferevent_enable(pair[1], EV_READ | EV_WRITE);
-	if (!px_relay_new(env, pair[0], s, PROTO_POLICY_FULL, peer, "warm (into the store)", 0)) {
+	struct px_relay *r = px_relay_new(env, pair[0], s, PROTO_POLICY_FULL, peer, "warm (into the store)", 0);
+	if (!r) {
 		bufferevent_free(pair[1]);
 		return -1;
 	}
+	px_relay_set_warm(r);
 	bufferevent_flush(pair[1], EV_WRITE, BEV_FINISHED);
 	return 0;
 }

@@ -100,8 +100,20 @@ n=$(grep -c "reset" "$T/edge.log" "$T/core.log" | awk -F: '{s += $2} END {print 
 
 # ---- 3. warm ----
 pxt gen 10 $size "$T/warm-down.bin"
+tot() { px_stat "$1" "[j['total'][k] for k in ('lan_in', 'lan_out', 'wan_in', 'wan_out', 'warm_file_bytes', 'warm_wan_bytes')]"; }
+c0=$(tot "$S1") e0=$(tot "$S2")
 out=$(timeout 60 "$BIN" warm --stats=127.0.0.1:"$S1" --timeout=50 "$T/warm-down.bin" 2>&1) &&
 	ok "warm at the core: $out" || fail "warm at the core: $out"
+# a push is not client traffic: it has totals of its own
+c1=$(tot "$S1") e1=$(tot "$S2")
+python3 - "$c0" "$c1" "$e0" "$e1" $size <<'PY' && ok "the warm counted as pre-positioning, not LAN or WAN traffic" || fail "warm totals: core $c0 -> $c1, edge $e0 -> $e1"
+import ast, sys
+c0, c1, e0, e1 = (ast.literal_eval(a) for a in sys.argv[1:5])
+size = int(sys.argv[5])
+assert c1[:4] == c0[:4] and e1[:4] == e0[:4], "LAN/WAN totals moved"
+assert c1[4] - c0[4] == size and e1[4] == e0[4], "file bytes"
+assert 0 < c1[5] - c0[5] and 0 < e1[5] - e0[5], "warm WAN bytes"
+PY
 check_wan "first download of data warmed at the core" "$(dl_wan 10 $size)" $((size / 50))
 check_cold "control: first download of data not warmed" "$(dl_wan 11 $size)" $((size / 4))
 

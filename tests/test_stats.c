@@ -141,6 +141,42 @@ static void test_tunnel_peers(void **state)
 	stats_free(s);
 }
 
+/* A warm push's bytes go to the warm totals only; the stream shows as "warm"
+ * with its own counters. */
+static void test_warm_stream(void **state)
+{
+	struct stats *s = stats_create("core");
+	struct stats_stream *c = stats_stream_open(s, "10.0.0.5:41000", "10.1.1.1:21", "full");
+	struct stats_stream *w = stats_stream_open(s, "warm", "/srv/image", "full");
+	stats_stream_set_warm(w);
+	stats_stream_add(c, STATS_LAN_IN, 1000);
+	stats_stream_add(c, STATS_WAN_OUT, 100);
+	stats_stream_add(w, STATS_LAN_IN, 5000);
+	stats_stream_add(w, STATS_WAN_OUT, 700);
+	stats_stream_add(w, STATS_WAN_IN, 20);
+	stats_stream_add(w, STATS_DRE_HIT, 4000);
+	stats_stream_add(w, STATS_LZ_IN, 1000);
+	stats_stream_add(w, STATS_ASKS, 1);
+	assert_int_equal(stats_total(s, STATS_LAN_IN), 1000);
+	assert_int_equal(stats_total(s, STATS_WAN_OUT), 100);
+	assert_int_equal(stats_total(s, STATS_WAN_IN), 0);
+	assert_int_equal(stats_total(s, STATS_DRE_HIT), 0);
+	assert_int_equal(stats_total(s, STATS_LZ_IN), 0);
+	assert_int_equal(stats_total(s, STATS_ASKS), 1);
+	assert_int_equal(stats_total(s, STATS_WARM_FILE), 5000);
+	assert_int_equal(stats_total(s, STATS_WARM_WAN), 720);
+	assert_int_equal(stats_stream_get(w, STATS_LAN_IN), 5000);
+	char *p = stats_render_prom(s);
+	if (!strstr(p, "wanopt_reduction_percent 90.00\n") || !strstr(p, "wanopt_warm_file_bytes_total 5000\n") ||
+	    !strstr(p, "wanopt_warm_wan_bytes_total 720\n") ||
+	    !strstr(p, "wanopt_stream_lan_bytes{id=\"2\",src=\"warm\",dst=\"/srv/image\",mode=\"warm\"} 5000\n"))
+		fail_msg("warm push in /metrics:\n%s", p);
+	free(p);
+	stats_stream_close(c);
+	stats_stream_close(w);
+	stats_free(s);
+}
+
 /* Prometheus text: totals, gauges and per-stream samples with labels. */
 static void test_render(void **state)
 {
@@ -172,7 +208,8 @@ static void test_render(void **state)
 	assert_non_null(strstr(p, "{\"role\":\"edge\",\"uptime_s\":"));
 	assert_non_null(strstr(p, "\"total\":{\"lan_in\":6000,\"lan_out\":999000,\"wan_in\":10000,"
 				  "\"wan_out\":45000,\"dre_hit_bytes\":900000,\"lz_in\":90000,"
-				  "\"lz_out\":30000,\"asks\":2,\"reduction_pct\":94.53,\"lz_ratio\":3.000,"
+				  "\"lz_out\":30000,\"asks\":2,\"warm_file_bytes\":0,\"warm_wan_bytes\":0,"
+				  "\"reduction_pct\":94.53,\"lz_ratio\":3.000,"
 				  "\"streams_opened\":2,\"active_streams\":2}"));
 	assert_non_null(strstr(p, "\"store\":{\"fill_bytes\":1073741824,\"size_bytes\":10737418240,"
 				  "\"evictions\":7},\"tunnel\":{\"rtt_us\":40100,\"up\":1,\"peers\":[]}"));
@@ -298,6 +335,7 @@ int main(void)
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_render),
 		cmocka_unit_test(test_tunnel_peers),
+		cmocka_unit_test(test_warm_stream),
 		cmocka_unit_test(test_http),
 	};
 	private_netns();
