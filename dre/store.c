@@ -397,9 +397,13 @@ static int read_locked(dre_store *st, const dre_ent *e, uint8_t hdr[DRE_REC_HDR]
 	uint32_t len;
 	memcpy(&len, hdr + 4, 4);
 	if (len != cur->len || dre_fp_tag(hdr + 8) != cur->tag || dre_rec_check(hdr, verify ? buf : NULL)) {
-		/* the data on disk went bad: forget the chunk rather than serve it */
+		/* the data on disk went bad: forget the chunk rather than serve it.
+		 * Its successor goes with it: stored again, it gets the next one
+		 * seen, and a peer may still hold the old one, so note it as a fork
+		 * (no run through it, alt.c) */
 		st->data_bytes -= cur->len;
 		st->bad_reads++;
+		dre_store_fork_locked(st, cur->tag);
 		dre_idx_del(&st->idx, cur);
 		return DRE_EMISS;
 	}
