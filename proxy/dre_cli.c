@@ -331,6 +331,10 @@ static int run_codec(struct cli *c, int decode)
 		if (decode) {
 			fprintf(stderr, "wanopt dre decode: input bytes ..%" PRIu64 " (after frame %" PRIu64 "): %s\n",
 				at, dre_dec_applied(d), dre_strerror(rc));
+			if (rc == DRE_EMISS || rc == DRE_ECHECKSUM) /* a damaged stream fails its checksum too */
+				fprintf(stderr, "wanopt dre decode: %sthis store is not in step with the encoder's: decode "
+						"every encoded stream, in order, into a store of the same --store-size\n",
+					rc == DRE_ECHECKSUM ? "the stream is damaged, or " : "");
 		} else {
 			fprintf(stderr, "wanopt dre encode: %s\n", dre_strerror(rc));
 		}
