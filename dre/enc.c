@@ -207,10 +207,12 @@ static int fork_at(dre_enc *e, uint64_t tag)
 }
 
 /* Is `tag` the chunk k steps after the cursor (k < SKIP_MAX+1), through no
- * fork?  Returns k or -1. */
+ * fork and from a cursor the peer still holds (past the horizon)?  Returns
+ * k or -1. */
 static int run_position(dre_enc *e, uint64_t tag)
 {
-	if ((!e->cur.next && !dre_store_find(e->st, e->cur.tag, &e->cur)) || fork_at(e, e->cur.tag))
+	if ((!e->cur.next && !dre_store_find(e->st, e->cur.tag, &e->cur)) || fork_at(e, e->cur.tag) ||
+	    e->cur.file < e->horizon) /* the peer may look the cursor up again and find it gone */
 		return -1;
 	uint64_t t = e->cur.next;
 	for (int k = 0; t && k <= SKIP_MAX; k++) {
@@ -440,7 +442,7 @@ static size_t run_fast(dre_enc *e, const uint8_t *p, size_t n)
 		return 0;
 	size_t max = n < DRE_DELTA_WIN ? n : DRE_DELTA_WIN;
 	dre_ent ent;
-	int k = fork_at(e, e->cur.tag) ? -1 : 0;
+	int k = fork_at(e, e->cur.tag) || e->cur.file < e->horizon ? -1 : 0; /* as in run_position */
 	if (!e->cur.next || !enc_match(e, e->cur.next, p, max, &ent)) {
 		if (e->o.version < 3 || e->prev != e->cur.tag || !enc_match(e, e->cur.tag, p, max, &ent))
 			return 0;
