@@ -213,85 +213,6 @@ static int append_rec(dre_store *st, const uint8_t *hdr, const void *payload, ui
 	return 0;
 }
 
-/* Drop the oldest data file and the index entries that still point into it. */
-static int evict_oldest(dre_store *st)
-{
-	if (st->nfiles < 2) {
-		int rc = dre_store_rotate(st);
-		if (rc)
-			return rc;
-	}
-	uint32_t num = st->files[0].num;
-	dre_wq_forget(st, num);
-	if (st->nfiles < 2 || st->files[0].num != num)
-		return 0; /* changed while we waited for the writer: the caller looks again */
-	struct dre_sfile f = st->files[0];
-	struct dre_idxent *ents = NULL;
-	size_t n = 0;
-	if (dre_store_load_idx(st, f.num, f.size, &ents, &n) != 0) {
-		/* no usable .idx: walk the table instead */
-		for (size_t i = 0; i <= st->idx.mask; i++) {
-			dre_ent *e = &st->idx.slot[i];
-			while (e->tag && e->file == f.num) {
-				st->data_bytes -= e->len;
-				st->evicted_bytes += e->len;
-				st->evicted_chunks++;
-				dre_idx_del(&st->idx, e); /* the slot now holds a follower: look again */
-			}
-		}
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (ents[i].len == DRE_IDX_LINK)
-			continue;
-		dre_ent *e = dre_idx_get(&st->idx, ents[i].a);
-		if (e && e->file == f.num) {
-			st->data_bytes -= e->len;
-			st->evicted_bytes += e->len;
-			st->evicted_chunks++;
-			dre_idx_del(&st->idx, e);
-		}
-	}
-	free(ents);
-	dre_store_close_file(&f);
-	char path[4096];
-	dre_store_path(st, f.num, "dat", path, sizeof path);
-	unlink(path);
-	dre_store_path(st, f.num, "idx", path, sizeof path);
-	unlink(path);
-	memmove(st->files, st->files + 1, (st->nfiles - 1) * sizeof *st->files);
-	st->nfiles--;
-	st->disk_bytes -= f.size;
-	return 0;
-}
-
-/* Evict until the data files fit the size bound. */
-static int enforce_limit(dre_store *st)
-{
-	while (st->disk_bytes > st->limit && st->disk_bytes > 0) {
-		if (st->nfiles == 1 && st->files[0].size == 0)
-			break;
-		int rc = evict_oldest(st);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
-_Static_assert(DRE_STORE_OP_BYTES(0) == 2 * DRE_REC_HDR, "a store operation appends two record headers");
-
-uint32_t dre_store_horizon(dre_store *st, uint64_t extra)
-{
-	pthread_mutex_lock(&st->mu);
-	uint64_t total = st->disk_bytes + extra, dropped = 0;
-	size_t i = 0;
-	/* enforce_limit drops whole files, oldest first, while over the limit */
-	while (i < st->nfiles && total - dropped > st->limit)
-		dropped += st->files[i++].size;
-	uint32_t num = i < st->nfiles ? st->files[i].num : st->nfiles ? st->files[st->nfiles - 1].num + 1 : 0;
-	pthread_mutex_unlock(&st->mu);
-	return num;
-}
-
 int dre_store_find(dre_store *st, uint64_t tag, dre_ent *out)
 {
 	pthread_mutex_lock(&st->mu);
@@ -318,7 +239,7 @@ static int put_locked(dre_store *st, const uint8_t *hdr, const uint8_t h[32], co
 	struct dre_idxent ie = { tag, prev, off, len };
 	if (act_note(st, tag, prev, off, len) || dre_store_apply(st, file, &ie))
 		return DRE_ENOMEM;
-	rc = enforce_limit(st);
+	rc = dre_store_enforce_limit(st);
 	dre_ent *e = dre_idx_get(&st->idx, tag);
 	if (e)
 		*out = *e;
@@ -427,7 +348,6 @@ int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf)
 	pthread_mutex_unlock(&st->mu);
 	return rc;
 }
-
 
 /* 1 if the chunk of index entry cur is stored as exactly p[0..cur->len),
  * compared in place where the mapping covers it (else read into scratch,
@@ -622,7 +542,7 @@ int dre_store_set_limit(dre_store *st, uint64_t limit)
 	pthread_mutex_lock(&st->mu);
 	st->limit = limit;
 	st->file_max = file_max_for(limit);
-	int rc = enforce_limit(st);
+	int rc = dre_store_enforce_limit(st);
 	if (!rc)
 		rc = limit_save(st);
 	pthread_mutex_unlock(&st->mu);
@@ -782,7 +702,7 @@ dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, s
 		dre_seterr(err, errlen, "%s: cannot start the writer thread", dir);
 		goto fail;
 	}
-	if (!st->readonly && !o->keep && enforce_limit(st)) {
+	if (!st->readonly && !o->keep && dre_store_enforce_limit(st)) {
 		dre_seterr(err, errlen, "%s: cannot evict down to the size limit", dir);
 		goto fail;
 	}

@@ -75,6 +75,9 @@ int dre_store_apply(dre_store *st, uint32_t file, const struct dre_idxent *ie);
 int dre_store_write_idx(dre_store *st, uint32_t num, uint64_t size, const struct dre_idxent *e, size_t n);
 /* Seal the active file (sync, write its .idx) and start a new one. */
 int dre_store_rotate(dre_store *st);
+/* Evict (evict.c) until the data files fit the size bound; lock held.  0 or
+ * an error from opening the next file. */
+int dre_store_enforce_limit(dre_store *st);
 /* Read file num's .idx if it is intact and covers `size` bytes: 0 and a
  * malloc()ed array, or -1. */
 int dre_store_load_idx(dre_store *st, uint32_t num, uint64_t size, struct dre_idxent **out, size_t *n);

@@ -1,0 +1,91 @@
+/*
+ * evict.c: keeping a store within its size bound.  Eviction is by whole data
+ * file, oldest first (store.c copies a chunk used while it sits in the
+ * oldest quarter of the files forward, so what keeps being used stays);
+ * dre_store_horizon tells an encoder which files may go before its peer
+ * reads what it sends now.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "index.h"
+#include "store_int.h"
+
+_Static_assert(DRE_STORE_OP_BYTES(0) == 2 * DRE_REC_HDR, "a store operation appends two record headers");
+
+/* Drop the oldest data file and the index entries that still point into it. */
+static int evict_oldest(dre_store *st)
+{
+	if (st->nfiles < 2) {
+		int rc = dre_store_rotate(st);
+		if (rc)
+			return rc;
+	}
+	uint32_t num = st->files[0].num;
+	dre_wq_forget(st, num);
+	if (st->nfiles < 2 || st->files[0].num != num)
+		return 0; /* changed while we waited for the writer: the caller looks again */
+	struct dre_sfile f = st->files[0];
+	struct dre_idxent *ents = NULL;
+	size_t n = 0;
+	if (dre_store_load_idx(st, f.num, f.size, &ents, &n) != 0) {
+		/* no usable .idx: walk the table instead */
+		for (size_t i = 0; i <= st->idx.mask; i++) {
+			dre_ent *e = &st->idx.slot[i];
+			while (e->tag && e->file == f.num) {
+				st->data_bytes -= e->len;
+				st->evicted_bytes += e->len;
+				st->evicted_chunks++;
+				dre_idx_del(&st->idx, e); /* the slot now holds a follower: look again */
+			}
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (ents[i].len == DRE_IDX_LINK)
+			continue;
+		dre_ent *e = dre_idx_get(&st->idx, ents[i].a);
+		if (e && e->file == f.num) {
+			st->data_bytes -= e->len;
+			st->evicted_bytes += e->len;
+			st->evicted_chunks++;
+			dre_idx_del(&st->idx, e);
+		}
+	}
+	free(ents);
+	dre_store_close_file(&f);
+	char path[4096];
+	dre_store_path(st, f.num, "dat", path, sizeof path);
+	unlink(path);
+	dre_store_path(st, f.num, "idx", path, sizeof path);
+	unlink(path);
+	memmove(st->files, st->files + 1, (st->nfiles - 1) * sizeof *st->files);
+	st->nfiles--;
+	st->disk_bytes -= f.size;
+	return 0;
+}
+
+int dre_store_enforce_limit(dre_store *st)
+{
+	while (st->disk_bytes > st->limit && st->disk_bytes > 0) {
+		if (st->nfiles == 1 && st->files[0].size == 0)
+			break;
+		int rc = evict_oldest(st);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+uint32_t dre_store_horizon(dre_store *st, uint64_t extra)
+{
+	pthread_mutex_lock(&st->mu);
+	uint64_t total = st->disk_bytes + extra, dropped = 0;
+	size_t i = 0;
+	/* dre_store_enforce_limit drops whole files, oldest first, while over the limit */
+	while (i < st->nfiles && total - dropped > st->limit)
+		dropped += st->files[i++].size;
+	uint32_t num = i < st->nfiles ? st->files[i].num : st->nfiles ? st->files[st->nfiles - 1].num + 1 : 0;
+	pthread_mutex_unlock(&st->mu);
+	return num;
+}
