@@ -217,7 +217,8 @@ static struct stats_tunnel *stats_tunnels(struct stats *s, size_t *n)
 		total += s->ntun[i];
 	struct stats_tunnel *all = total ? malloc(total * sizeof *all) : NULL;
 	for (int i = 0; all && i < STATS_TUNNEL_SLOTS; i++) {
-		memcpy(all + k, s->tun[i], s->ntun[i] * sizeof *all);
+		if (s->ntun[i]) /* else tun[i] may be NULL, which memcpy must not get even for 0 bytes */
+			memcpy(all + k, s->tun[i], s->ntun[i] * sizeof *all);
 		k += s->ntun[i];
 	}
 	pthread_mutex_unlock(&s->lock);
