@@ -229,8 +229,10 @@ static void scli_usage(FILE *f)
 	fprintf(f,
 		"usage: wanopt stats [--json] [--stats=HOST:PORT | -c FILE]\n\n"
 		"Shows the figures of a running edge or core: LAN and WAN bytes, reduction,\n"
-		"DRE hits, LZ ratio, asks, store fill and evictions, tunnel RTT, and every open\n"
-		"stream.  The address is --stats, else the `stats` key of the config FILE, else\n"
+		"DRE hits, LZ ratio, asks, store fill and evictions, tunnel RTT (each peer's\n"
+		"when there are several), pre-positioning (wanopt warm, counted apart from the\n"
+		"clients' traffic), and every open stream.  The address is --stats, else the\n"
+		"`stats` key of the config FILE, else\n"
 		SCLI_DEFAULT_ADDR ".  The same data is served for monitoring at\n"
 		"http://HOST:PORT/metrics (Prometheus) and /stats.json.\n\n"
 		"  --json            print the JSON document instead of the table\n"
