@@ -232,9 +232,9 @@ static void scli_usage(FILE *f)
 		"DRE hits, LZ ratio, asks, store fill and evictions, tunnel RTT (each peer's\n"
 		"when there are several), pre-positioning (wanopt warm, counted apart from the\n"
 		"clients' traffic), and every open stream.  The address is --stats, else the\n"
-		"`stats` key of the config FILE, else\n"
-		SCLI_DEFAULT_ADDR ".  The same data is served for monitoring at\n"
-		"http://HOST:PORT/metrics (Prometheus) and /stats.json.\n\n"
+		"`stats` key of the config FILE, else " SCLI_DEFAULT_ADDR ".  The same data is\n"
+		"served for monitoring at http://HOST:PORT/metrics (Prometheus) and\n"
+		"/stats.json.\n\n"
 		"  --json            print the JSON document instead of the table\n"
 		"  --stats=HOST:PORT the node's stats address\n"
 		"  -c FILE           read the address from an edge or core config file\n");
