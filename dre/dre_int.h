@@ -172,7 +172,8 @@ int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf);
 #define DRE_STORE_OP_BYTES(len) ((uint64_t)(len) + 2 * 56)
 /* The number of the oldest data file that no eviction can drop while at most
  * `extra` more bytes are appended (all files' chunks are safe: the oldest's
- * number; none: one past the newest). */
+ * number).  UINT32_MAX if the active file may go too: then nothing is safe,
+ * not even what is appended to it meanwhile. */
 uint32_t dre_store_horizon(dre_store *st, uint64_t extra);
 /* The run fast path in one locked step: if chunk `tag` is stored, at most max
  * bytes long, held by a peer in `bits` (0: no check) and its bytes equal p,

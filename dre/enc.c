@@ -383,8 +383,9 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *
 			return rc;
 		return retain_chunk(e, tag, p, len, 1);
 	}
-	if (dre_enc_pending(e, h, len)) {
-		/* sent moments ago, not stored yet (helper thread): a reference */
+	if (e->horizon != UINT32_MAX && dre_enc_pending(e, h, len)) {
+		/* sent moments ago, not stored yet (helper thread): a reference,
+		 * unless the store is so small that even that may be gone */
 		dre_ent pe = { .tag = tag, .len = len };
 		if ((rc = enc_hit(e, &pe, -1, len)))
 			return rc;

@@ -85,7 +85,8 @@ uint32_t dre_store_horizon(dre_store *st, uint64_t extra)
 	/* dre_store_enforce_limit drops whole files, oldest first, while over the limit */
 	while (i < st->nfiles && total - dropped > st->limit)
 		dropped += st->files[i++].size;
-	uint32_t num = i < st->nfiles ? st->files[i].num : st->nfiles ? st->files[st->nfiles - 1].num + 1 : 0;
+	/* all of them: the active file too, and with it what is appended there next */
+	uint32_t num = i < st->nfiles ? st->files[i].num : UINT32_MAX;
 	pthread_mutex_unlock(&st->mu);
 	return num;
 }

@@ -6,7 +6,8 @@
 # references chunks all over the store, some in the files eviction drops next.
 # Small frames keep many store operations in flight on the encoder's helper
 # thread: what it has not yet run (and so not yet evicted) must not be
-# referenced if the decoder's store will have dropped it by then.
+# referenced if the decoder's store will have dropped it by then.  Stores of
+# 1 MiB, smaller than what a frame writes, too.
 set -eu
 W=${BINDIR:-bin}/wanopt
 T=$(mktemp -d /tmp/wanopt-dreevict.XXXXXX)
@@ -59,3 +60,13 @@ for frame in 64K 1M; do
 	[ $((sent * 3)) -lt "$total" ] || fail "frame $frame: $sent of $total bytes sent: the versions did not dedupe"
 	"$W" dre check --store "$T/B" > /dev/null || fail "frame $frame: the decoder's store is not consistent"
 done
+# a store smaller than a frame's writes: even the active file, and what a
+# frame has just stored there, may be gone before the decoder reads it
+rm -rf "$T/A" "$T/B"
+for i in 1 2 3 4 5 6; do
+	"$W" dre encode --store "$T/A" --store-size 1M < "$T/v$i" > "$T/e"
+	"$W" dre decode --store "$T/B" --store-size 1M < "$T/e" > "$T/o" 2> "$T/err" ||
+		fail "1 MiB stores: version $i did not decode: $(cat "$T/err")"
+	cmp -s "$T/v$i" "$T/o" || fail "1 MiB stores: version $i decoded to other bytes"
+done
+echo "1 MiB stores: 6 versions decoded"

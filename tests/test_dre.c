@@ -1,5 +1,6 @@
 /* test_dre.c: the DRE codec and store, end to end through real store directories. */
 #include <pthread.h>
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -240,6 +241,55 @@ static void test_eviction_tiny_store(void **state)
 	assert_true(s.disk_bytes <= 1 << 20);
 	free(p);
 	t_stores_done(sa, da, sb, db);
+}
+
+/* The number of the oldest data file in store directory dir. */
+static uint32_t oldest_file(const char *dir)
+{
+	DIR *d = opendir(dir);
+	assert_non_null(d);
+	uint32_t best = UINT32_MAX;
+	for (struct dirent *de; (de = readdir(d)) != NULL;) {
+		unsigned num;
+		char ext[8];
+		if (sscanf(de->d_name, "%8x.%3s", &num, ext) == 2 && !strcmp(ext, "dat") && num < best)
+			best = num;
+	}
+	closedir(d);
+	return best;
+}
+
+/* dre_store_horizon: every file it calls safe outlives `extra` more bytes of
+ * store operations (the file it names is still there after them); with room
+ * to spare it is the oldest file; it never moves back as extra grows. */
+static void test_horizon(void **state)
+{
+	char da[64];
+	dre_store *st = t_store(da, 2 << 20);
+	dre_fp *fp = dre_fp_new();
+	uint8_t p[4096], h[32];
+	uint64_t prev = 0;
+	for (int round = 0; round < 40; round++) {
+		uint64_t extra = (t_rand() % 600 + 1) * DRE_STORE_OP_BYTES(sizeof p);
+		dre_store_stats s;
+		dre_store_get_stats(st, &s);
+		uint32_t hz = dre_store_horizon(st, extra), oldest = oldest_file(da);
+		assert_true(dre_store_horizon(st, extra / 2) <= hz && hz <= dre_store_horizon(st, 2 * extra));
+		if (s.disk_bytes + extra <= s.size_limit)
+			assert_int_equal(hz, oldest);
+		for (uint64_t put = 0; put + DRE_STORE_OP_BYTES(sizeof p) <= extra; put += DRE_STORE_OP_BYTES(sizeof p)) {
+			t_fill_random(p, sizeof p);
+			dre_ent e;
+			assert_int_equal(dre_fp_sha256(fp, p, sizeof p, h), 0);
+			assert_true(dre_store_put_after(st, h, p, sizeof p, prev, &e) >= 0);
+			prev = dre_fp_tag(h);
+		}
+		/* file hz is there (UINT32_MAX: even the active file may have gone) */
+		assert_true(hz == UINT32_MAX || oldest_file(da) <= hz);
+	}
+	dre_fp_free(fp);
+	dre_store_close(st);
+	t_rmstore(da);
 }
 
 /* Two threads store and read back chunks at once in a tiny store, so records
@@ -544,6 +594,7 @@ int main(void)
 		cmocka_unit_test(test_restart_keeps_cache),
 		cmocka_unit_test(test_crash_torn_record),
 		cmocka_unit_test(test_eviction_tiny_store),
+		cmocka_unit_test(test_horizon),
 		cmocka_unit_test(test_store_concurrent),
 		cmocka_unit_test(test_corrupt_input),
 		cmocka_unit_test(test_store_errors),
