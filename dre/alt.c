@@ -1,6 +1,7 @@
 /*
- * alt.c: chunks that broke a run, found again without SHA-256; and chunks
- * whose successor depends on where they occur (forks).
+ * alt.c: chunks that broke a run, found again without SHA-256; chunks whose
+ * successor depends on where they occur (forks); and successors a peer holds
+ * where ours differ.
  *
  * Each stored chunk remembers the chunk that followed it when it was first
  * seen; runs follow that.  A chunk that also occurs elsewhere (a license
@@ -27,6 +28,15 @@
  * forgotten fork only risks the ask; a chunk taken for one that is not, 48
  * bits of its tag matching, only costs a reference), in memory only; written
  * under the store's lock, read without it.
+ *
+ * Successors at a peer: a fork still costs an ask when the peer runs through
+ * it, since its encoder follows its own successor.  Where we know that one
+ * (we sent the chunk to the peer as new, followed by another than ours), it
+ * is noted per peer slot, and our decoder follows it for that peer's
+ * streams.  (Learns relink the store itself; noting their links as well
+ * saved no ask in a three-branch model and seemed to add some under heavy
+ * eviction, where notes outlive their chunks.)  Direct-mapped and lossy (a
+ * forgotten one costs the ask), in memory only, under the store's lock.
  */
 #include <stdlib.h>
 
@@ -79,4 +89,40 @@ int dre_store_forked(dre_store *st, uint64_t tag)
 {
 	uint32_t *t = __atomic_load_n(&st->forks, __ATOMIC_ACQUIRE);
 	return t && tag && __atomic_load_n(&t[tag & (FORK_SLOTS - 1)], __ATOMIC_RELAXED) == fork_key(tag);
+}
+
+#define PNEXT_SLOTS (1u << 15) /* 512 KiB: (peer, chunk) key, successor */
+
+/* The slot key of chunk a at peer slot `slot`, never 0. */
+static uint64_t pnext_key(int slot, uint64_t a)
+{
+	uint64_t k = a ^ ((uint64_t)(slot + 1) * 0x9E3779B97F4A7C15ULL);
+	return k ? k : 1;
+}
+
+void dre_store_peer_next_set(dre_store *st, int slot, uint64_t a, uint64_t b)
+{
+	if (slot < 0 || !a || !b)
+		return;
+	uint64_t k = pnext_key(slot, a);
+	pthread_mutex_lock(&st->mu);
+	if (!st->pnext)
+		__atomic_store_n(&st->pnext, calloc(PNEXT_SLOTS, sizeof *st->pnext), __ATOMIC_RELEASE);
+	if (st->pnext) {
+		st->pnext[k & (PNEXT_SLOTS - 1)][0] = k;
+		st->pnext[k & (PNEXT_SLOTS - 1)][1] = b;
+	}
+	pthread_mutex_unlock(&st->mu);
+}
+
+uint64_t dre_store_peer_next(dre_store *st, int slot, uint64_t a)
+{
+	if (slot < 0 || !a || !__atomic_load_n(&st->pnext, __ATOMIC_ACQUIRE)) /* none noted yet: no lock */
+		return 0;
+	uint64_t k = pnext_key(slot, a), b = 0;
+	pthread_mutex_lock(&st->mu);
+	if (st->pnext && st->pnext[k & (PNEXT_SLOTS - 1)][0] == k)
+		b = st->pnext[k & (PNEXT_SLOTS - 1)][1];
+	pthread_mutex_unlock(&st->mu);
+	return b;
 }

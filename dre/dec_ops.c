@@ -90,11 +90,21 @@ static int out_stored(struct opctx *c, uint64_t tag)
 	return dre_dec_sop(d, SOP_HIT, 0, tag);
 }
 
+/* The successor of chunk a in the sending peer's store where we know it
+ * differs from ours (dre_store_peer_next), else 0. */
+static uint64_t peer_next(dre_dec *d, uint64_t a)
+{
+	return d->peer_bit ? dre_store_peer_next(d->st, __builtin_ctz(d->peer_bit), a) : 0;
+}
+
 /* The chunk after the cursor, or 0. */
 static uint64_t cursor_next(dre_dec *d)
 {
 	if (!d->cur.tag)
 		return 0;
+	uint64_t pn = peer_next(d, d->cur.tag);
+	if (pn)
+		return pn;
 	if (!d->cur.next) {
 		dre_ent e;
 		if (dre_store_find(d->st, d->cur.tag, &e) && e.next)
@@ -158,6 +168,8 @@ static int win_cover(dre_dec *d, uint64_t need)
 		uint64_t t;
 		if (d->win_cnt == 0) {
 			t = d->win_tag[0];
+		} else if ((t = peer_next(d, d->win_tag[d->win_cnt - 1])) != 0) {
+			/* the sender's successor */
 		} else if (!dre_dec_find(d, d->win_tag[d->win_cnt - 1], &e) || (!e.next && dre_dec_sync(d)) ||
 			   (!e.next && !dre_store_find(d->st, d->win_tag[d->win_cnt - 1], &e)) || !(t = e.next)) {
 			return DRE_EMISS;

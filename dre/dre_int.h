@@ -193,6 +193,10 @@ uint64_t dre_store_alt_get(dre_store *st, uint64_t key);
  * successor (store lock held); 1 if it is noted as such (lossy, no lock). */
 void dre_store_fork_locked(dre_store *st, uint64_t tag);
 int dre_store_forked(dre_store *st, uint64_t tag);
+/* Successors at a peer (alt.c): chunk b follows chunk a in the store of
+ * peer slot `slot`, where ours holds another; the one noted, or 0 (lossy). */
+void dre_store_peer_next_set(dre_store *st, int slot, uint64_t a, uint64_t b);
+uint64_t dre_store_peer_next(dre_store *st, int slot, uint64_t a);
 /* Record that chunk b followed chunk a, if a has no successor yet. */
 void dre_store_link(dre_store *st, uint64_t a, uint64_t b);
 /* Make b a's successor even if a had another (the peer's order wins). */

@@ -226,6 +226,17 @@ static int run_position(dre_enc *e, uint64_t tag)
 	return -1;
 }
 
+/* Chunk b follows one whose bytes just went to a tracked peer: the peer's
+ * store links them (first-come), so where ours holds another successor,
+ * note the peer's, which our decoder then follows for that peer's streams. */
+static void note_peer_link(dre_enc *e, uint64_t b)
+{
+	uint64_t next;
+	if (e->peer_bit && e->prev_sent && e->prev && e->prev != b && dre_store_next_of(e->st, e->prev, &next) &&
+	    next && next != b)
+		dre_store_peer_next_set(e->st, __builtin_ctz(e->peer_bit), e->prev, b);
+}
+
 /* A stored chunk matched (tag with full hash h): extend or start a run, or
  * a repeat of the cursor chunk (stream version 3), or REF.  Every reference
  * records a store operation (link, refresh) in stream order, as the decoder
@@ -262,7 +273,9 @@ static int enc_hit(dre_enc *e, const dre_ent *ent, int k, uint32_t len)
 	e->st_ref += len;
 	if (!rc) /* link after prev, refresh */
 		rc = dre_enc_hit(e, nolink ? 0 : e->prev, ent->tag, len);
+	note_peer_link(e, ent->tag);
 	e->prev = ent->tag;
+	e->prev_sent = 0;
 	return rc;
 }
 
@@ -403,7 +416,9 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *
 	}
 	if ((rc = dre_enc_put(e, h, p, len, e->prev, lit_off)))
 		return rc;
+	note_peer_link(e, tag);
 	e->prev = tag;
+	e->prev_sent = 1;
 	return retain_chunk(e, tag, p, len, 0);
 }
 

@@ -75,6 +75,7 @@ struct dre_enc {
 	int view_busy;         /* a helper may still read a view: wait before returning */
 	dre_ent cur;           /* the cursor: last chunk used from the peer's history */
 	uint64_t prev;         /* last chunk output (0 after raw bytes) */
+	int prev_sent;         /* ... and its bytes went out (it is new at the peer) */
 	uint64_t frame_prev;   /* prev when the current frame began */
 	uint64_t run;          /* pending RUN/SKIP count */
 	uint64_t again;        /* pending AGAIN count (the cursor chunk repeated) */

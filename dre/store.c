@@ -730,6 +730,7 @@ void dre_store_close(dre_store *st)
 	dre_idx_free(&st->idx);
 	free(st->alt);
 	free(st->forks);
+	free(st->pnext);
 	pthread_mutex_destroy(&st->mu);
 	free(st->dir);
 	free(st);

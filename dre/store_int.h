@@ -64,6 +64,7 @@ struct dre_store {
 	unsigned wq_nspare;
 	uint64_t (*alt)[2];       /* chunks that broke runs (alt.c), allocated on first use */
 	uint32_t *forks;          /* chunks with more than one successor (alt.c), likewise */
+	uint64_t (*pnext)[2];     /* successors known at a peer (alt.c), likewise */
 };
 
 void dre_rec_header(uint8_t h[DRE_REC_HDR], uint32_t magic, uint32_t len, const uint8_t hash[32],

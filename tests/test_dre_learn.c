@@ -259,6 +259,28 @@ static void test_forks_cost_no_asks(void **state)
 	trio_close(&t);
 }
 
+/* A chunk with one successor at the core (from branch 2) and another at
+ * branch 1 (the core sent it there, new, followed by other data): the core
+ * notes branch 1's successor as it sends, so branch 1's upload running
+ * through it needs no ask.  Before, the core followed its own and asked. */
+static void test_peer_successors(void **state)
+{
+	struct trio t;
+	trio_open(&t);
+	size_t part = 256 << 10;
+	uint8_t *ax = malloc(2 * part), *ay = malloc(2 * part);
+	t_fill_random(ax, 2 * part);
+	memcpy(ay, ax, part);
+	t_fill_random(ay + part, part);
+	assert_int_equal(send_with_asks(t.e2, t.e2c, t.c, t.c2, ax, 2 * part, 0, NULL), 0); /* branch 2 uploads A X */
+	assert_int_equal(send_with_asks(t.c, t.c1, t.e1, t.e1c, ay, 2 * part, 0, NULL), 0); /* branch 1 gets A Y */
+	assert_int_equal(send_with_asks(t.e1, t.e1c, t.c, t.c1, ay, 2 * part, 0, NULL), 0); /* and sends it back */
+	assert_int_equal(send_with_asks(t.e2, t.e2c, t.c, t.c2, ax, 2 * part, 0, NULL), 0); /* branch 2 again */
+	free(ax);
+	free(ay);
+	trio_close(&t);
+}
+
 /* Data cut into two streams at one of its own chunk boundaries, so that the
  * chunks are the same as in the whole: the branch holds them all but knows
  * no successor for the last chunk of the first part; the core, which a
@@ -296,6 +318,7 @@ int main(void)
 		cmocka_unit_test(test_ask_learn_after_wipe),
 		cmocka_unit_test(test_learn_relinks),
 		cmocka_unit_test(test_dropped_chunk_is_a_fork),
+		cmocka_unit_test(test_peer_successors),
 		cmocka_unit_test(test_forks_cost_no_asks),
 		cmocka_unit_test(test_learn_names_held_chunks),
 	};
