@@ -20,7 +20,6 @@ px_core core "$P" "$S1" --allow=127.0.0.0/8 --store_size=16M --log_level=debug
 px_edge edge "$P" "$S2" "--forward=127.0.0.1:$L -> 127.0.0.1:$SRV" --store_size=16M --log_level=debug
 
 MB=$((1 << 20))
-resets() { cat "$T/edge.log" "$T/core.log" | grep -c "reset" || true; }
 # three 6 MiB files (sparse-image seeds from 900 have zero blocks: AGAIN runs
 # through evicted files too), round after round: 18 MiB per round through
 # 16 MiB stores, in both directions, one at a time and three at once
@@ -36,7 +35,7 @@ for round in 1 2 3 4; do
 	done
 done
 ok "4 rounds of 18 MiB each way through 16 MiB stores, one at a time and three at once: byte-exact"
-n=$(resets)
+n=$(px_resets edge core)
 [ "$n" -eq 0 ] && ok "no stream was reset" || fail "$n stream resets logged"
 evicted=$(px_stat "$S1" 'j["store"]["evictions"]')
 [ "$evicted" -gt 1000 ] && ok "the core evicted $evicted chunks, the edge $(px_stat "$S2" 'j["store"]["evictions"]')" ||

@@ -95,7 +95,7 @@ w=$(ul_wan 2 $size)
 casks1=$(px_stat "$S1" 'j["total"]["asks"]')
 if [ "$w" -ge 0 ]; then ok "upload after the core store was wiped: byte-exact, $w WAN bytes, $((casks1 - casks0)) asks"
 else fail "upload after the core store was wiped"; fi
-n=$(grep -c "reset" "$T/edge.log" "$T/core.log" | awk -F: '{s += $2} END {print s}')
+n=$(px_resets edge core)
 [ "$n" -eq 0 ] && ok "no stream was reset" || fail "$n stream resets logged"
 
 # ---- 3. warm ----
@@ -172,8 +172,7 @@ edge
 # not track what each edge holds, so it sends references the new edge asks
 # back for: about a cold transfer plus one ask per frame).
 S3=$(px_port) L2=$(px_port)
-resets() { cat "$T/edge.log" "$T/edge2.log" "$T/core.log" 2>/dev/null | grep -c "reset" || true; }
-rs0=$(resets)
+rs0=$(px_resets edge edge2 core)
 px_edge edge2 "$P" "$S3" "--forward=127.0.0.1:$L2 -> 127.0.0.1:$SRV" --tunnels=3
 px_wait_count edge2 "tunnel up" 3 15
 e2() {  # seed size: prints "WAN-bytes asks" of a download through edge2
@@ -197,7 +196,7 @@ px_bg_wait b2 60; r2="$BG_RC $BG_OUT"
 case "$r1/$r2" in "0 ok"*"/0 ok"*) ok "both branches fetch the same new data at once: byte-exact" ;;
 *) fail "both branches at once: $r1 / $r2" ;; esac
 expect "second branch: 40 concurrent streams" pxt many 127.0.0.1 "$L2" 40 31 --sizes=1000,100000,2000000
-n=$(( $(resets) - rs0 ))
+n=$(( $(px_resets edge edge2 core) - rs0 ))
 [ "$n" -eq 0 ] && ok "no stream reset with two branches" || fail "$n stream resets logged"
 
 # ---- 5. a core whose store filesystem is full ----

@@ -123,13 +123,13 @@ for v in 1 2 3; do
 		fail "protocol $v: second download crossed $((w2 - w1)) WAN bytes, first $((w1 - w0))"
 	expect "protocol $v: upload a 2 MiB sparse image" pxt put 127.0.0.1 "$L1" $((910 + v)) $((2 * MB))
 	if [ $v -lt 3 ]; then
-		n=$(grep -c "reset" "$T/edge$v.log" || true)
+		n=$(px_resets edge$v)
 		[ "$n" -eq 0 ] && ok "protocol $v: no resets logged" || fail "protocol $v: $n resets logged"
 	fi
 done
 
 # No stream was reset along the way, and both daemons are still up.
-n=$(grep -c "reset" "$T/edge.log" "$T/core.log" | awk -F: '{s += $2} END {print s}')
+n=$(px_resets edge core)
 [ "$n" -eq 0 ] && ok "no resets logged" || fail "$n resets logged"
 px_alive core && px_alive edge && ok "both daemons alive" || fail "a daemon died"
 active=$(px_stat "$S2" 'j["total"]["active_streams"]')

@@ -166,6 +166,11 @@ px_stop() {  # name [signal]: signals and waits (up to 10 s) for the exit; print
 	PX_STATUS=$rc
 }
 
+# px_resets NAME...: lines mentioning "reset" in those daemons' logs.
+px_resets() {
+	local n
+	for n in "$@"; do cat "$T/$n.log" 2>/dev/null; done | grep -c "reset" || true
+}
 px_stat() {  # stats-port python-expression-on-j
 	"$BIN" stats --json --stats=127.0.0.1:"$1" | python3 -c 'import json,sys; j=json.load(sys.stdin); print(eval(sys.argv[1]))' "$2"
 }
