@@ -217,10 +217,15 @@ typedef struct dre_lzc dre_lzc;
 /* A per-stream compressor (or, with decomp, decompressor) for `kind`. */
 dre_lzc *dre_lz_new(int kind, int level, int decomp);
 void dre_lz_free(dre_lzc *z);
+/* Bytes z has allocated (zstd's contexts; lz4's are not counted). */
+size_t dre_lz_mem(const dre_lzc *z);
 /* Compress p[0..n) as the next piece of the stream, appending to out. */
 int dre_lz_compress(dre_lzc *z, const void *p, size_t n, dre_buf *out);
 /* Decompress exactly `in_n` bytes that must yield exactly `out_n` bytes. */
 int dre_lz_decompress(dre_lzc *z, const void *in, size_t in_n, void *out, size_t out_n);
+/* Literal sections shorter than this go raw: a block header and the
+ * compressor's memory cost more than they could save. */
+#define DRE_LZ_MIN 32
 /* Cheap estimate: 1 if a sample of p looks incompressible. */
 int dre_lz_incompressible(const void *p, size_t n);
 

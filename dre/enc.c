@@ -703,6 +703,15 @@ void dre_enc_get_stats(const dre_enc *e, dre_codec_stats *s)
 	s->lit_bytes = e->st_lit;
 }
 
+size_t dre_enc_mem(const dre_enc *e)
+{
+	const dre_buf *b[] = { &e->in, &e->ops, &e->lits, &e->out, &e->cur_ch, &e->cur_raw, &e->eops, &e->edata };
+	size_t n = sizeof *e + dre_lz_mem(e->lz);
+	for (size_t i = 0; i < sizeof b / sizeof *b; i++)
+		n += b[i]->cap;
+	return n;
+}
+
 uint64_t dre_enc_seq(const dre_enc *e)
 {
 	return e->seq;

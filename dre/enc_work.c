@@ -30,7 +30,7 @@ static int emit(dre_enc *e, int type, size_t raw_n, uint64_t sum, const dre_buf 
 	if (rc || !type)
 		return rc;
 	int lz = e->lzkind;
-	if (!lits->len || (lz != DRE_PLZ_NONE && dre_lz_incompressible(lits->p, lits->len)))
+	if (lits->len < DRE_LZ_MIN || (lz != DRE_PLZ_NONE && dre_lz_incompressible(lits->p, lits->len)))
 		lz = DRE_PLZ_NONE;
 	e->out.len = 0;
 	if (dre_buf_reserve(&e->out, DRE_FRAME_HDR_MAX + ops->len + (lz == DRE_PLZ_NONE ? 0 : lits->len) + 64))

@@ -2,7 +2,16 @@
  * stream, flushed at the end of every frame, so each frame's literal section is
  * a whole number of blocks yet the window spans earlier frames.  zstd for slow
  * links (ratio), lz4 for fast ones (speed).  A cheap sample test keeps
- * incompressible data away from the compressor entirely. */
+ * incompressible data away from the compressor entirely.
+ *
+ * A proxy holds one compressor per stream and direction, most of them for
+ * short or idle connections, so zstd starts small: a 128 KiB window and small
+ * tables (about 65 KB per stream).  Once a stream's literals pass
+ * ZSTD_GROW_AT bytes it ends that zstd frame and goes on in a new one with the
+ * full window and the level's own tables (0.8 MB at level 3, 12 MB at level
+ * 9); a bulk stream, whose first piece is already that large, starts there.
+ * The decoder then sees two zstd frames back to back in one literal section,
+ * which any zstd stream decoder reads as one stream. */
 #include <stdlib.h>
 
 #include <lz4.h>
@@ -13,9 +22,15 @@
 
 #define ZSTD_WINDOW_LOG 23     /* 8 MiB of history across frames */
 #define ZSTD_WINDOW_LOG_MAX 24 /* the decoder refuses streams needing more */
+#define ZSTD_SMALL_WINDOW_LOG 17
+#define ZSTD_SMALL_HASH_LOG 12
+#define ZSTD_SMALL_CHAIN_LOG 11
+#define ZSTD_GROW_AT (64u << 10)
 
 struct dre_lzc {
 	int kind, decomp, begun;
+	int level, full; /* zstd compressor: level, and whether at full size */
+	uint64_t fed;    /* bytes fed to the compressor */
 	ZSTD_CCtx *zc;
 	ZSTD_DCtx *zd;
 	LZ4F_cctx *lc;
@@ -31,10 +46,9 @@ dre_lzc *dre_lz_new(int kind, int level, int decomp)
 	z->kind = kind;
 	z->decomp = decomp;
 	int ok = 1;
+	z->level = level ? level : 3;
 	if (kind == DRE_PLZ_ZSTD && !decomp) {
-		ok = (z->zc = ZSTD_createCCtx()) &&
-		     !ZSTD_isError(ZSTD_CCtx_setParameter(z->zc, ZSTD_c_compressionLevel, level ? level : 3)) &&
-		     !ZSTD_isError(ZSTD_CCtx_setParameter(z->zc, ZSTD_c_windowLog, ZSTD_WINDOW_LOG));
+		ok = 1; /* created at the first piece */
 	} else if (kind == DRE_PLZ_ZSTD) {
 		ok = (z->zd = ZSTD_createDCtx()) &&
 		     !ZSTD_isError(ZSTD_DCtx_setParameter(z->zd, ZSTD_d_windowLogMax, ZSTD_WINDOW_LOG_MAX));
@@ -67,21 +81,58 @@ void dre_lz_free(dre_lzc *z)
 	free(z);
 }
 
-/* zstd: feed p and flush, appending to out. */
-static int zstd_compress(dre_lzc *z, const void *p, size_t n, dre_buf *out)
+size_t dre_lz_mem(const dre_lzc *z)
+{
+	return !z ? 0 : sizeof *z + (z->zc ? ZSTD_sizeof_CCtx(z->zc) : 0) + (z->zd ? ZSTD_sizeof_DCtx(z->zd) : 0);
+}
+
+/* zstd: feed p (none to end the frame) and flush or end, appending to out. */
+static int zstd_feed(dre_lzc *z, const void *p, size_t n, ZSTD_EndDirective how, dre_buf *out)
 {
 	ZSTD_inBuffer in = { p, n, 0 };
 	for (;;) {
 		if (dre_buf_reserve(out, ZSTD_CStreamOutSize()))
 			return DRE_ENOMEM;
 		ZSTD_outBuffer ob = { out->p + out->len, out->cap - out->len, 0 };
-		size_t left = ZSTD_compressStream2(z->zc, &ob, &in, ZSTD_e_flush);
+		size_t left = ZSTD_compressStream2(z->zc, &ob, &in, how);
 		if (ZSTD_isError(left))
 			return DRE_ELZ;
 		out->len += ob.pos;
 		if (left == 0 && in.pos == in.size)
 			return 0;
 	}
+}
+
+/* Set the compressor up for a new zstd frame, small or at full size. */
+static int zstd_setup(dre_lzc *z, int full)
+{
+	if (!z->zc && !(z->zc = ZSTD_createCCtx()))
+		return DRE_ENOMEM;
+	ZSTD_CCtx *c = z->zc;
+	if (ZSTD_isError(ZSTD_CCtx_reset(c, ZSTD_reset_session_and_parameters)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, z->level)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_windowLog, full ? ZSTD_WINDOW_LOG : ZSTD_SMALL_WINDOW_LOG)))
+		return DRE_ELZ;
+	if (!full && (ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_hashLog, ZSTD_SMALL_HASH_LOG)) ||
+		      ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_chainLog, ZSTD_SMALL_CHAIN_LOG))))
+		return DRE_ELZ;
+	z->full = full;
+	return 0;
+}
+
+/* zstd: the next piece, in a small frame while the stream has fed fewer than
+ * ZSTD_GROW_AT bytes, then (after ending that frame) in a full-size one. */
+static int zstd_compress(dre_lzc *z, const void *p, size_t n, dre_buf *out)
+{
+	int rc = 0, full = z->fed + n > ZSTD_GROW_AT;
+	if (!z->zc)
+		rc = zstd_setup(z, full);
+	else if (!z->full && full && !(rc = zstd_feed(z, NULL, 0, ZSTD_e_end, out)))
+		rc = zstd_setup(z, 1);
+	if (rc)
+		return rc;
+	z->fed += n;
+	return zstd_feed(z, p, n, ZSTD_e_flush, out);
 }
 
 /* lz4 frame API: the frame header goes out with the first piece. */

@@ -171,6 +171,9 @@ void dre_enc_ack(dre_enc *e, uint64_t seq);
 void dre_enc_get_stats(const dre_enc *e, dre_codec_stats *s);
 /* Sequence number of the last DATA frame emitted (0 before the first). */
 uint64_t dre_enc_seq(const dre_enc *e);
+/* Bytes e has allocated for its residual compressor and frame buffers (pages
+ * not yet used count too). */
+size_t dre_enc_mem(const dre_enc *e);
 
 /* Called by the decoder when frame `seq` references data its store lacks; the
  * caller must get the encoder to call dre_enc_learn(seq).  Until the LEARN frame

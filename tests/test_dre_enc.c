@@ -108,11 +108,62 @@ static void test_repeated_chunk(void **state)
 	free(p);
 }
 
+/* Write `count` messages of `size` bytes of fresh text from p, each flushed
+ * as its own frame (an interactive stream); returns how far p got. */
+static size_t messages(dre_enc *e, uint8_t *p, int count, size_t size, struct tbuf *enc)
+{
+	for (int i = 0; i < count; i++, p += size) {
+		t_fill_text(p, size);
+		assert_int_equal(dre_enc_write(e, p, size, tbuf_out, enc), 0);
+		assert_int_equal(dre_enc_flush(e, tbuf_out, enc), 0);
+	}
+	return (size_t)count * size;
+}
+
+/* A proxy holds an encoder per stream and direction: one that has carried
+ * little keeps a small compressor (zstd at level 9 takes 21 MB at full size),
+ * tiny messages go raw, and a stream that keeps going grows to the full
+ * compressor and still decodes from one decoder, as one stream. */
+static void test_small_streams_stay_small(void **state)
+{
+	char da[64], db[64];
+	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
+	size_t n = 1 << 20, pos = 0;
+	uint8_t *p = malloc(n);
+	struct tbuf enc = { 0 }, dec = { 0 };
+	dre_enc_opts o = { .lz = DRE_LZ_ZSTD, .level = 9 };
+	dre_enc *e = dre_enc_new(sa, &o);
+	assert_non_null(e);
+	dre_codec_stats s;
+	pos += messages(e, p + pos, 20, 20, &enc);
+	dre_enc_get_stats(e, &s);
+	assert_true(s.lz_in > 0);
+	assert_int_equal(s.lz_out, s.lz_in); /* raw */
+	assert_true(dre_enc_mem(e) < (256u << 10));
+	pos += messages(e, p + pos, 40, 1000, &enc);
+	assert_true(dre_enc_mem(e) < (2u << 20));
+	pos += messages(e, p + pos, 200, 1000, &enc);
+	assert_true(dre_enc_mem(e) > (16u << 20));
+	dre_enc_get_stats(e, &s);
+	assert_true(s.lz_out * 2 < s.lz_in);
+	dre_dec *d = dre_dec_new(sb);
+	assert_int_equal(t_decode(d, enc.p, enc.len, 5000, &dec), 0);
+	assert_int_equal(dec.len, pos);
+	assert_memory_equal(dec.p, p, pos);
+	dre_dec_free(d);
+	dre_enc_free(e);
+	t_stores_done(sa, da, sb, db);
+	free(enc.p);
+	free(dec.p);
+	free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_caller_buffer_reuse),
 		cmocka_unit_test(test_repeated_chunk),
+		cmocka_unit_test(test_small_streams_stay_small),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
