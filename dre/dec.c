@@ -16,7 +16,7 @@ dre_dec *dre_dec_new(dre_store *st)
 	if (!d)
 		return NULL;
 	d->st = st;
-	if (!(d->fp = dre_fp_new()) || !(d->win = malloc(DRE_DELTA_WIN + DRE_CHUNK_MAX))) {
+	if (!(d->fp = dre_fp_new())) {
 		dre_dec_free(d);
 		return NULL;
 	}
@@ -464,6 +464,38 @@ int dre_dec_ended(const dre_dec *d)
 int dre_dec_paused(const dre_dec *d)
 {
 	return d->paused;
+}
+
+void dre_dec_rest(dre_dec *d)
+{
+	if (d->qhead || d->in.len > d->in_off || d->waiting || d->w.t.running || d->lzw.t.running)
+		return;
+	while (d->spare) {
+		struct dre_qframe *f = d->spare;
+		d->spare = f->next;
+		frame_free(f);
+	}
+	d->nspare = 0;
+	dre_buf_free(&d->in);
+	d->in_off = 0;
+	dre_buf_free(&d->sops);
+	d->sops_done = 0;
+	dre_buf_free(&d->undo);
+	if (!d->out.len)
+		dre_buf_free(&d->out);
+	free(d->win);
+	d->win = NULL;
+}
+
+size_t dre_dec_mem(const dre_dec *d)
+{
+	size_t n = sizeof *d + d->in.cap + d->sops.cap + d->undo.cap + d->out.cap +
+		   (d->win ? DRE_DELTA_WIN + DRE_CHUNK_MAX : 0);
+	for (int i = 0; i < 3; i++)
+		n += dre_lz_mem(d->lz[i]);
+	for (const struct dre_qframe *f = d->spare; f; f = f->next)
+		n += sizeof *f + f->ops_cap + f->lits_cap + f->lzd_cap;
+	return n;
 }
 
 size_t dre_dec_buffered(const dre_dec *d)

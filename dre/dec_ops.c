@@ -1,4 +1,6 @@
 /* dec_ops.c: executing a frame's ops against the store (see dre_proto.h). */
+#include <stdlib.h>
+
 #include "dec_int.h"
 
 #define SKIP_LIMIT 64
@@ -161,6 +163,8 @@ static int win_cover(dre_dec *d, uint64_t need)
 {
 	if (need > DRE_DELTA_WIN)
 		return DRE_ECORRUPT;
+	if (!d->win && !(d->win = malloc(DRE_DELTA_WIN + DRE_CHUNK_MAX)))
+		return DRE_ENOMEM;
 	while (d->win_len < need) {
 		if (d->win_cnt == (int)(sizeof d->win_tag / sizeof d->win_tag[0]))
 			return DRE_ECORRUPT;

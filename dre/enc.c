@@ -21,7 +21,6 @@
 #define SKIP_MAX 3        /* how far past the cursor a run may resume */
 #define WIN_CHUNKS 4      /* chunks in a delta base window */
 #define DELTA_GIVEUP 2    /* failed deltas in a row before waiting for the next hit */
-#define RETAIN_MAX 4096   /* unacknowledged frames kept for learns */
 #define IN_KEEP (64u << 10) /* input buffer kept across flushes */
 
 static int pick_lz(const dre_enc_opts *o)
@@ -74,7 +73,7 @@ dre_enc *dre_enc_new(dre_store *st, const dre_enc_opts *o)
 		e->seed = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ULL ^ (uint64_t)getpid();
 	if (dre_cdc_init(&e->cdc, o->chunk_min ? o->chunk_min : CHUNK_MIN, o->chunk_avg ? o->chunk_avg : CHUNK_AVG,
 			 o->chunk_max ? o->chunk_max : CHUNK_MAX) || !(e->fp = dre_fp_new()) ||
-	    !(e->lz = dre_lz_new(e->lzkind, pick_level(o), 0)) || !(e->win = malloc(DRE_DELTA_WIN)) ||
+	    !(e->lz = dre_lz_new(e->lzkind, pick_level(o), 0)) ||
 	    !(e->ins = malloc(DRE_DELTA_INS_MAX * sizeof *e->ins)) || (o->threaded && dre_enc_work_start(e))) {
 		dre_enc_free(e);
 		return NULL;
@@ -95,7 +94,7 @@ void dre_enc_free(dre_enc *e)
 		return;
 	dre_enc_work_stop(e);
 	for (size_t i = 0; i < e->nret; i++)
-		ret_frame_free(&e->ret[(e->ret_head + i) % RETAIN_MAX]);
+		ret_frame_free(&e->ret[(e->ret_head + i) % e->ret_cap]);
 	free(e->ret);
 	dre_fp_free(e->fp);
 	dre_lz_free(e->lz);
@@ -120,10 +119,21 @@ static int peer_has(const dre_enc *e, const dre_ent *ent)
 	return (!e->peer_bit || (ent->peers & e->peer_bit)) && ent->file >= e->horizon;
 }
 
+/* The delta base window (also dre_store_match's scratch), allocated at first
+ * use and given back by dre_enc_rest; NULL when out of memory (the stream
+ * then loses only dedup). */
+static uint8_t *enc_win(dre_enc *e)
+{
+	if (!e->win)
+		e->win = malloc(DRE_DELTA_WIN);
+	return e->win;
+}
+
 /* dre_store_match for a chunk the peer will still hold (peer_has). */
 static int enc_match(dre_enc *e, uint64_t tag, const uint8_t *p, size_t max, dre_ent *ent)
 {
-	return dre_store_match(e->st, tag, p, max, e->peer_bit, e->win, ent) && ent->file >= e->horizon;
+	uint8_t *w = enc_win(e);
+	return w && dre_store_match(e->st, tag, p, max, e->peer_bit, w, ent) && ent->file >= e->horizon;
 }
 
 /* Append an op code and up to two varints to the op list. */
@@ -285,7 +295,7 @@ static int enc_hit(dre_enc *e, const dre_ent *ent, int k, uint32_t len)
 static size_t win_fill(dre_enc *e)
 {
 	size_t n = 0;
-	uint64_t t = e->cur.tag;
+	uint64_t t = enc_win(e) ? e->cur.tag : 0;
 	for (int i = 0; t && i < WIN_CHUNKS; i++) {
 		dre_ent w;
 		if (!dre_store_find(e->st, t, &w) || !peer_has(e, &w) || n + w.len > DRE_DELTA_WIN ||
@@ -423,18 +433,34 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *
 }
 
 /* Keep the current frame's chunk list for learns (when retaining). */
+/* Double the ring of retained frames (most streams retain a few). */
+static int ret_grow(dre_enc *e)
+{
+	size_t cap = e->ret_cap ? 2 * e->ret_cap : 16;
+	struct dre_ret *n = calloc(cap, sizeof *n);
+	if (!n)
+		return DRE_ENOMEM;
+	for (size_t i = 0; i < e->nret; i++)
+		n[i] = e->ret[(e->ret_head + i) % e->ret_cap];
+	free(e->ret);
+	e->ret = n;
+	e->ret_cap = cap;
+	e->ret_head = 0;
+	return 0;
+}
+
 static int retain_frame(dre_enc *e)
 {
 	if (!e->o.retain)
 		return 0;
-	if (!e->ret && !(e->ret = calloc(RETAIN_MAX, sizeof *e->ret)))
+	if (e->nret == e->ret_cap && e->ret_cap < DRE_RETAIN_MAX && ret_grow(e))
 		return DRE_ENOMEM;
-	if (e->nret == RETAIN_MAX) {
+	if (e->nret == e->ret_cap) {
 		ret_frame_free(&e->ret[e->ret_head]);
-		e->ret_head = (e->ret_head + 1) % RETAIN_MAX;
+		e->ret_head = (e->ret_head + 1) % e->ret_cap;
 		e->nret--;
 	}
-	struct dre_ret *r = &e->ret[(e->ret_head + e->nret++) % RETAIN_MAX];
+	struct dre_ret *r = &e->ret[(e->ret_head + e->nret++) % e->ret_cap];
 	r->seq = e->seq;
 	r->cursor = e->cur.tag;
 	r->prev = e->frame_prev;
@@ -689,7 +715,7 @@ void dre_enc_ack(dre_enc *e, uint64_t seq)
 {
 	while (e->nret && e->ret[e->ret_head].seq <= seq) {
 		ret_frame_free(&e->ret[e->ret_head]);
-		e->ret_head = (e->ret_head + 1) % RETAIN_MAX;
+		e->ret_head = (e->ret_head + 1) % e->ret_cap;
 		e->nret--;
 	}
 }
@@ -703,10 +729,44 @@ void dre_enc_get_stats(const dre_enc *e, dre_codec_stats *s)
 	s->lit_bytes = e->st_lit;
 }
 
+int dre_enc_rest(dre_enc *e, dre_out_fn out, void *arg)
+{
+	if (e->w.t.running)
+		return 0; /* threaded: a command-line run, not a long-lived stream */
+	int rc = dre_enc_flush(e, out, arg);
+	if (!rc && e->ended) {
+		e->out.len = 0;
+		rc = dre_lz_end(e->lz, &e->out); /* no more frames: nobody needs the end */
+	} else if (!rc && dre_lz_open(e->lz)) {
+		e->cur_ch.len = e->cur_raw.len = 0;
+		e->frame_prev = e->prev;
+		e->seq++;
+		e->stats.frames++;
+		if (!(rc = retain_frame(e)))
+			rc = dre_enc_emit_lz_end(e, dre_frame_sum(e->o.version, "", 0, e->seed ^ e->seq), out, arg);
+	}
+	if (rc)
+		return rc;
+	dre_buf *b[] = { &e->ops, &e->lits, &e->out, &e->cur_ch, &e->cur_raw, &e->eops, &e->edata };
+	for (size_t i = 0; i < sizeof b / sizeof *b; i++)
+		dre_buf_free(b[i]);
+	free(e->win);
+	e->win = NULL;
+	e->win_n = 0;
+	if (!e->nret) {
+		free(e->ret);
+		e->ret = NULL;
+		e->ret_cap = e->ret_head = 0;
+	}
+	return 0;
+}
+
 size_t dre_enc_mem(const dre_enc *e)
 {
 	const dre_buf *b[] = { &e->in, &e->ops, &e->lits, &e->out, &e->cur_ch, &e->cur_raw, &e->eops, &e->edata };
-	size_t n = sizeof *e + dre_lz_mem(e->lz);
+	size_t n = sizeof *e + dre_lz_mem(e->lz) + (e->win ? DRE_DELTA_WIN : 0) + e->ret_cap * sizeof *e->ret;
+	for (size_t i = 0; i < e->nret; i++)
+		n += e->ret[(e->ret_head + i) % e->ret_cap].rawlen;
 	for (size_t i = 0; i < sizeof b / sizeof *b; i++)
 		n += b[i]->cap;
 	return n;

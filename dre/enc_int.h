@@ -18,6 +18,8 @@ struct dre_ret_ch {
 };
 
 /* What a sent frame was made of, kept until acked so a learn can be answered. */
+#define DRE_RETAIN_MAX 4096 /* unacknowledged frames kept for learns */
+
 struct dre_ret {
 	uint64_t seq, cursor, prev; /* prev: the chunk output just before the frame */
 	struct dre_ret_ch *ch;
@@ -89,8 +91,8 @@ struct dre_enc {
 	int win_n;
 	dre_delta_ins *ins;
 	dre_buf cur_ch, cur_raw;  /* chunks of the frame being built (retain) */
-	struct dre_ret *ret;      /* ring of RETAIN_MAX retained frames */
-	size_t ret_head, nret;
+	struct dre_ret *ret;      /* ring of retained frames, grown up to DRE_RETAIN_MAX */
+	size_t ret_head, nret, ret_cap;
 	dre_codec_stats stats;
 	uint64_t st_ref, st_delta, st_lit;
 	struct dre_ework w;        /* helper thread: residual coding and output */
@@ -115,6 +117,9 @@ struct dre_enc {
  * sum: on the helper thread if there is one (e->ops/e->lits are then swapped
  * for empty buffers, a view handed over), else now. */
 int dre_enc_submit(dre_enc *e, int type, size_t raw_n, uint64_t sum, dre_out_fn out, void *arg);
+/* Emit a DATA frame of no data whose literal section ends the residual
+ * compressor's frame (dre_lz_end); sum: the checksum of no bytes. */
+int dre_enc_emit_lz_end(dre_enc *e, uint64_t sum, dre_out_fn out, void *arg);
 /* The same, with the checksum of src[0..raw_n) under seed `seed` computed on
  * the helper thread (which reads src until dre_enc_wait: e->view_busy). */
 int dre_enc_submit_src(dre_enc *e, int type, size_t raw_n, uint64_t seed, const uint8_t *src, dre_out_fn out,

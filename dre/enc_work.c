@@ -66,6 +66,30 @@ static int emit(dre_enc *e, int type, size_t raw_n, uint64_t sum, const dre_buf 
 	return lz == DRE_PLZ_NONE && lits->len && out(arg, lits->p, lits->len) ? DRE_EOUT : 0;
 }
 
+int dre_enc_emit_lz_end(dre_enc *e, uint64_t sum, dre_out_fn out, void *arg)
+{
+	dre_buf *b = &e->out;
+	b->len = 0;
+	if (dre_buf_reserve(b, DRE_FRAME_HDR_MAX))
+		return DRE_ENOMEM;
+	size_t gap = 6; /* magic, type, three zero sizes, the lz kind */
+	memcpy(b->p, (const uint8_t[]){ DRE_FRAME_MAGIC, DRE_FT_DATA, 0, 0, 0, (uint8_t)e->lzkind }, gap);
+	b->len = gap + 10 + 8;
+	int rc = dre_lz_end(e->lz, b);
+	if (rc)
+		return rc;
+	size_t lz_n = b->len - gap - 18;
+	uint8_t v[10];
+	size_t vn = dre_put_varint(v, lz_n);
+	memmove(b->p + gap + vn + 8, b->p + gap + 18, lz_n);
+	memcpy(b->p + gap, v, vn);
+	dre_put_u64(b->p + gap + vn, sum);
+	b->len = gap + vn + 8 + lz_n;
+	e->stats.lz_out += lz_n;
+	e->stats.out_bytes += b->len;
+	return out(arg, b->p, b->len) ? DRE_EOUT : 0;
+}
+
 static void buf_swap(dre_buf *a, dre_buf *b)
 {
 	dre_buf t = *a;

@@ -2,13 +2,11 @@
  * spelled out (LEARN frame), so the decoder stores what it lacked. */
 #include "enc_int.h"
 
-#define RETAIN_MAX 4096
-
 /* The retained frame with sequence number seq, or NULL. */
 static struct dre_ret *ret_find(dre_enc *e, uint64_t seq)
 {
 	for (size_t i = 0; i < e->nret; i++) {
-		struct dre_ret *r = &e->ret[(e->ret_head + i) % RETAIN_MAX];
+		struct dre_ret *r = &e->ret[(e->ret_head + i) % e->ret_cap];
 		if (r->seq == seq)
 			return r;
 	}

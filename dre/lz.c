@@ -50,8 +50,7 @@ dre_lzc *dre_lz_new(int kind, int level, int decomp)
 	if (kind == DRE_PLZ_ZSTD && !decomp) {
 		ok = 1; /* created at the first piece */
 	} else if (kind == DRE_PLZ_ZSTD) {
-		ok = (z->zd = ZSTD_createDCtx()) &&
-		     !ZSTD_isError(ZSTD_DCtx_setParameter(z->zd, ZSTD_d_windowLogMax, ZSTD_WINDOW_LOG_MAX));
+		ok = 1; /* created at the first piece */
 	} else if (kind == DRE_PLZ_LZ4 && !decomp) {
 		ok = !LZ4F_isError(LZ4F_createCompressionContext(&z->lc, LZ4F_VERSION));
 		z->prefs.frameInfo.blockMode = LZ4F_blockLinked;
@@ -84,6 +83,19 @@ void dre_lz_free(dre_lzc *z)
 size_t dre_lz_mem(const dre_lzc *z)
 {
 	return !z ? 0 : sizeof *z + (z->zc ? ZSTD_sizeof_CCtx(z->zc) : 0) + (z->zd ? ZSTD_sizeof_DCtx(z->zd) : 0);
+}
+
+/* The decompressor, for a new zstd frame. */
+static int zstd_dctx(dre_lzc *z)
+{
+	if (!(z->zd = ZSTD_createDCtx()))
+		return DRE_ENOMEM;
+	if (ZSTD_isError(ZSTD_DCtx_setParameter(z->zd, ZSTD_d_windowLogMax, ZSTD_WINDOW_LOG_MAX))) {
+		ZSTD_freeDCtx(z->zd);
+		z->zd = NULL;
+		return DRE_ELZ;
+	}
+	return 0;
 }
 
 /* zstd: feed p (none to end the frame) and flush or end, appending to out. */
@@ -159,6 +171,23 @@ static int lz4_compress(dre_lzc *z, const void *p, size_t n, dre_buf *out)
 	return 0;
 }
 
+int dre_lz_open(const dre_lzc *z)
+{
+	return z->kind == DRE_PLZ_ZSTD && z->zc;
+}
+
+int dre_lz_end(dre_lzc *z, dre_buf *out)
+{
+	if (!dre_lz_open(z))
+		return 0;
+	int rc = zstd_feed(z, NULL, 0, ZSTD_e_end, out);
+	ZSTD_freeCCtx(z->zc);
+	z->zc = NULL;
+	z->full = 0;
+	z->fed = 0;
+	return rc;
+}
+
 int dre_lz_compress(dre_lzc *z, const void *p, size_t n, dre_buf *out)
 {
 	if (z->kind == DRE_PLZ_ZSTD)
@@ -171,24 +200,31 @@ int dre_lz_compress(dre_lzc *z, const void *p, size_t n, dre_buf *out)
 int dre_lz_decompress(dre_lzc *z, const void *in, size_t in_n, void *out, size_t out_n)
 {
 	if (z->kind == DRE_PLZ_ZSTD) {
+		if (!z->zd && zstd_dctx(z))
+			return DRE_ENOMEM;
 		ZSTD_inBuffer ib = { in, in_n, 0 };
 		ZSTD_outBuffer ob = { out, out_n, 0 };
+		size_t r = 1;
 		while (ib.pos < ib.size) {
 			size_t before = ib.pos + ob.pos;
-			size_t r = ZSTD_decompressStream(z->zd, &ob, &ib);
+			r = ZSTD_decompressStream(z->zd, &ob, &ib);
 			if (ZSTD_isError(r) || ib.pos + ob.pos == before)
 				return DRE_ELZ;
 		}
 		/* a flushed block may still hold output the call did not hand over */
-		for (;;) {
-			size_t before = ob.pos;
-			if (ob.pos == ob.size)
+		while (r && ob.pos < ob.size) {
+			size_t before = ob.pos, q = ZSTD_decompressStream(z->zd, &ob, &ib);
+			if (ZSTD_isError(q) || ob.pos == before)
 				break;
-			size_t r = ZSTD_decompressStream(z->zd, &ob, &ib);
-			if (ZSTD_isError(r) || ob.pos == before)
-				break;
+			r = q;
 		}
-		return ob.pos == out_n ? 0 : DRE_ELZ;
+		if (ob.pos != out_n)
+			return DRE_ELZ;
+		if (!r) { /* the sender ended its zstd frame: the next starts afresh */
+			ZSTD_freeDCtx(z->zd);
+			z->zd = NULL;
+		}
+		return 0;
 	}
 	if (z->kind == DRE_PLZ_LZ4) {
 		const uint8_t *ip = in;

@@ -171,6 +171,12 @@ void dre_enc_ack(dre_enc *e, uint64_t seq);
 void dre_enc_get_stats(const dre_enc *e, dre_codec_stats *s);
 /* Sequence number of the last DATA frame emitted (0 before the first). */
 uint64_t dre_enc_seq(const dre_enc *e);
+/* The stream has gone quiet: flush, and give back what the next data can
+ * rebuild: the residual compressor (its zstd frame is ended in a DATA frame of
+ * no data, a dozen bytes, so that the decoder frees its own too), frame
+ * buffers and the delta window.  The stream goes on as before; the next data
+ * starts with a small compressor again.  Nothing for a threaded encoder. */
+int dre_enc_rest(dre_enc *e, dre_out_fn out, void *arg);
 /* Bytes e has allocated for its residual compressor and frame buffers (pages
  * not yet used count too). */
 size_t dre_enc_mem(const dre_enc *e);
@@ -216,6 +222,12 @@ int dre_dec_write(dre_dec *d, const void *buf, size_t n, dre_out_fn out, void *a
 int dre_dec_ended(const dre_dec *d);
 /* 1 if the last call stopped because out asked for a pause. */
 int dre_dec_paused(const dre_dec *d);
+/* The stream has gone quiet: give back recycled frame buffers and the delta
+ * window, unless frames are queued or awaited.  (Its zstd decompressor goes
+ * as soon as the encoder ends its frame: dre_enc_rest.) */
+void dre_dec_rest(dre_dec *d);
+/* Bytes d has allocated for buffers and decompressors. */
+size_t dre_dec_mem(const dre_dec *d);
 /* Encoded bytes taken but not yet decoded (partial or waiting frames). */
 size_t dre_dec_buffered(const dre_dec *d);
 /* DRE_OK if the stream ended on a frame boundary with nothing pending.  No

@@ -158,12 +158,55 @@ static void test_small_streams_stay_small(void **state)
 	free(p);
 }
 
+/* A quiet stream gives its memory back (dre_enc_rest, dre_dec_rest) for a
+ * dozen bytes on the wire, and goes on as one stream afterwards. */
+static void test_rest(void **state)
+{
+	char da[64], db[64];
+	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
+	size_t n = 6 << 20, half = 3 << 20;
+	uint8_t *p = malloc(n);
+	t_fill_text(p, half);
+	memcpy(p + half, p + (1 << 20), 1 << 20); /* a repeat of earlier data */
+	t_fill_text(p + half + (1 << 20), n - half - (1 << 20));
+	struct tbuf enc = { 0 }, dec = { 0 };
+	dre_enc_opts o = { .lz = DRE_LZ_ZSTD, .level = 9, .retain = 1 };
+	dre_enc *e = dre_enc_new(sa, &o);
+	dre_dec *d = dre_dec_new(sb);
+	assert_int_equal(t_encode(e, p, half, 65536, &enc), 0);
+	assert_int_equal(t_decode(d, enc.p, enc.len, 65536, &dec), 0);
+	assert_true(dre_enc_mem(e) > (16u << 20));
+	assert_true(dre_dec_mem(d) > (8u << 20));
+	for (int i = 0; i < 2; i++) {
+		size_t at = enc.len;
+		assert_int_equal(dre_enc_rest(e, tbuf_out, &enc), 0);
+		assert_true(enc.len - at <= (i ? 0u : 32u));
+		assert_true(dre_enc_mem(e) < (64u << 10));
+		assert_int_equal(t_decode(d, enc.p + at, enc.len - at, 7, &dec), 0);
+		dre_dec_rest(d);
+		assert_true(dre_dec_mem(d) < (64u << 10));
+	}
+	size_t at = enc.len;
+	assert_int_equal(t_encode(e, p + half, n - half, 65536, &enc), 0);
+	assert_int_equal(t_decode(d, enc.p + at, enc.len - at, 65536, &dec), 0);
+	assert_int_equal(dre_dec_finish(d), 0);
+	assert_int_equal(dec.len, n);
+	assert_memory_equal(dec.p, p, n);
+	dre_dec_free(d);
+	dre_enc_free(e);
+	t_stores_done(sa, da, sb, db);
+	free(enc.p);
+	free(dec.p);
+	free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_caller_buffer_reuse),
 		cmocka_unit_test(test_repeated_chunk),
 		cmocka_unit_test(test_small_streams_stay_small),
+		cmocka_unit_test(test_rest),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
