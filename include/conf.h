@@ -102,6 +102,7 @@ uint64_t conf_link_rate(const struct conf *c);             /* bit/s, 0 = unknown
 uint32_t conf_link_rtt(const struct conf *c);              /* microseconds, 0 = unknown */
 enum conf_cc conf_congestion(const struct conf *c);
 unsigned conf_tunnels(const struct conf *c);               /* 1..16 */
+unsigned conf_max_streams(const struct conf *c);           /* 1..PROTO_MAX_STREAMS */
 uint32_t conf_bypass_mark(const struct conf *c);           /* edge: SO_MARK of its own sockets */
 unsigned conf_workers(const struct conf *c);               /* 0 = one per CPU */
 unsigned conf_protocol_max(const struct conf *c);          /* 0 = the newest built in */

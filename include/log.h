@@ -32,6 +32,9 @@ int log_enabled(enum log_level level);
 void log_msg(enum log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* log_warn("%s", msg) with an argument to ignore: a report callback. */
+void log_warn_cb(void *arg, const char *msg);
+
 #define log_error(...) log_msg(LOGL_ERROR, __VA_ARGS__)
 #define log_warn(...)  log_msg(LOGL_WARN, __VA_ARGS__)
 #define log_info(...)  do { if (log_enabled(LOGL_INFO)) log_msg(LOGL_INFO, __VA_ARGS__); } while (0)

@@ -33,6 +33,7 @@
 #include "proto.h"
 
 struct event_base;
+struct evconnlistener;
 struct evbuffer;
 struct sockaddr;
 
@@ -182,6 +183,9 @@ typedef struct tun_cbs {
 	void (*on_fd)(void *arg, int fd, int phase);
 } tun_cbs;
 
+/* Most parallel TLS connections a client keeps to one server. */
+enum { TUN_MAX_CONNS = 16 };
+
 /* Plain configuration; zero fields take the defaults noted. */
 typedef struct tun_config {
 	const char *cert_file;      /* our certificate chain (PEM), required */
@@ -206,9 +210,19 @@ typedef struct tun_config {
 	unsigned handshake_timeout_ms; /* TCP+TLS+HELLO must finish in this (0: 10000) */
 	unsigned backoff_min_ms;    /* client: first reconnect delay (0: 200) */
 	unsigned backoff_max_ms;    /* client: reconnect delay cap (0: 30000) */
-	unsigned conns;             /* client: parallel TLS connections, 1..8 (0: 1) */
+	unsigned conns;             /* client: parallel TLS connections, 1..TUN_MAX_CONNS (0: 1) */
 	uint16_t version_min, version_max; /* protocol versions spoken (0: this build's) */
 } tun_config;
+
+/* ---- listener guard (lguard.c) ---- */
+typedef void (*tun_lguard_report_fn)(void *arg, const char *msg);
+/* Guards listener l (named `what` in reports): when accept fails (out of
+ * descriptors or memory), l pauses for 250 ms instead of retrying in a busy
+ * loop, and fn(arg, msg) says so at most once every 10 s.  TUN_OK, or
+ * TUN_ENOMEM / TUN_ELIMIT (l then behaves as libevent's default). */
+int tun_lguard_watch(struct evconnlistener *l, const char *what, tun_lguard_report_fn fn, void *arg);
+/* Forget l's guard; call before freeing l.  NULL or unguarded: nothing. */
+void tun_lguard_forget(struct evconnlistener *l);
 
 /* Checks that cfg's certificate, key (matching it) and CA load: 0, or -1 with
  * which file failed and why in err.  What a daemon checks before it starts. */

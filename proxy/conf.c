@@ -296,6 +296,17 @@ static int set_tunnels(struct conf *c, const char *v, char *msg, size_t len)
 	return 0;
 }
 
+/* max_streams = 1..PROTO_MAX_STREAMS. */
+static int set_max_streams(struct conf *c, const char *v, char *msg, size_t len)
+{
+	unsigned long n;
+	const char *e = conf_uint_parse(v, 1, PROTO_MAX_STREAMS, &n);
+	if (e)
+		return conf_fail(msg, len, e);
+	c->max_streams = (unsigned)n;
+	return 0;
+}
+
 /* workers = 0..256 (0: one per CPU). */
 static int set_workers(struct conf *c, const char *v, char *msg, size_t len)
 {
@@ -341,6 +352,7 @@ static const struct conf_key conf_keys[] = {
 	{ "workers",     ROLE_BOTH, 0, 0, set_workers, NULL, "N  worker threads, edges spread across them; 0 = one per CPU (default 0; core only)" },
 	{ "protocol_max", ROLE_BOTH, 0, 0, set_protocol_max, NULL, "N  newest tunnel protocol version to offer (default: the newest built in)" },
 	{ "bypass_mark", ROLE_EDGE, 0, 0, set_bypass_mark, NULL, "MARK  SO_MARK of the edge's own sockets, which interception rules skip (default 0x2; intercept-nft.sh --bypass)" },
+	{ "max_streams", ROLE_BOTH, 0, 0, set_max_streams, NULL, "N  streams the peer may have open at once on each tunnel connection, 1-16384 (default 16384)" },
 };
 #define CONF_NKEYS (sizeof conf_keys / sizeof conf_keys[0])
 
@@ -612,6 +624,7 @@ static struct conf *conf_new(enum conf_role role, const char *name, int nargs, c
 	c->store_size = 10ull << 30;
 	c->log_level = LOGL_INFO;
 	c->tunnels = 1;
+	c->max_streams = PROTO_MAX_STREAMS;
 	c->bypass_mark = CONF_BYPASS_MARK_DEFAULT;
 	if (name && !(c->name = strdup(name)))
 		goto fail;

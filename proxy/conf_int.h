@@ -73,7 +73,7 @@ struct conf {
 	uint64_t link_rate;
 	uint32_t link_rtt;
 	enum conf_cc cc;
-	unsigned tunnels, workers;
+	unsigned tunnels, workers, max_streams;
 	uint32_t bypass_mark;   /* SO_MARK of the edge's own sockets (CONF_BYPASS_MARK_DEFAULT) */
 	unsigned protocol_max;  /* 0: the newest this build speaks */
 	struct conf_tlist allow;
@@ -96,6 +96,7 @@ enum {
 	K_PEER, K_LISTEN, K_FORWARD, K_TRANSPARENT, K_ALLOW, K_STORE, K_STORE_SIZE,
 	K_TLS_CERT, K_TLS_KEY, K_TLS_CA, K_STATS, K_LOG_LEVEL, K_OPTIMIZE, K_FAIL_OPEN,
 	K_LINK_RATE, K_LINK_RTT, K_CONGESTION, K_TUNNELS, K_WORKERS, K_PROTOCOL_MAX, K_BYPASS_MARK,
+	K_MAX_STREAMS,
 };
 
 /* The name of key index k (K_*). */

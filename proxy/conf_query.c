@@ -43,6 +43,7 @@ int conf_restart_needed(const struct conf *old, const struct conf *c, char *key,
 	else if (old->workers != c->workers) k = K_WORKERS;
 	else if (old->protocol_max != c->protocol_max) k = K_PROTOCOL_MAX;
 	else if (old->bypass_mark != c->bypass_mark) k = K_BYPASS_MARK;
+	else if (old->max_streams != c->max_streams) k = K_MAX_STREAMS;
 	if (k < 0)
 		return 0;
 	snprintf(key, keylen, "%s", conf_key_name(k));
@@ -88,6 +89,7 @@ uint64_t conf_link_rate(const struct conf *c) { return c->link_rate; }
 uint32_t conf_link_rtt(const struct conf *c) { return c->link_rtt; }
 enum conf_cc conf_congestion(const struct conf *c) { return c->cc; }
 unsigned conf_tunnels(const struct conf *c) { return c->tunnels; }
+unsigned conf_max_streams(const struct conf *c) { return c->max_streams; }
 uint32_t conf_bypass_mark(const struct conf *c) { return c->bypass_mark; }
 unsigned conf_workers(const struct conf *c) { return c->workers; }
 unsigned conf_protocol_max(const struct conf *c) { return c->protocol_max; }
@@ -194,6 +196,7 @@ static void conf_dump_to(const struct conf *c, FILE *f)
 		fprintf(f, "tunnels = %u\n", c->tunnels);
 	if (c->role == CONF_CORE || c->src[K_WORKERS] != SRC_UNSET)
 		fprintf(f, "workers = %u\n", c->workers);
+	fprintf(f, "max_streams = %u\n", c->max_streams);
 	if (c->protocol_max)
 		fprintf(f, "protocol_max = %u\n", c->protocol_max);
 	if (c->role == CONF_EDGE && c->bypass_mark != CONF_BYPASS_MARK_DEFAULT)

@@ -1,6 +1,7 @@
 /* daemon.c: the edge/core daemon shell: configuration, logging, stats server,
  * event loop and signals; the role's work happens in its hooks. */
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -154,6 +155,25 @@ static void px_daemon_teardown(struct px_daemon *d)
 	conf_free(d->conf);
 }
 
+/* Every connection costs a descriptor (two at an edge going direct): raise
+ * the soft limit to the hard one, as servers do, and say when even that is
+ * low for a proxy. */
+static void px_daemon_raise_nofile(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rlim_t was = rl.rlim_cur;
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			rl.rlim_cur = was;
+	}
+	if (rl.rlim_cur < 4096)
+		log_warn("open files limit is %llu: about that many client connections at most "
+			 "(raise it with LimitNOFILE= in the unit, or ulimit -n)", (unsigned long long)rl.rlim_cur);
+}
+
 /* True when argv asks for help. */
 static int px_daemon_wants_help(int argc, char **argv)
 {
@@ -194,6 +214,7 @@ int px_daemon_main(enum conf_role role, int argc, char **argv,
 	if (conf_ignored(d.conf, err, sizeof err))
 		log_warn("%s", err);
 	signal(SIGPIPE, SIG_IGN);
+	px_daemon_raise_nofile();
 	evthread_use_pthreads();
 	if (px_daemon_setup(&d) < 0)
 		goto out;

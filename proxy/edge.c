@@ -174,10 +174,10 @@ static void splice_direct(struct px_edge *e, evutil_socket_t fd, evutil_socket_t
 	px_splice_new(&e->node.env, a, b, src, dname);
 }
 
-/* Carry an accepted client connection to target t through the tunnel.  -1,
- * with fd untouched, when no tunnel connection takes new streams (none up, or
- * only ones the core sent GOAWAY on, as while it drains): the caller then
- * fails open or refuses. */
+/* Carry an accepted client connection to target t through the tunnel.  A
+ * TUN_E* code, with fd untouched, when no tunnel connection takes new streams
+ * (none up, only ones the core sent GOAWAY on, as while it drains, or all at
+ * their max_streams): the caller then fails open or refuses. */
 static int go_tunnel(struct px_edge *e, evutil_socket_t fd, const tun_target *t, int policy, int transparent,
 		     const char *src)
 {
@@ -191,7 +191,7 @@ static int go_tunnel(struct px_edge *e, evutil_socket_t fd, const tun_target *t,
 	tun_stream *s = tun_client_open(e->tc, &oi, &px_relay_stream_cbs, NULL, &rc);
 	if (!s) {
 		log_debug("%s: no tunnel connection takes new streams: %s", src, tun_strerror(rc));
-		return -1;
+		return rc ? rc : TUN_EDOWN;
 	}
 	tun_target_format(t, dname, sizeof dname);
 	tfo_tune_lan(fd, err, sizeof err);
@@ -204,6 +204,12 @@ static int go_tunnel(struct px_edge *e, evutil_socket_t fd, const tun_target *t,
 	}
 	px_relay_new(&e->node.env, bev, s, policy, src, dname, 0);
 	return 0;
+}
+
+/* Why go_tunnel's code `why` kept a connection out of the tunnel. */
+static const char *why_no_tunnel(int why)
+{
+	return why == TUN_ELIMIT ? "every tunnel connection has max_streams streams open" : "tunnel to the core is down";
 }
 
 static int policy_of(enum conf_optimize o)
@@ -236,13 +242,14 @@ static void fwd_accept(struct evconnlistener *l, evutil_socket_t fd, struct sock
 		refuse(fd);
 		return;
 	}
+	int why = TUN_EDOWN;
 	if (policy != PROTO_POLICY_PASSTHROUGH && tun_client_up(e->tc)) {
 		if (tun_target_parse(&t, f->rule.target.host, f->rule.target.port)) {
 			log_warn("%s -> %s: bad target", src, dname);
 			refuse(fd);
 			return;
 		}
-		if (go_tunnel(e, fd, &t, policy, 0, src) == 0)
+		if ((why = go_tunnel(e, fd, &t, policy, 0, src)) == 0)
 			return;
 	}
 	/* passthrough, or no tunnel connection takes new streams */
@@ -253,7 +260,7 @@ static void fwd_accept(struct evconnlistener *l, evutil_socket_t fd, struct sock
 		}
 		log_warn("%s -> %s: cannot go direct: %s", src, dname, err);
 	} else {
-		log_warn("%s -> %s: refused: tunnel to the core is down (fail_open = refuse)", src, dname);
+		log_warn("%s -> %s: refused: %s (fail_open = refuse)", src, dname, why_no_tunnel(why));
 	}
 	refuse(fd);
 }
@@ -281,10 +288,11 @@ static void tp_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	}
 	int policy = policy_of(conf_optimize_for(c, (struct sockaddr *)&dst, tfo_addr_port((struct sockaddr *)&dst)));
 	tun_target t;
+	int why = TUN_EDOWN;
 	if (policy == PROTO_POLICY_PASSTHROUGH || !tun_client_up(e->tc) ||
-	    tun_target_from_sockaddr(&t, (struct sockaddr *)&dst) || go_tunnel(e, fd, &t, policy, 1, src)) {
+	    tun_target_from_sockaddr(&t, (struct sockaddr *)&dst) || (why = go_tunnel(e, fd, &t, policy, 1, src))) {
 		if (policy != PROTO_POLICY_PASSTHROUGH)
-			log_info("%s -> %s: tunnel down: going direct (fail open)", src, dname);
+			log_info("%s -> %s: %s: going direct (fail open)", src, dname, why_no_tunnel(why));
 		go_direct(e, fd, (struct sockaddr *)&dst, dl, src, dname);
 	}
 }
@@ -317,9 +325,11 @@ static int open_forwards(struct px_edge *e, const struct conf *c)
 				  strerror(errno));
 			return -1;
 		}
-		char la[CONF_HOST_MAX + 16], ta[CONF_HOST_MAX + 16];
-		log_info("forward %s -> %s", conf_addr_format(&f->rule.listen, la, sizeof la),
-			 conf_addr_format(&f->rule.target, ta, sizeof ta));
+		char la[CONF_HOST_MAX + 16], ta[CONF_HOST_MAX + 16], what[CONF_HOST_MAX + 32];
+		conf_addr_format(&f->rule.listen, la, sizeof la);
+		log_info("forward %s -> %s", la, conf_addr_format(&f->rule.target, ta, sizeof ta));
+		snprintf(what, sizeof what, "forward %s", la);
+		tun_lguard_watch(f->l, what, log_warn_cb, NULL);
 	}
 	return 0;
 }
@@ -327,8 +337,10 @@ static int open_forwards(struct px_edge *e, const struct conf *c)
 static void close_forwards(struct px_edge *e)
 {
 	for (size_t i = 0; i < e->nfwd; i++) {
-		if (e->fwd[i]->l)
+		if (e->fwd[i]->l) {
+			tun_lguard_forget(e->fwd[i]->l);
 			evconnlistener_free(e->fwd[i]->l);
+		}
 		free(e->fwd[i]);
 	}
 	free(e->fwd);
@@ -351,6 +363,7 @@ static int open_transparent(struct px_edge *e, uint16_t port)
 		return -1;
 	}
 	log_info("transparent interception on port %u", port);
+	tun_lguard_watch(e->tp, "transparent port", log_warn_cb, NULL);
 	return 0;
 }
 
@@ -415,8 +428,10 @@ static void edge_drain(struct px_daemon *d, void *arg)
 	struct px_edge *e = arg;
 	e->draining = 1;
 	close_forwards(e);
-	if (e->tp)
+	if (e->tp) {
+		tun_lguard_forget(e->tp);
 		evconnlistener_free(e->tp);
+	}
 	e->tp = NULL;
 	log_info("draining: %u connection%s left", e->node.env.active, e->node.env.active == 1 ? "" : "s");
 	e->node.env.on_idle = edge_idle;
@@ -428,8 +443,10 @@ static void edge_stop(struct px_daemon *d, void *arg)
 {
 	struct px_edge *e = arg;
 	close_forwards(e);
-	if (e->tp)
+	if (e->tp) {
+		tun_lguard_forget(e->tp);
 		evconnlistener_free(e->tp);
+	}
 	tun_client_free(e->tc);
 	px_edge_warm_stop(e);
 	px_node_stop(&e->node);

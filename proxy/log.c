@@ -124,6 +124,12 @@ static size_t log_prefix(char *buf, size_t cap, enum log_level level, int journa
 				log_ident, sep, log_names[level]);
 }
 
+void log_warn_cb(void *arg, const char *msg)
+{
+	(void)arg;
+	log_msg(LOGL_WARN, "%s", msg);
+}
+
 /* Formats one event and writes it with a single write(2). */
 void log_msg(enum log_level level, const char *fmt, ...)
 {

@@ -1,5 +1,6 @@
 /* node.c: the parts of a daemon common to edge and core (see node.h). */
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,6 +38,10 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 			 conf_store(px_daemon_conf(n->d)), (unsigned long long)(ss.io_errors - n->io_errors),
 			 strerror(ss.io_errno ? ss.io_errno : EIO));
 	n->io_errors = ss.io_errors;
+	/* idle streams freed their codecs' memory: hand the pages back (freed
+	 * memory in the middle of the heap would otherwise stay resident) */
+	if (px_relay_rests_take())
+		malloc_trim(0);
 	/* the store's writer thread does the fdatasync: the loop never waits on it */
 	if (++n->ticks % SYNC_EVERY == 0 && dre_store_sync_later(n->store))
 		log_warn("store %s: cannot queue a sync", conf_store(px_daemon_conf(n->d)));
@@ -141,6 +146,7 @@ int px_node_start(struct px_node *n, struct px_daemon *d, int role)
 	t->role = (uint8_t)role;
 	t->window = window_for(n->rate_bps, n->rtt_us);
 	t->conns = conf_tunnels(c);
+	t->max_streams = conf_max_streams(c);
 	t->version_max = conf_protocol_max(c);
 	if (n->rate_bps) {
 		/* about 10 ms of link rate queued for TLS, and small turns on slow links */

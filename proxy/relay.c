@@ -14,6 +14,7 @@
  * few KB of references can decode to hundreds of MB.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,8 @@
 #define ACK_EVERY 8              /* frames between ACKs while data keeps coming */
 #define GATHER_MAX (64u << 10)   /* encoder output held while a LAN burst lasts */
 #define GATHER_LAN (4u << 20)    /* ... or until it stands for this many LAN bytes */
+#define REST_S 5                 /* a direction quiet this long (to twice that) gives its
+				    codec's memory back: most of a proxy's streams are idle */
 
 struct px_relay {
 	struct px_relay_env *env;
@@ -54,6 +57,7 @@ struct px_relay {
 	dre_dec *dec;
 	struct stats_stream *st;
 	struct event *flush_ev;
+	struct event *rest_ev;    /* every REST_S while there is a codec */
 	size_t held;              /* tunnel bytes received, credit not yet returned */
 	struct evbuffer *pend;    /* tunnel bytes arrived while decoding was paused */
 	struct evbuffer *gather;  /* encoder output held while a LAN burst lasts (see pump) */
@@ -69,10 +73,18 @@ struct px_relay {
 	unsigned connecting : 1;  /* LAN socket still connecting (core) */
 	unsigned gathering : 1;   /* encoder output goes to `gather` (inside pump) */
 	unsigned blocked : 1;     /* pump_direct stopped for want of stream room */
+	unsigned lan_busy : 1;    /* LAN bytes read since the last rest check */
+	unsigned wan_busy : 1;    /* tunnel bytes arrived since then */
+	unsigned enc_rested : 1;  /* the encoder gave its memory back, and stayed quiet */
+	unsigned dec_rested : 1;  /* the same for the decoder */
 	uint32_t direct;          /* pump_direct's read size: DIRECT_MIN .. READ_CHUNK */
 	struct timespec t0;
 	char src[96], dst[300];
 };
+
+/* Codecs that gave memory back (rested, or freed with their stream) since
+ * px_relay_rests_take last looked. */
+static atomic_uint rests;
 
 static void lan_read_cb(struct bufferevent *bev, void *arg);
 static void finish_lan(struct px_relay *r);
@@ -136,6 +148,10 @@ static void relay_free(struct px_relay *r, int rst, const char *why)
 	tun_stream_free(r->ts);
 	if (r->flush_ev)
 		event_free(r->flush_ev);
+	if (r->rest_ev)
+		event_free(r->rest_ev);
+	if (r->enc)
+		atomic_fetch_add(&rests, 1);
 	dre_enc_free(r->enc);
 	dre_dec_free(r->dec);
 	if (r->pend)
@@ -373,6 +389,8 @@ static void pump(struct px_relay *r)
 {
 	struct evbuffer *in = bufferevent_get_input(r->bev);
 	int code = PROTO_RST_INTERNAL;
+	r->lan_busy = 1;
+	r->enc_rested = 0;
 	r->gathering = r->enc != NULL && r->gather != NULL;
 	const char *why = pump_feed(r, in, &code);
 	r->gathering = 0;
@@ -404,6 +422,35 @@ static void flush_cb(evutil_socket_t fd, short what, void *arg)
 	int rc = gather_push(r) ? DRE_EOUT : dre_enc_flush(r->enc, wan_out, r);
 	if (rc)
 		relay_abort(r, PROTO_RST_INTERNAL, dre_strerror(rc));
+}
+
+unsigned px_relay_rests_take(void)
+{
+	return atomic_exchange(&rests, 0);
+}
+
+/* Every REST_S: a codec whose direction stayed quiet since the last call
+ * gives its memory back (the encoder's costs a dozen WAN bytes, once). */
+static void rest_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_relay *r = arg;
+	if (!r->lan_busy && !r->enc_rested && r->ts && tun_stream_room(r->ts) &&
+	    !evbuffer_get_length(r->gather)) {
+		int rc = dre_enc_rest(r->enc, wan_out, r);
+		if (rc) {
+			relay_abort(r, PROTO_RST_INTERNAL, dre_strerror(rc));
+			return;
+		}
+		r->enc_rested = 1;
+		atomic_fetch_add(&rests, 1);
+		stats_sync(r);
+	}
+	if (!r->wan_busy && !r->dec_rested && !dre_dec_paused(r->dec)) {
+		dre_dec_rest(r->dec);
+		r->dec_rested = 1;
+		atomic_fetch_add(&rests, 1);
+	}
+	r->lan_busy = r->wan_busy = 0;
 }
 
 /* Return tunnel credit for what the LAN side has taken, and acknowledge
@@ -529,6 +576,8 @@ static void ts_data(tun_stream *s, void *arg, const void *buf, size_t len)
 	struct px_relay *r = arg;
 	stats_stream_add(r->st, STATS_WAN_IN, len);
 	r->held += len;
+	r->wan_busy = 1;
+	r->dec_rested = 0;
 	if (r->dec && dre_dec_paused(r->dec)) {
 		if (evbuffer_add(r->pend, buf, len))
 			relay_abort(r, PROTO_RST_INTERNAL, "out of memory");
@@ -629,7 +678,9 @@ static int make_codec(struct px_relay *r, tun_stream *s)
 	r->dec = dre_dec_new(r->env->store);
 	r->pend = evbuffer_new();
 	r->gather = evbuffer_new();
-	if (!r->enc || !r->dec || !r->pend || !r->gather)
+	r->rest_ev = event_new(r->env->base, -1, EV_PERSIST, rest_cb, r);
+	struct timeval tv = { REST_S, 0 };
+	if (!r->enc || !r->dec || !r->pend || !r->gather || !r->rest_ev || event_add(r->rest_ev, &tv))
 		return -1;
 	dre_dec_set_peer(r->dec, slot);
 	dre_dec_set_ask(r->dec, dec_ask, r);

@@ -15,13 +15,17 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
 
+#include "log.h"
 #include "stats.h"
+#include "tun.h"
 
 #define STATS_BODY_MAX (64u << 20)
 
 struct stats_http {
 	struct evhttp *http;
+	struct evconnlistener *lis; /* evhttp's, guarded against accept failures */
 	struct stats *s;
 	uint16_t port;
 };
@@ -89,6 +93,8 @@ struct stats_http *stats_http_start(struct event_base *base, struct stats *s, co
 			 host, strchr(host, ':') ? "]" : "", port, strerror(errno));
 		goto fail;
 	}
+	h->lis = evhttp_bound_socket_get_listener(bs);
+	tun_lguard_watch(h->lis, "stats listener", log_warn_cb, NULL);
 	if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss, &len) == 0)
 		h->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
 				: ((struct sockaddr_in *)&ss)->sin_port);
@@ -114,6 +120,7 @@ void stats_http_free(struct stats_http *h)
 {
 	if (!h)
 		return;
+	tun_lguard_forget(h->lis);
 	if (h->http)
 		evhttp_free(h->http);
 	free(h);

@@ -125,7 +125,7 @@ int tun_ep_init(struct tun_ep *ep, struct event_base *base, const tun_config *cf
 	c->version_min = c->version_min ? c->version_min : PROTO_VERSION_MIN;
 	c->version_max = c->version_max ? c->version_max : PROTO_VERSION;
 	if (c->window < PROTO_MIN_WINDOW || c->window > PROTO_MAX_WINDOW ||
-	    c->max_streams > PROTO_MAX_STREAMS || c->conns > 8 ||
+	    c->max_streams > PROTO_MAX_STREAMS || c->conns > TUN_MAX_CONNS ||
 	    c->version_min > c->version_max || c->role > PROTO_ROLE_TOOL ||
 	    c->sendq_max < c->sendq_hiwat || c->backoff_min_ms > c->backoff_max_ms ||
 	    c->quantum > PROTO_MAX_PAYLOAD || c->out_buffer < 1024) {

@@ -17,7 +17,6 @@
 #include "conn.h"
 #include "tls.h"
 
-enum { TUN_MAX_CONNS = 8 };
 
 struct client_slot {
 	struct tun_client *c;
@@ -233,6 +232,8 @@ static int server_listen(tun_server *s, const char *host, uint16_t port, char *e
 				    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 512, fd);
 	if (!s->lis)
 		goto err_2;
+	if (s->ep.cbs.on_error)
+		tun_lguard_watch(s->lis, "tunnel listener", s->ep.cbs.on_error, s->ep.arg);
 	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
 		s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
 							  : ((struct sockaddr_in *)&ss)->sin_port);
@@ -278,8 +279,10 @@ void tun_server_free(tun_server *s)
 {
 	if (!s)
 		return;
-	if (s->lis)
+	if (s->lis) {
+		tun_lguard_forget(s->lis);
 		evconnlistener_free(s->lis);
+	}
 	tun_ep_close_all(&s->ep);
 	SSL_CTX_free(s->ep.ssl);
 	free(s);
