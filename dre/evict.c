@@ -34,6 +34,7 @@ static int evict_oldest(dre_store *st)
 		for (size_t i = 0; i <= st->idx.mask; i++) {
 			dre_ent *e = &st->idx.slot[i];
 			while (e->tag && e->file == f.num) {
+				dre_sizing_evicted(st, e->tag, e->len);
 				st->data_bytes -= e->len;
 				st->evicted_bytes += e->len;
 				st->evicted_chunks++;
@@ -46,6 +47,7 @@ static int evict_oldest(dre_store *st)
 			continue;
 		dre_ent *e = dre_idx_get(&st->idx, ents[i].a);
 		if (e && e->file == f.num) {
+			dre_sizing_evicted(st, e->tag, e->len);
 			st->data_bytes -= e->len;
 			st->evicted_bytes += e->len;
 			st->evicted_chunks++;

@@ -239,6 +239,7 @@ static int put_locked(dre_store *st, const uint8_t *hdr, const uint8_t h[32], co
 	struct dre_idxent ie = { tag, prev, off, len };
 	if (act_note(st, tag, prev, off, len) || dre_store_apply(st, file, &ie))
 		return DRE_ENOMEM;
+	dre_sizing_stored(st, tag, len);
 	rc = dre_store_enforce_limit(st);
 	dre_ent *e = dre_idx_get(&st->idx, tag);
 	if (e)
@@ -494,6 +495,7 @@ void dre_store_hit(dre_store *st, uint64_t prev, uint64_t tag)
 	dre_ent *e = dre_idx_get(&st->idx, tag);
 	if (e) {
 		dre_ent copy = *e;
+		dre_sizing_hit(st, e->len);
 		touch_locked(st, &copy);
 	}
 	pthread_mutex_unlock(&st->mu);
@@ -542,6 +544,7 @@ int dre_store_set_limit(dre_store *st, uint64_t limit)
 	pthread_mutex_lock(&st->mu);
 	st->limit = limit;
 	st->file_max = file_max_for(limit);
+	dre_sizing_limit(st);
 	int rc = dre_store_enforce_limit(st);
 	if (!rc)
 		rc = limit_save(st);
@@ -558,6 +561,8 @@ int dre_store_sync(dre_store *st)
 	int rc = st->nfiles && fdatasync(st->files[st->nfiles - 1].fd) ? DRE_EIO : 0;
 	if (!rc)
 		rc = dre_store_save_peers(st);
+	if (!rc)
+		rc = dre_sizing_save(st);
 	pthread_mutex_unlock(&st->mu);
 	return rc;
 }
@@ -598,6 +603,11 @@ void dre_store_get_stats(dre_store *st, dre_store_stats *s)
 	s->hits = st->hits;
 	s->io_errors = st->io_errors;
 	s->io_errno = st->io_errno;
+	s->sizing_since = st->sz.since;
+	s->hit_bytes = st->sz.hit_bytes;
+	s->new_bytes = st->sz.new_bytes;
+	for (int i = 0; i < DRE_SIZING_STEPS; i++)
+		s->larger_hit_bytes[i] = st->sz.larger[i];
 	pthread_mutex_unlock(&st->mu);
 }
 
@@ -698,6 +708,10 @@ dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, s
 	if (unknown && st->disk_bytes > st->limit)
 		st->limit = st->disk_bytes;
 	dre_store_load_peers(st);
+	if (dre_sizing_open(st)) {
+		dre_seterr(err, errlen, "out of memory");
+		goto fail;
+	}
 	if (!st->readonly && dre_wq_start(st)) {
 		dre_seterr(err, errlen, "%s: cannot start the writer thread", dir);
 		goto fail;
@@ -721,6 +735,8 @@ void dre_store_close(dre_store *st)
 	if (!st)
 		return;
 	dre_wq_stop(st);
+	dre_sizing_save(st);
+	dre_sizing_close(st);
 	for (size_t i = 0; i < st->nfiles; i++)
 		dre_store_close_file(&st->files[i]);
 	if (st->lockfd >= 0)

@@ -30,6 +30,27 @@ struct dre_sfile {
 	uint64_t map_len;
 };
 
+/* What a larger store would buy (sizing.c). */
+enum { DRE_SIZING_STEPS = 3 }; /* 2x, 4x, 8x */
+struct dre_ghost;
+struct dre_sizing {
+	uint64_t since;      /* unix time the counts began */
+	uint64_t clock;      /* record bytes evicted, ever */
+	uint64_t hit_bytes;  /* chunk bytes referenced */
+	uint64_t new_bytes;  /* chunk bytes stored anew */
+	uint64_t larger[DRE_SIZING_STEPS]; /* of new_bytes: estimated hits in a store 2, 4, 8 x larger */
+	int shift;           /* 1 in 2^shift evicted chunks remembered */
+	struct dre_ghost *ghost;
+};
+/* All with the store's lock held (or before it is shared). */
+int dre_sizing_open(dre_store *st);
+int dre_sizing_save(dre_store *st);
+void dre_sizing_close(dre_store *st);
+void dre_sizing_limit(dre_store *st);
+void dre_sizing_evicted(dre_store *st, uint64_t tag, uint32_t len);
+void dre_sizing_stored(dre_store *st, uint64_t tag, uint32_t len);
+void dre_sizing_hit(dre_store *st, uint32_t len);
+
 struct dre_store {
 	pthread_mutex_t mu;
 	char *dir;
@@ -65,6 +86,7 @@ struct dre_store {
 	uint64_t (*alt)[2];       /* chunks that broke runs (alt.c), allocated on first use */
 	uint32_t *forks;          /* chunks with more than one successor (alt.c), likewise */
 	uint64_t (*pnext)[2];     /* successors known at a peer (alt.c), likewise */
+	struct dre_sizing sz;
 };
 
 void dre_rec_header(uint8_t h[DRE_REC_HDR], uint32_t magic, uint32_t len, const uint8_t hash[32],

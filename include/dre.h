@@ -63,6 +63,11 @@ typedef struct dre_store_stats {
 	uint64_t lookups, hits;   /* since open */
 	uint64_t io_errors;       /* failed data file reads and writes since open */
 	int io_errno;             /* errno of the last of them (0: none) */
+	/* Sizing (kept in DIR/sizing across runs, since sizing_since, unix
+	 * time): chunk bytes referenced and stored anew, and of the latter the
+	 * bytes estimated to have been references with a store 2, 4 and 8 times
+	 * as large (from a sample of the chunks evicted and stored again). */
+	uint64_t sizing_since, hit_bytes, new_bytes, larger_hit_bytes[3];
 } dre_store_stats;
 
 /* Open (or create) the store in DIR.  On failure returns NULL and writes a

@@ -32,6 +32,11 @@ enum stats_gauge {
 	STATS_STORE_EVICTIONS, /* chunks evicted since start (monotonic) */
 	STATS_TUNNEL_RTT_US,   /* smoothed tunnel RTT (TCP_INFO), us */
 	STATS_TUNNELS_UP,      /* tunnels currently established */
+	STATS_STORE_HIT_BYTES, /* chunk bytes referenced (kept across restarts, as the next four) */
+	STATS_STORE_NEW_BYTES, /* chunk bytes stored anew */
+	STATS_STORE_LARGER_2X, /* of those, estimated references in a store 2x as large */
+	STATS_STORE_LARGER_4X, /* ... 4x */
+	STATS_STORE_LARGER_8X, /* ... 8x */
 	STATS_NGAUGE
 };
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <signal.h>
 #include <strings.h>
 #include <sys/mman.h>
@@ -367,6 +368,30 @@ static int run_codec(struct cli *c, int decode)
 	return rc ? 1 : 0;
 }
 
+/* Percent of a over b (0 when b is). */
+static double pct(uint64_t a, uint64_t b)
+{
+	return b ? 100.0 * (double)a / (double)b : 0;
+}
+
+/* The hit ratio so far, and the estimate for larger stores. */
+static void print_sizing(const dre_store_stats *s)
+{
+	uint64_t all = s->hit_bytes + s->new_bytes;
+	char since[64];
+	time_t t = (time_t)s->sizing_since;
+	strftime(since, sizeof since, "%Y-%m-%d %H:%M UTC", gmtime(&t));
+	printf("hit ratio    %.1f %% of %" PRIu64 " chunk bytes (%" PRIu64 " referenced, %" PRIu64
+	       " stored anew) since %s\n", pct(s->hit_bytes, all), all, s->hit_bytes, s->new_bytes, since);
+	if (!s->larger_hit_bytes[2]) {
+		printf("larger store would not have helped: nothing evicted came back\n");
+		return;
+	}
+	printf("larger store 2x %.1f %%, 4x %.1f %%, 8x %.1f %% (estimated from evicted chunks that came back)\n",
+	       pct(s->hit_bytes + s->larger_hit_bytes[0], all), pct(s->hit_bytes + s->larger_hit_bytes[1], all),
+	       pct(s->hit_bytes + s->larger_hit_bytes[2], all));
+}
+
 static int run_stats(struct cli *c, int check)
 {
 	char err[512];
@@ -399,9 +424,12 @@ static int run_stats(struct cli *c, int check)
 	if (c->json) {
 		printf("{\"store\":\"%s\",\"id\":\"%016" PRIx64 "\",\"chunks\":%" PRIu64 ",\"data_bytes\":%" PRIu64
 		       ",\"disk_bytes\":%" PRIu64 ",\"size_limit\":%" PRIu64 ",\"fill_pct\":%.2f,\"files\":%" PRIu64
-		       ",\"index_bytes\":%" PRIu64 ",\"index_bytes_per_gib\":%.0f,\"dropped_records\":%" PRIu64 "}\n",
+		       ",\"index_bytes\":%" PRIu64 ",\"index_bytes_per_gib\":%.0f,\"dropped_records\":%" PRIu64
+		       ",\"sizing_since\":%" PRIu64 ",\"hit_bytes\":%" PRIu64 ",\"new_bytes\":%" PRIu64
+		       ",\"larger_hit_bytes\":{\"2x\":%" PRIu64 ",\"4x\":%" PRIu64 ",\"8x\":%" PRIu64 "}}\n",
 		       c->store, dre_store_id(st), s.chunks, s.data_bytes, s.disk_bytes, s.size_limit, fill, s.files,
-		       s.index_bytes, per_gib, s.dropped_records);
+		       s.index_bytes, per_gib, s.dropped_records, s.sizing_since, s.hit_bytes, s.new_bytes,
+		       s.larger_hit_bytes[0], s.larger_hit_bytes[1], s.larger_hit_bytes[2]);
 	} else {
 		printf("store        %s (id %016" PRIx64 ")\n", c->store, dre_store_id(st));
 		printf("chunks       %" PRIu64 " (average %" PRIu64 " bytes)\n", s.chunks,
@@ -416,6 +444,7 @@ static int run_stats(struct cli *c, int check)
 			printf("index memory %" PRIu64 " bytes\n", s.index_bytes);
 		if (s.dropped_records)
 			printf("dropped      %" PRIu64 " torn records at open\n", s.dropped_records);
+		print_sizing(&s);
 	}
 	dre_store_close(st);
 	return 0;

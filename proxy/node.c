@@ -26,6 +26,10 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	stats_set(s, STATS_STORE_FILL, ss.disk_bytes);
 	stats_set(s, STATS_STORE_SIZE, ss.size_limit);
 	stats_set(s, STATS_STORE_EVICTIONS, ss.evicted_chunks);
+	stats_set(s, STATS_STORE_HIT_BYTES, ss.hit_bytes);
+	stats_set(s, STATS_STORE_NEW_BYTES, ss.new_bytes);
+	for (int i = 0; i < 3; i++)
+		stats_set(s, STATS_STORE_LARGER_2X + i, ss.larger_hit_bytes[i]);
 	if (n->tunnels_up)
 		stats_set(s, STATS_TUNNELS_UP, n->tunnels_up(n->role));
 	if (n->tunnel_rtt)

@@ -449,6 +449,34 @@ static void prom_tunnels(FILE *f, struct stats *s)
 }
 
 /* Gauges: streams, store, tunnel, uptime. */
+/* The store's hit ratio (step 0) or the estimate for a store 2, 4, 8 x as
+ * large (steps 1-3), from the sizing gauges. */
+static double stats_hit_ratio(_Atomic uint64_t *g, int step)
+{
+	double hit = (double)atomic_load(&g[STATS_STORE_HIT_BYTES]);
+	double all = hit + (double)atomic_load(&g[STATS_STORE_NEW_BYTES]);
+	if (step)
+		hit += (double)atomic_load(&g[STATS_STORE_LARGER_2X + step - 1]);
+	return all > 0 ? hit / all : 0;
+}
+
+static void prom_sizing(FILE *f, _Atomic uint64_t *g)
+{
+	prom_head(f, "store_reference_bytes_total", "counter",
+		  "Chunk bytes sent or received as references to the store (kept across restarts).");
+	fprintf(f, "wanopt_store_reference_bytes_total %llu\n",
+		(unsigned long long)atomic_load(&g[STATS_STORE_HIT_BYTES]));
+	prom_head(f, "store_new_bytes_total", "counter", "Chunk bytes stored anew (kept across restarts).");
+	fprintf(f, "wanopt_store_new_bytes_total %llu\n",
+		(unsigned long long)atomic_load(&g[STATS_STORE_NEW_BYTES]));
+	prom_head(f, "store_hit_ratio", "gauge", "Referenced / (referenced + stored anew) chunk bytes.");
+	fprintf(f, "wanopt_store_hit_ratio %.4f\n", stats_hit_ratio(g, 0));
+	prom_head(f, "store_larger_hit_ratio", "gauge",
+		  "Estimated hit ratio with a store 2, 4 or 8 times as large (from evicted chunks that came back).");
+	for (int i = 1; i <= 3; i++)
+		fprintf(f, "wanopt_store_larger_hit_ratio{size=\"%dx\"} %.4f\n", 1 << i, stats_hit_ratio(g, i));
+}
+
 static void prom_gauges(FILE *f, struct stats *s)
 {
 	_Atomic uint64_t *g = s->gauge;
@@ -467,6 +495,7 @@ static void prom_gauges(FILE *f, struct stats *s)
 	fprintf(f, "wanopt_store_size_bytes %llu\n", G(STATS_STORE_SIZE));
 	prom_head(f, "store_evictions_total", "counter", "Chunks evicted from the store.");
 	fprintf(f, "wanopt_store_evictions_total %llu\n", G(STATS_STORE_EVICTIONS));
+	prom_sizing(f, g);
 	prom_head(f, "tunnel_rtt_seconds", "gauge",
 		  "Smoothed round-trip time of the tunnel (TCP_INFO; the smallest over its connections).");
 	fprintf(f, "wanopt_tunnel_rtt_seconds %.6f\n", (double)G(STATS_TUNNEL_RTT_US) / 1e6);
@@ -607,8 +636,12 @@ static void json_fill(FILE *f, struct stats *s)
 	json_counters(f, &t, STATS_NCTR);
 	fprintf(f, ",\"streams_opened\":%llu,\"active_streams\":%llu},",
 		(unsigned long long)atomic_load(&s->opened), (unsigned long long)stats_active(s));
-	fprintf(f, "\"store\":{\"fill_bytes\":%llu,\"size_bytes\":%llu,\"evictions\":%llu},",
-		G(STATS_STORE_FILL), G(STATS_STORE_SIZE), G(STATS_STORE_EVICTIONS));
+	fprintf(f, "\"store\":{\"fill_bytes\":%llu,\"size_bytes\":%llu,\"evictions\":%llu,"
+		"\"hit_bytes\":%llu,\"new_bytes\":%llu,\"hit_ratio\":%.4f,"
+		"\"larger_hit_ratio\":{\"2x\":%.4f,\"4x\":%.4f,\"8x\":%.4f}},",
+		G(STATS_STORE_FILL), G(STATS_STORE_SIZE), G(STATS_STORE_EVICTIONS), G(STATS_STORE_HIT_BYTES),
+		G(STATS_STORE_NEW_BYTES), stats_hit_ratio(s->gauge, 0), stats_hit_ratio(s->gauge, 1),
+		stats_hit_ratio(s->gauge, 2), stats_hit_ratio(s->gauge, 3));
 	fprintf(f, "\"tunnel\":{\"rtt_us\":%llu,\"up\":%llu,\"peers\":[", G(STATS_TUNNEL_RTT_US),
 		G(STATS_TUNNELS_UP));
 	json_tunnels(f, s);

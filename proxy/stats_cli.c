@@ -16,7 +16,7 @@
 /* One sample of /metrics with the labels the table uses. */
 struct scli_sample {
 	char name[64];
-	char dir[8], role[16], id[24], src[96], dst[96], mode[16], peer[64];
+	char dir[8], role[16], id[24], src[96], dst[96], mode[16], peer[64], size[8];
 	double v;
 };
 
@@ -30,6 +30,7 @@ struct scli_page {
 	char role[16];
 	double lan[2], wan[2], red, hit, lz, asks, opened, active;
 	double fill, size, evict, rtt, up, uptime, warm_file, warm_wan;
+	double hit_ratio, larger[3], new_bytes; /* the store's, and the estimate for 2x, 4x, 8x */
 	struct scli_row *rows;
 	size_t nrows;
 	struct { char peer[64]; double rtt; } peers[8]; /* the first 8 tunnel peers */
@@ -85,6 +86,7 @@ static int scli_parse_line(const char *line, struct scli_sample *sm)
 			else if (!strcmp(key, "dst")) dst = sm->dst, cap = sizeof sm->dst;
 			else if (!strcmp(key, "mode")) dst = sm->mode, cap = sizeof sm->mode;
 			else if (!strcmp(key, "peer")) dst = sm->peer, cap = sizeof sm->peer;
+			else if (!strcmp(key, "size")) dst = sm->size, cap = sizeof sm->size;
 			char skip[256];
 			if (scli_label_value(&p, dst ? dst : skip, dst ? cap : sizeof skip) < 0)
 				return -1;
@@ -142,6 +144,7 @@ static void scli_total_sample(struct scli_page *pg, const struct scli_sample *sm
 		M("store_evictions_total", evict), M("tunnel_rtt_seconds", rtt),
 		M("tunnels_up", up), M("uptime_seconds", uptime),
 		M("warm_file_bytes_total", warm_file), M("warm_wan_bytes_total", warm_wan),
+		M("store_hit_ratio", hit_ratio), M("store_new_bytes_total", new_bytes),
 #undef M
 	};
 	int out = !strcmp(sm->dir, "out");
@@ -157,6 +160,10 @@ static void scli_total_sample(struct scli_page *pg, const struct scli_sample *sm
 		pg->peers[pg->npeers++].rtt = sm->v;
 	} else if (!strcmp(sm->name, "wanopt_tunnel_peer_rtt_seconds")) {
 		pg->morepeers++;
+	} else if (!strcmp(sm->name, "wanopt_store_larger_hit_ratio")) {
+		int i = !strcmp(sm->size, "2x") ? 0 : !strcmp(sm->size, "4x") ? 1 : !strcmp(sm->size, "8x") ? 2 : -1;
+		if (i >= 0)
+			pg->larger[i] = sm->v;
 	}
 	for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
 		if (!strcmp(sm->name, map[i].name))
@@ -197,9 +204,13 @@ static void scli_print(const struct scli_page *pg, const char *addr)
 	for (size_t i = 0; pg->npeers > 1 && i < pg->npeers; i++)
 		printf("%s%s %.1f ms%s", i ? ", " : "tunnel peers: ", pg->peers[i].peer, pg->peers[i].rtt * 1000,
 		       i + 1 < pg->npeers ? "" : pg->morepeers ? ", ...\n" : "\n");
-	printf("store %s of %s (%.1f %%), %.0f evictions; streams %.0f active, %.0f opened\n\n",
+	printf("store %s of %s (%.1f %%), %.0f evictions; streams %.0f active, %.0f opened\n",
 	       stats_bytes_str(pg->fill, 1, a, sizeof a), stats_bytes_str(pg->size, 1, b, sizeof b),
 	       pg->size > 0 ? 100 * pg->fill / pg->size : 0.0, pg->evict, pg->active, pg->opened);
+	if (pg->new_bytes > 0) /* nothing stored yet: no ratio to speak of */
+		printf("store hit ratio %.1f %%; a store 2x / 4x / 8x as large: %.1f / %.1f / %.1f %% (estimated)\n",
+		       100 * pg->hit_ratio, 100 * pg->larger[0], 100 * pg->larger[1], 100 * pg->larger[2]);
+	putchar('\n');
 	printf("%-8s %12s %12s %10s %12s %9s %6s\n", "", "LAN", "WAN", "reduction", "DRE hits",
 	       "LZ ratio", "asks");
 	printf("%-8s %12s %12s %8.1f %% %12s %8.2fx %6.0f\n\n", "total",
@@ -229,9 +240,10 @@ static void scli_usage(FILE *f)
 	fprintf(f,
 		"usage: wanopt stats [--json] [--stats=HOST:PORT | -c FILE]\n\n"
 		"Shows the figures of a running edge or core: LAN and WAN bytes, reduction,\n"
-		"DRE hits, LZ ratio, asks, store fill and evictions, tunnel RTT (each peer's\n"
-		"when there are several), pre-positioning (wanopt warm, counted apart from the\n"
-		"clients' traffic), and every open stream.  The address is --stats, else the\n"
+		"DRE hits, LZ ratio, asks, store fill and evictions, the store's hit ratio and\n"
+		"an estimate of it with a store 2, 4 and 8 times as large, tunnel RTT (each\n"
+		"peer's when there are several), pre-positioning (wanopt warm, counted apart\n"
+		"from the clients' traffic), and every open stream.  The address is --stats, else the\n"
 		"`stats` key of the config FILE, else " SCLI_DEFAULT_ADDR ".  The same data is\n"
 		"served for monitoring at http://HOST:PORT/metrics (Prometheus) and\n"
 		"/stats.json.\n\n"

@@ -89,6 +89,15 @@ grep -q "in use" "$T/err" || fail "locked store message: $(cat "$T/err")"
 "$W" dre encode --store "$T/lim" < "$T/v1" > /dev/null
 grep -qx "size_limit 3221225472" "$T/lim/limit" || fail "limit not kept: $(cat "$T/lim/limit")"
 "$W" dre stats --store "$T/lim" | grep -q "of 3221225472 bytes" || fail "stats: $("$W" dre stats --store "$T/lim")"
+# sizing: 3 MiB of random data three times through a 2 MiB store hits
+# nothing; a store twice the size would have held it (2 of 3 passes hit)
+head -c 3000000 /dev/urandom > "$T/r3"
+for i in 1 2 3; do "$W" dre encode --store "$T/sz" --store-size 2M < "$T/r3" > /dev/null; done
+out=$("$W" dre stats --store "$T/sz")
+echo "$out" | grep -q "^hit ratio    0.0 %" && echo "$out" | grep -Eq "^larger store 2x 6[0-9]\.[0-9] %" ||
+	fail "sizing: $out"
+"$W" dre stats --store "$T/sz" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["new_bytes"] >= 9000000 and d["larger_hit_bytes"]["2x"] > 5000000, d' ||
+	fail "sizing json"
 # a full filesystem under the store: the output is still right, the store
 # errors are reported (and fail the run with --sync)
 mkdir "$T/full"

@@ -91,7 +91,7 @@ static inline dre_store *t_reopen(const char *dir, uint64_t limit)
 
 static inline void t_rmstore(const char *dir)
 {
-	char cmd[128];
+	char cmd[256];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "cannot remove %s\n", dir);

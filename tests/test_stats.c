@@ -42,6 +42,11 @@ static struct stats *sample_registry(struct stats_stream **a, struct stats_strea
 	stats_set(s, STATS_STORE_FILL, 1u << 30);
 	stats_set(s, STATS_STORE_SIZE, 10ull << 30);
 	stats_set(s, STATS_STORE_EVICTIONS, 7);
+	stats_set(s, STATS_STORE_HIT_BYTES, 600);
+	stats_set(s, STATS_STORE_NEW_BYTES, 400);
+	stats_set(s, STATS_STORE_LARGER_2X, 100);
+	stats_set(s, STATS_STORE_LARGER_4X, 200);
+	stats_set(s, STATS_STORE_LARGER_8X, 250);
 	stats_set(s, STATS_TUNNEL_RTT_US, 40100);
 	stats_set(s, STATS_TUNNELS_UP, 1);
 	return s;
@@ -196,6 +201,11 @@ static void test_render(void **state)
 		"wanopt_active_streams 2\n",
 		"wanopt_store_fill_bytes 1073741824\n",
 		"wanopt_store_evictions_total 7\n",
+		"wanopt_store_reference_bytes_total 600\n",
+		"wanopt_store_new_bytes_total 400\n",
+		"wanopt_store_hit_ratio 0.6000\n",
+		"wanopt_store_larger_hit_ratio{size=\"2x\"} 0.7000\n",
+		"wanopt_store_larger_hit_ratio{size=\"8x\"} 0.8500\n",
 		"wanopt_tunnel_rtt_seconds 0.040100\n",
 		"wanopt_stream_lan_bytes{id=\"1\",src=\"10.0.0.5:41000\",dst=\"10.1.1.1:21\",mode=\"full\"} 1000000\n",
 		"wanopt_stream_reduction_percent{id=\"2\",src=\"[fd00::5]:5000\",dst=\"[fd01::1]:443\",mode=\"tfo\"} 0.000\n",
@@ -212,7 +222,9 @@ static void test_render(void **state)
 				  "\"reduction_pct\":94.53,\"lz_ratio\":3.000,"
 				  "\"streams_opened\":2,\"active_streams\":2}"));
 	assert_non_null(strstr(p, "\"store\":{\"fill_bytes\":1073741824,\"size_bytes\":10737418240,"
-				  "\"evictions\":7},\"tunnel\":{\"rtt_us\":40100,\"up\":1,\"peers\":[]}"));
+				  "\"evictions\":7,\"hit_bytes\":600,\"new_bytes\":400,\"hit_ratio\":0.6000,"
+				  "\"larger_hit_ratio\":{\"2x\":0.7000,\"4x\":0.8000,\"8x\":0.8500}},"
+				  "\"tunnel\":{\"rtt_us\":40100,\"up\":1,\"peers\":[]}"));
 	assert_non_null(strstr(p, "{\"id\":1,\"src\":\"10.0.0.5:41000\",\"dst\":\"10.1.1.1:21\","
 				  "\"mode\":\"full\",\"age_s\":"));
 	free(p);
@@ -294,6 +306,7 @@ static void test_http(void **state)
 	static const char *const want[] = {
 		"wanopt edge at 127.0.0.1:", "tunnel up, tunnel RTT 40.1 ms\n",
 		"store 1.0 GiB of 10.0 GiB (10.0 %), 7 evictions; streams 2 active, 2 opened\n",
+		"store hit ratio 60.0 %; a store 2x / 4x / 8x as large: 70.0 / 80.0 / 85.0 % (estimated)\n",
 		"total          1.0 MB      55.0 KB     94.5 %     900.0 KB     3.00x      2\n",
 		"10.0.0.5:41000 -> 10.1.1.1:21", "[fd00::5]:5000 -> [fd01::1]:443",
 	};

@@ -1,0 +1,168 @@
+/*
+ * sizing.c: what a larger store would buy, estimated from what this one
+ * evicts (the question users ask when they size a cache: the hit ratio at
+ * 2x, 4x and 8x the size).
+ *
+ * Eviction is by whole data file, oldest first, so a store m times larger
+ * keeps a chunk until (m - 1) x size_limit more record bytes have been
+ * evicted from this one after it.  The store remembers a sample of the
+ * chunks it evicted (1 in 2^shift, by tag, so that 7 x size_limit of
+ * evictions fill about half of the table) with the eviction clock (record
+ * bytes evicted so far) at the time.  When a sampled chunk is stored anew (it crossed the
+ * WAN again) and is still remembered, the bytes evicted since tell which
+ * larger stores would have held it; its length, times 2^shift, counts for
+ * those.  This is the "ghost list" of cache literature with spatial
+ * sampling (SHARDS, Waldspurger et al., FAST '15).
+ *
+ * Hit bytes (references) and new bytes (chunks stored) are counted too, and
+ * all of it persists in DIR/sizing, so figures span runs and restarts.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store_int.h"
+
+#define SLOTS (1u << 16)   /* remembered evictions: 1 MiB */
+#define AVG_CHUNK 4096     /* the encoder's default average chunk */
+#define MAGIC "WSIZ0001"
+
+struct dre_ghost {
+	uint64_t tag, at;  /* at: the eviction clock when it went, + 1 (0: empty) */
+};
+
+/* The sampling shift for a store bounded to `limit` bytes. */
+static int shift_for(uint64_t limit)
+{
+	uint64_t chunks = 7 * (limit / AVG_CHUNK + 1);
+	int s = 0;
+	while ((chunks >> s) > SLOTS / 2 && s < 40)
+		s++;
+	return s;
+}
+
+static int sampled(const struct dre_sizing *z, uint64_t tag)
+{
+	return ((tag >> 24) & ((1ull << z->shift) - 1)) == 0;
+}
+
+static struct dre_ghost *slot(const struct dre_sizing *z, uint64_t tag)
+{
+	return &z->ghost[(tag ^ (tag >> 32)) & (SLOTS - 1)];
+}
+
+void dre_sizing_limit(dre_store *st)
+{
+	st->sz.shift = shift_for(st->limit);
+}
+
+void dre_sizing_evicted(dre_store *st, uint64_t tag, uint32_t len)
+{
+	struct dre_sizing *z = &st->sz;
+	z->clock += len + DRE_REC_HDR;
+	if (z->ghost && sampled(z, tag))
+		*slot(z, tag) = (struct dre_ghost){ tag, z->clock + 1 };
+}
+
+void dre_sizing_stored(dre_store *st, uint64_t tag, uint32_t len)
+{
+	struct dre_sizing *z = &st->sz;
+	z->new_bytes += len;
+	if (!z->ghost || !sampled(z, tag))
+		return;
+	struct dre_ghost *g = slot(z, tag);
+	if (g->tag != tag || !g->at)
+		return;
+	double since = (double)(z->clock + 1 - g->at);
+	for (int i = 0; i < DRE_SIZING_STEPS; i++) {
+		/* the larger store writes (and evicts) only what it would miss */
+		double rate = z->new_bytes > z->larger[i] ? (double)(z->new_bytes - z->larger[i]) / (double)z->new_bytes : 0;
+		if (since * rate < (double)(((2ull << i) - 1) * st->limit))
+			z->larger[i] += (uint64_t)len << z->shift;
+	}
+	*g = (struct dre_ghost){ 0, 0 };
+}
+
+void dre_sizing_hit(dre_store *st, uint32_t len)
+{
+	st->sz.hit_bytes += len;
+}
+
+#define NFIELDS (4 + DRE_SIZING_STEPS)
+
+/* The counters, in the order DIR/sizing holds them. */
+static void fields(struct dre_sizing *z, uint64_t *p[NFIELDS])
+{
+	p[0] = &z->since;
+	p[1] = &z->clock;
+	p[2] = &z->hit_bytes;
+	p[3] = &z->new_bytes;
+	for (int i = 0; i < DRE_SIZING_STEPS; i++)
+		p[4 + i] = &z->larger[i];
+}
+
+int dre_sizing_open(dre_store *st)
+{
+	struct dre_sizing *z = &st->sz;
+	if (!(z->ghost = calloc(SLOTS, sizeof *z->ghost)))
+		return DRE_ENOMEM;
+	z->since = (uint64_t)time(NULL);
+	dre_sizing_limit(st);
+	char path[4200];
+	snprintf(path, sizeof path, "%s/sizing", st->dir);
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return 0; /* a new store, or one from before: counting starts now */
+	char magic[8];
+	uint64_t *v[NFIELDS], tmp[NFIELDS], cnt = 0;
+	fields(z, v);
+	int ok = fread(magic, 8, 1, f) == 1 && !memcmp(magic, MAGIC, 8) && fread(tmp, 8, NFIELDS, f) == NFIELDS &&
+		 fread(&cnt, 8, 1, f) == 1 && cnt <= SLOTS;
+	struct dre_ghost g;
+	for (uint64_t i = 0; ok && i < cnt; i++)
+		if ((ok = fread(&g, sizeof g, 1, f) == 1) && g.at)
+			*slot(z, g.tag) = g;
+	fclose(f);
+	if (ok) {
+		for (int i = 0; i < NFIELDS; i++)
+			*v[i] = tmp[i];
+	} else { /* an estimate lost: start again */
+		memset(z->ghost, 0, SLOTS * sizeof *z->ghost);
+	}
+	return 0;
+}
+
+int dre_sizing_save(dre_store *st)
+{
+	struct dre_sizing *z = &st->sz;
+	if (st->readonly || !z->ghost)
+		return 0;
+	char path[4200], tmp[4300];
+	snprintf(path, sizeof path, "%s/sizing", st->dir);
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	FILE *f = fopen(tmp, "wb");
+	if (!f)
+		return DRE_EIO;
+	uint64_t *v[NFIELDS], out[NFIELDS], cnt = 0;
+	fields(z, v);
+	for (int i = 0; i < NFIELDS; i++)
+		out[i] = *v[i];
+	for (size_t i = 0; i < SLOTS; i++)
+		cnt += z->ghost[i].at != 0;
+	int ok = fwrite(MAGIC, 8, 1, f) == 1 && fwrite(out, 8, NFIELDS, f) == NFIELDS && fwrite(&cnt, 8, 1, f) == 1;
+	for (size_t i = 0; ok && i < SLOTS; i++)
+		if (z->ghost[i].at)
+			ok = fwrite(&z->ghost[i], sizeof z->ghost[i], 1, f) == 1;
+	ok = fclose(f) == 0 && ok && rename(tmp, path) == 0;
+	if (!ok)
+		unlink(tmp);
+	return ok ? 0 : DRE_EIO;
+}
+
+void dre_sizing_close(dre_store *st)
+{
+	free(st->sz.ghost);
+	st->sz.ghost = NULL;
+}
