@@ -17,6 +17,7 @@
  * Hit bytes (references) and new bytes (chunks stored) are counted too, and
  * all of it persists in DIR/sizing, so figures span runs and restarts.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,31 +135,46 @@ int dre_sizing_open(dre_store *st)
 	return 0;
 }
 
-int dre_sizing_save(dre_store *st)
+/* DIR/sizing from a copy of the counters and the remembered chunks (temp
+ * file + rename); needs no lock. */
+static int write_file(const char *dir, const uint64_t v[NFIELDS], const struct dre_ghost *g, uint64_t cnt)
 {
-	struct dre_sizing *z = &st->sz;
-	if (st->readonly || !z->ghost)
-		return 0;
 	char path[4200], tmp[4300];
-	snprintf(path, sizeof path, "%s/sizing", st->dir);
+	snprintf(path, sizeof path, "%s/sizing", dir);
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
 	FILE *f = fopen(tmp, "wb");
 	if (!f)
 		return DRE_EIO;
-	uint64_t *v[NFIELDS], out[NFIELDS], cnt = 0;
-	fields(z, v);
-	for (int i = 0; i < NFIELDS; i++)
-		out[i] = *v[i];
-	for (size_t i = 0; i < SLOTS; i++)
-		cnt += z->ghost[i].at != 0;
-	int ok = fwrite(MAGIC, 8, 1, f) == 1 && fwrite(out, 8, NFIELDS, f) == NFIELDS && fwrite(&cnt, 8, 1, f) == 1;
-	for (size_t i = 0; ok && i < SLOTS; i++)
-		if (z->ghost[i].at)
-			ok = fwrite(&z->ghost[i], sizeof z->ghost[i], 1, f) == 1;
+	int ok = fwrite(MAGIC, 8, 1, f) == 1 && fwrite(v, 8, NFIELDS, f) == NFIELDS && fwrite(&cnt, 8, 1, f) == 1 &&
+		 fwrite(g, sizeof *g, cnt, f) == cnt;
 	ok = fclose(f) == 0 && ok && rename(tmp, path) == 0;
 	if (!ok)
 		unlink(tmp);
 	return ok ? 0 : DRE_EIO;
+}
+
+int dre_sizing_save(dre_store *st, pthread_mutex_t *held)
+{
+	struct dre_sizing *z = &st->sz;
+	if (st->readonly || !z->ghost)
+		return 0;
+	uint64_t *p[NFIELDS], v[NFIELDS], cnt = 0;
+	fields(z, p);
+	for (int i = 0; i < NFIELDS; i++)
+		v[i] = *p[i];
+	struct dre_ghost *g = malloc(SLOTS * sizeof *g);
+	if (!g)
+		return DRE_ENOMEM;
+	for (size_t i = 0; i < SLOTS; i++)
+		if (z->ghost[i].at)
+			g[cnt++] = z->ghost[i];
+	if (held)
+		pthread_mutex_unlock(held);
+	int rc = write_file(st->dir, v, g, cnt);
+	if (held)
+		pthread_mutex_lock(held);
+	free(g);
+	return rc;
 }
 
 void dre_sizing_close(dre_store *st)

@@ -562,7 +562,7 @@ int dre_store_sync(dre_store *st)
 	if (!rc)
 		rc = dre_store_save_peers(st);
 	if (!rc)
-		rc = dre_sizing_save(st);
+		rc = dre_sizing_save(st, &st->mu);
 	pthread_mutex_unlock(&st->mu);
 	return rc;
 }
@@ -735,7 +735,7 @@ void dre_store_close(dre_store *st)
 	if (!st)
 		return;
 	dre_wq_stop(st);
-	dre_sizing_save(st);
+	dre_sizing_save(st, NULL);
 	dre_sizing_close(st);
 	for (size_t i = 0; i < st->nfiles; i++)
 		dre_store_close_file(&st->files[i]);

@@ -44,7 +44,8 @@ struct dre_sizing {
 };
 /* All with the store's lock held (or before it is shared). */
 int dre_sizing_open(dre_store *st);
-int dre_sizing_save(dre_store *st);
+/* Save DIR/sizing; if held is the lock held, it is let go while writing. */
+int dre_sizing_save(dre_store *st, pthread_mutex_t *held);
 void dre_sizing_close(dre_store *st);
 void dre_sizing_limit(dre_store *st);
 void dre_sizing_evicted(dre_store *st, uint64_t tag, uint32_t len);

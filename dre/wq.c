@@ -149,6 +149,8 @@ static int run_job(dre_store *st, struct dre_wjob *j)
 		pthread_mutex_lock(&st->mu);
 		if (dre_store_save_peers(st) && !rc)
 			rc = EIO;
+		if (dre_sizing_save(st, &st->mu) && !rc)
+			rc = EIO;
 		pthread_mutex_unlock(&st->mu);
 		break;
 	}
