@@ -21,8 +21,10 @@ static int put_stream_header(dre_enc *e, dre_out_fn out, void *arg)
 	return out(arg, h, sizeof h) ? DRE_EOUT : 0;
 }
 
+#define RAW_INLINE_MAX 4096 /* raw literal sections up to this go in the header's piece */
+
 /* Assemble and emit one frame from ops and lits (see dre_proto.h).  Raw
- * literals go out as a second piece, not copied behind the header. */
+ * literals beyond RAW_INLINE_MAX go out as a second piece, not copied. */
 static int emit(dre_enc *e, int type, size_t raw_n, uint64_t sum, const dre_buf *ops, const dre_buf *lits,
 		dre_out_fn out, void *arg)
 {
@@ -61,9 +63,14 @@ static int emit(dre_enc *e, int type, size_t raw_n, uint64_t sum, const dre_buf 
 	e->stats.lz_in += lits->len;
 	e->stats.lz_out += lz_n;
 	e->stats.out_bytes += e->out.len + (lz == DRE_PLZ_NONE ? lits->len : 0);
+	/* a few raw bytes go with the header: a second piece can cost the tunnel
+	 * a record and a packet of its own */
+	int apart = lz == DRE_PLZ_NONE && lits->len > RAW_INLINE_MAX;
+	if (lz == DRE_PLZ_NONE && !apart && lits->len && dre_buf_add(&e->out, lits->p, lits->len))
+		return DRE_ENOMEM;
 	if (out(arg, e->out.p, e->out.len))
 		return DRE_EOUT;
-	return lz == DRE_PLZ_NONE && lits->len && out(arg, lits->p, lits->len) ? DRE_EOUT : 0;
+	return apart && out(arg, lits->p, lits->len) ? DRE_EOUT : 0;
 }
 
 int dre_enc_emit_lz_end(dre_enc *e, uint64_t sum, dre_out_fn out, void *arg)
