@@ -96,7 +96,7 @@ for i in 1 2 3; do "$W" dre encode --store "$T/sz" --store-size 2M < "$T/r3" > /
 out=$("$W" dre stats --store "$T/sz")
 echo "$out" | grep -q "^hit ratio    0.0 %" && echo "$out" | grep -Eq "^larger store 2x 6[0-9]\.[0-9] %" ||
 	fail "sizing: $out"
-"$W" dre stats --store "$T/sz" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["new_bytes"] >= 9000000 and d["larger_hit_bytes"]["2x"] > 5000000, d' ||
+"$W" dre stats --store "$T/sz" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["new_bytes"] > 8900000 and d["larger_hit_bytes"]["2x"] > 5000000, d' ||
 	fail "sizing json"
 # a full filesystem under the store: the output is still right, the store
 # errors are reported (and fail the run with --sync)
