@@ -11,7 +11,9 @@
  * full window and the level's own tables (0.8 MB at level 3, 12 MB at level
  * 9); a bulk stream, whose first piece is already that large, starts there.
  * The decoder then sees two zstd frames back to back in one literal section,
- * which any zstd stream decoder reads as one stream. */
+ * which any zstd stream decoder reads as one stream.  A quiet stream ends its
+ * frame (zstd or lz4) and frees its compressor (dre_lz_end); the decoder frees
+ * its own whenever a frame ends. */
 #include <stdlib.h>
 
 #include <lz4.h>
@@ -45,24 +47,13 @@ dre_lzc *dre_lz_new(int kind, int level, int decomp)
 		return NULL;
 	z->kind = kind;
 	z->decomp = decomp;
-	int ok = 1;
 	z->level = level ? level : 3;
-	if (kind == DRE_PLZ_ZSTD && !decomp) {
-		ok = 1; /* created at the first piece */
-	} else if (kind == DRE_PLZ_ZSTD) {
-		ok = 1; /* created at the first piece */
-	} else if (kind == DRE_PLZ_LZ4 && !decomp) {
-		ok = !LZ4F_isError(LZ4F_createCompressionContext(&z->lc, LZ4F_VERSION));
+	/* the contexts themselves are created at the first piece */
+	if (kind == DRE_PLZ_LZ4 && !decomp) {
 		z->prefs.frameInfo.blockMode = LZ4F_blockLinked;
 		z->prefs.frameInfo.blockSizeID = LZ4F_max4MB;
 		z->prefs.compressionLevel = 0;
 		z->prefs.autoFlush = 1;
-	} else if (kind == DRE_PLZ_LZ4) {
-		ok = !LZ4F_isError(LZ4F_createDecompressionContext(&z->ld, LZ4F_VERSION));
-	}
-	if (!ok) {
-		dre_lz_free(z);
-		return NULL;
 	}
 	return z;
 }
@@ -80,9 +71,16 @@ void dre_lz_free(dre_lzc *z)
 	free(z);
 }
 
+/* lz4 does not say what its contexts hold: about its state and the 64 KiB
+ * of history it keeps for linked blocks. */
+#define LZ4_CTX_BYTES (80u << 10)
+
 size_t dre_lz_mem(const dre_lzc *z)
 {
-	return !z ? 0 : sizeof *z + (z->zc ? ZSTD_sizeof_CCtx(z->zc) : 0) + (z->zd ? ZSTD_sizeof_DCtx(z->zd) : 0);
+	if (!z)
+		return 0;
+	return sizeof *z + (z->zc ? ZSTD_sizeof_CCtx(z->zc) : 0) + (z->zd ? ZSTD_sizeof_DCtx(z->zd) : 0) +
+	       (z->lc ? LZ4_CTX_BYTES : 0) + (z->ld ? LZ4_CTX_BYTES : 0);
 }
 
 /* The decompressor, for a new zstd frame. */
@@ -153,6 +151,8 @@ static int lz4_compress(dre_lzc *z, const void *p, size_t n, dre_buf *out)
 	size_t bound = LZ4F_compressBound(n, &z->prefs) + LZ4F_HEADER_SIZE_MAX;
 	if (dre_buf_reserve(out, bound))
 		return DRE_ENOMEM;
+	if (!z->lc && LZ4F_isError(LZ4F_createCompressionContext(&z->lc, LZ4F_VERSION)))
+		return DRE_ENOMEM;
 	if (!z->begun) {
 		size_t h = LZ4F_compressBegin(z->lc, out->p + out->len, out->cap - out->len, &z->prefs);
 		if (LZ4F_isError(h))
@@ -173,13 +173,32 @@ static int lz4_compress(dre_lzc *z, const void *p, size_t n, dre_buf *out)
 
 int dre_lz_open(const dre_lzc *z)
 {
-	return z->kind == DRE_PLZ_ZSTD && z->zc;
+	return z->kind == DRE_PLZ_ZSTD ? z->zc != NULL : z->kind == DRE_PLZ_LZ4 && z->begun;
+}
+
+/* lz4: the end mark, and the context goes. */
+static int lz4_end(dre_lzc *z, dre_buf *out)
+{
+	int rc = dre_buf_reserve(out, LZ4F_compressBound(0, &z->prefs) + 16) ? DRE_ENOMEM : 0;
+	if (!rc) {
+		size_t r = LZ4F_compressEnd(z->lc, out->p + out->len, out->cap - out->len, NULL);
+		if (LZ4F_isError(r))
+			rc = DRE_ELZ;
+		else
+			out->len += r;
+	}
+	LZ4F_freeCompressionContext(z->lc);
+	z->lc = NULL;
+	z->begun = 0;
+	return rc;
 }
 
 int dre_lz_end(dre_lzc *z, dre_buf *out)
 {
 	if (!dre_lz_open(z))
 		return 0;
+	if (z->kind == DRE_PLZ_LZ4)
+		return lz4_end(z, out);
 	int rc = zstd_feed(z, NULL, 0, ZSTD_e_end, out);
 	ZSTD_freeCCtx(z->zc);
 	z->zc = NULL;
@@ -227,17 +246,25 @@ int dre_lz_decompress(dre_lzc *z, const void *in, size_t in_n, void *out, size_t
 		return 0;
 	}
 	if (z->kind == DRE_PLZ_LZ4) {
+		if (!z->ld && LZ4F_isError(LZ4F_createDecompressionContext(&z->ld, LZ4F_VERSION)))
+			return DRE_ENOMEM;
 		const uint8_t *ip = in;
-		size_t ipos = 0, opos = 0;
+		size_t ipos = 0, opos = 0, r = 1;
 		while (ipos < in_n) {
 			size_t isz = in_n - ipos, osz = out_n - opos;
-			size_t r = LZ4F_decompress(z->ld, (uint8_t *)out + opos, &osz, ip + ipos, &isz, NULL);
+			r = LZ4F_decompress(z->ld, (uint8_t *)out + opos, &osz, ip + ipos, &isz, NULL);
 			if (LZ4F_isError(r) || (isz == 0 && osz == 0))
 				return DRE_ELZ;
 			ipos += isz;
 			opos += osz;
 		}
-		return opos == out_n ? 0 : DRE_ELZ;
+		if (opos != out_n)
+			return DRE_ELZ;
+		if (!r) { /* the sender ended its lz4 frame: the next starts afresh */
+			LZ4F_freeDecompressionContext(z->ld);
+			z->ld = NULL;
+		}
+		return 0;
 	}
 	if (in_n != out_n)
 		return DRE_ELZ;
