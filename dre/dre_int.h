@@ -219,10 +219,11 @@ dre_lzc *dre_lz_new(int kind, int level, int decomp);
 void dre_lz_free(dre_lzc *z);
 /* Bytes z has allocated (zstd's contexts; an lz4 context as 80 KiB). */
 size_t dre_lz_mem(const dre_lzc *z);
-/* 1 while a zstd compressor holds a frame open (and its memory). */
+/* 1 while a compressor (zstd or lz4) holds a frame open, and its memory. */
 int dre_lz_open(const dre_lzc *z);
-/* End the open zstd frame, appending its last bytes to out (the decoder needs
- * them), and free the compressor: the next piece starts a new, small frame. */
+/* End the open frame, appending its last bytes to out (the decoder needs
+ * them), and free the compressor: the next piece starts a new frame (for
+ * zstd, a small one). */
 int dre_lz_end(dre_lzc *z, dre_buf *out);
 /* Compress p[0..n) as the next piece of the stream, appending to out. */
 int dre_lz_compress(dre_lzc *z, const void *p, size_t n, dre_buf *out);

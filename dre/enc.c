@@ -432,7 +432,6 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *
 	return retain_chunk(e, tag, p, len, 0);
 }
 
-/* Keep the current frame's chunk list for learns (when retaining). */
 /* Double the ring of retained frames (most streams retain a few). */
 static int ret_grow(dre_enc *e)
 {
@@ -449,6 +448,7 @@ static int ret_grow(dre_enc *e)
 	return 0;
 }
 
+/* Keep the current frame's chunk list for learns (when retaining). */
 static int retain_frame(dre_enc *e)
 {
 	if (!e->o.retain)

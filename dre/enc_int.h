@@ -17,9 +17,9 @@ struct dre_ret_ch {
 	uint16_t held;   /* it was a reference to a chunk the peer held before the frame */
 };
 
-/* What a sent frame was made of, kept until acked so a learn can be answered. */
 #define DRE_RETAIN_MAX 4096 /* unacknowledged frames kept for learns */
 
+/* What a sent frame was made of, kept until acked so a learn can be answered. */
 struct dre_ret {
 	uint64_t seq, cursor, prev; /* prev: the chunk output just before the frame */
 	struct dre_ret_ch *ch;
@@ -117,13 +117,13 @@ struct dre_enc {
  * sum: on the helper thread if there is one (e->ops/e->lits are then swapped
  * for empty buffers, a view handed over), else now. */
 int dre_enc_submit(dre_enc *e, int type, size_t raw_n, uint64_t sum, dre_out_fn out, void *arg);
-/* Emit a DATA frame of no data whose literal section ends the residual
- * compressor's frame (dre_lz_end); sum: the checksum of no bytes. */
-int dre_enc_emit_lz_end(dre_enc *e, uint64_t sum, dre_out_fn out, void *arg);
 /* The same, with the checksum of src[0..raw_n) under seed `seed` computed on
  * the helper thread (which reads src until dre_enc_wait: e->view_busy). */
 int dre_enc_submit_src(dre_enc *e, int type, size_t raw_n, uint64_t seed, const uint8_t *src, dre_out_fn out,
 		       void *arg);
+/* Emit a DATA frame of no data whose literal section ends the residual
+ * compressor's frame (dre_lz_end); sum: the checksum of no bytes. */
+int dre_enc_emit_lz_end(dre_enc *e, uint64_t sum, dre_out_fn out, void *arg);
 /* Wait until the helper thread has emitted everything; its sticky error or 0. */
 int dre_enc_wait(dre_enc *e);
 int dre_enc_work_start(dre_enc *e);

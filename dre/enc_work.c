@@ -23,6 +23,43 @@ static int put_stream_header(dre_enc *e, dre_out_fn out, void *arg)
 
 #define RAW_INLINE_MAX 4096 /* raw literal sections up to this go in the header's piece */
 
+/* Start a frame in e->out (reserving `room` more bytes): its header up to
+ * the lz kind, then a gap for the literal section's length (a varint of up to
+ * 10 bytes), the sum and ops_len bytes of ops; *gap is where the gap begins,
+ * and the literal section goes from e->out.len on. */
+static int frame_begin(dre_enc *e, int type, size_t raw_n, size_t ops_len, size_t lit_len, int lz, size_t room,
+		       size_t *gap)
+{
+	e->out.len = 0;
+	if (dre_buf_reserve(&e->out, DRE_FRAME_HDR_MAX + ops_len + room))
+		return DRE_ENOMEM;
+	uint8_t *h = e->out.p;
+	size_t n = 0;
+	h[n++] = DRE_FRAME_MAGIC;
+	h[n++] = (uint8_t)type;
+	n += dre_put_varint(h + n, raw_n);
+	n += dre_put_varint(h + n, ops_len);
+	n += dre_put_varint(h + n, lit_len);
+	h[n++] = (uint8_t)lz;
+	*gap = n;
+	e->out.len = n + 10 + 8 + ops_len;
+	return 0;
+}
+
+/* Fill the gap frame_begin left with the literal section's length lz_n, the
+ * sum and the ops, moving what follows down so that the frame is contiguous. */
+static void frame_close(dre_enc *e, size_t gap, size_t lz_n, uint64_t sum, const dre_buf *ops)
+{
+	uint8_t v[10], *h = e->out.p;
+	size_t vn = dre_put_varint(v, lz_n), body = gap + 10 + 8 + ops->len;
+	memmove(h + gap + vn + 8 + ops->len, h + body, e->out.len - body);
+	memcpy(h + gap, v, vn);
+	dre_put_u64(h + gap + vn, sum);
+	if (ops->len)
+		memcpy(h + gap + vn + 8, ops->p, ops->len);
+	e->out.len -= 10 - vn;
+}
+
 /* Assemble and emit one frame from ops and lits (see dre_proto.h).  Raw
  * literals beyond RAW_INLINE_MAX go out as a second piece, not copied. */
 static int emit(dre_enc *e, int type, size_t raw_n, uint64_t sum, const dre_buf *ops, const dre_buf *lits,
@@ -34,32 +71,14 @@ static int emit(dre_enc *e, int type, size_t raw_n, uint64_t sum, const dre_buf 
 	int lz = e->lzkind;
 	if (lits->len < DRE_LZ_MIN || (lz != DRE_PLZ_NONE && dre_lz_incompressible(lits->p, lits->len)))
 		lz = DRE_PLZ_NONE;
-	e->out.len = 0;
-	if (dre_buf_reserve(&e->out, DRE_FRAME_HDR_MAX + ops->len + (lz == DRE_PLZ_NONE ? 0 : lits->len) + 64))
+	size_t gap;
+	if (frame_begin(e, type, raw_n, ops->len, lits->len, lz, (lz == DRE_PLZ_NONE ? 0 : lits->len) + 64, &gap))
 		return DRE_ENOMEM;
-	uint8_t *h = e->out.p;
-	size_t n = 0;
-	h[n++] = DRE_FRAME_MAGIC;
-	h[n++] = (uint8_t)type;
-	n += dre_put_varint(h + n, raw_n);
-	n += dre_put_varint(h + n, ops->len);
-	n += dre_put_varint(h + n, lits->len);
-	h[n++] = (uint8_t)lz;
-	size_t gap = n, body = n + 10 + 8 + ops->len; /* room for a 10-byte varint, sum, ops */
-	e->out.len = body;
+	size_t body = e->out.len;
 	if (lits->len && lz != DRE_PLZ_NONE && (rc = dre_lz_compress(e->lz, lits->p, lits->len, &e->out)))
 		return rc;
 	size_t lz_n = lz == DRE_PLZ_NONE ? lits->len : e->out.len - body;
-	uint8_t v[10];
-	size_t vn = dre_put_varint(v, lz_n);
-	h = e->out.p;
-	/* close the gap left for the varint so the frame is contiguous */
-	memmove(h + gap + vn + 8 + ops->len, h + body, e->out.len - body);
-	memcpy(h + gap, v, vn);
-	dre_put_u64(h + gap + vn, sum);
-	if (ops->len)
-		memcpy(h + gap + vn + 8, ops->p, ops->len);
-	e->out.len -= 10 - vn;
+	frame_close(e, gap, lz_n, sum, ops);
 	e->stats.lz_in += lits->len;
 	e->stats.lz_out += lz_n;
 	e->stats.out_bytes += e->out.len + (lz == DRE_PLZ_NONE ? lits->len : 0);
@@ -75,26 +94,19 @@ static int emit(dre_enc *e, int type, size_t raw_n, uint64_t sum, const dre_buf 
 
 int dre_enc_emit_lz_end(dre_enc *e, uint64_t sum, dre_out_fn out, void *arg)
 {
-	dre_buf *b = &e->out;
-	b->len = 0;
-	if (dre_buf_reserve(b, DRE_FRAME_HDR_MAX))
+	static const dre_buf no_ops = { 0 };
+	size_t gap;
+	if (frame_begin(e, DRE_FT_DATA, 0, 0, 0, e->lzkind, 0, &gap))
 		return DRE_ENOMEM;
-	size_t gap = 6; /* magic, type, three zero sizes, the lz kind */
-	memcpy(b->p, (const uint8_t[]){ DRE_FRAME_MAGIC, DRE_FT_DATA, 0, 0, 0, (uint8_t)e->lzkind }, gap);
-	b->len = gap + 10 + 8;
-	int rc = dre_lz_end(e->lz, b);
+	size_t body = e->out.len;
+	int rc = dre_lz_end(e->lz, &e->out);
 	if (rc)
 		return rc;
-	size_t lz_n = b->len - gap - 18;
-	uint8_t v[10];
-	size_t vn = dre_put_varint(v, lz_n);
-	memmove(b->p + gap + vn + 8, b->p + gap + 18, lz_n);
-	memcpy(b->p + gap, v, vn);
-	dre_put_u64(b->p + gap + vn, sum);
-	b->len = gap + vn + 8 + lz_n;
+	size_t lz_n = e->out.len - body;
+	frame_close(e, gap, lz_n, sum, &no_ops);
 	e->stats.lz_out += lz_n;
-	e->stats.out_bytes += b->len;
-	return out(arg, b->p, b->len) ? DRE_EOUT : 0;
+	e->stats.out_bytes += e->out.len;
+	return out(arg, e->out.p, e->out.len) ? DRE_EOUT : 0;
 }
 
 static void buf_swap(dre_buf *a, dre_buf *b)

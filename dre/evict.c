@@ -14,6 +14,16 @@
 
 _Static_assert(DRE_STORE_OP_BYTES(0) == 2 * DRE_REC_HDR, "a store operation appends two record headers");
 
+/* Forget index entry e, whose file is being evicted. */
+static void drop_entry(dre_store *st, dre_ent *e)
+{
+	dre_sizing_evicted(st, e->tag, e->len);
+	st->data_bytes -= e->len;
+	st->evicted_bytes += e->len;
+	st->evicted_chunks++;
+	dre_idx_del(&st->idx, e);
+}
+
 /* Drop the oldest data file and the index entries that still point into it. */
 static int evict_oldest(dre_store *st)
 {
@@ -33,26 +43,16 @@ static int evict_oldest(dre_store *st)
 		/* no usable .idx: walk the table instead */
 		for (size_t i = 0; i <= st->idx.mask; i++) {
 			dre_ent *e = &st->idx.slot[i];
-			while (e->tag && e->file == f.num) {
-				dre_sizing_evicted(st, e->tag, e->len);
-				st->data_bytes -= e->len;
-				st->evicted_bytes += e->len;
-				st->evicted_chunks++;
-				dre_idx_del(&st->idx, e); /* the slot now holds a follower: look again */
-			}
+			while (e->tag && e->file == f.num)
+				drop_entry(st, e); /* the slot now holds a follower: look again */
 		}
 	}
 	for (size_t i = 0; i < n; i++) {
 		if (ents[i].len == DRE_IDX_LINK)
 			continue;
 		dre_ent *e = dre_idx_get(&st->idx, ents[i].a);
-		if (e && e->file == f.num) {
-			dre_sizing_evicted(st, e->tag, e->len);
-			st->data_bytes -= e->len;
-			st->evicted_bytes += e->len;
-			st->evicted_chunks++;
-			dre_idx_del(&st->idx, e);
-		}
+		if (e && e->file == f.num)
+			drop_entry(st, e);
 	}
 	free(ents);
 	dre_store_close_file(&f);

@@ -219,8 +219,9 @@ int dre_lz_compress(dre_lzc *z, const void *p, size_t n, dre_buf *out)
 int dre_lz_decompress(dre_lzc *z, const void *in, size_t in_n, void *out, size_t out_n)
 {
 	if (z->kind == DRE_PLZ_ZSTD) {
-		if (!z->zd && zstd_dctx(z))
-			return DRE_ENOMEM;
+		int rc = z->zd ? 0 : zstd_dctx(z);
+		if (rc)
+			return rc;
 		ZSTD_inBuffer ib = { in, in_n, 0 };
 		ZSTD_outBuffer ob = { out, out_n, 0 };
 		size_t r = 1;
