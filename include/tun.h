@@ -223,6 +223,8 @@ typedef void (*tun_lguard_report_fn)(void *arg, const char *msg);
 int tun_lguard_watch(struct evconnlistener *l, const char *what, tun_lguard_report_fn fn, void *arg);
 /* Forget l's guard; call before freeing l.  NULL or unguarded: nothing. */
 void tun_lguard_forget(struct evconnlistener *l);
+/* Forget l's guard (if any) and free l; NULL: nothing. */
+void tun_lguard_free_listener(struct evconnlistener *l);
 
 /* Checks that cfg's certificate, key (matching it) and CA load: 0, or -1 with
  * which file failed and why in err.  What a daemon checks before it starts. */

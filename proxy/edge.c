@@ -337,10 +337,7 @@ static int open_forwards(struct px_edge *e, const struct conf *c)
 static void close_forwards(struct px_edge *e)
 {
 	for (size_t i = 0; i < e->nfwd; i++) {
-		if (e->fwd[i]->l) {
-			tun_lguard_forget(e->fwd[i]->l);
-			evconnlistener_free(e->fwd[i]->l);
-		}
+		tun_lguard_free_listener(e->fwd[i]->l);
 		free(e->fwd[i]);
 	}
 	free(e->fwd);
@@ -428,10 +425,7 @@ static void edge_drain(struct px_daemon *d, void *arg)
 	struct px_edge *e = arg;
 	e->draining = 1;
 	close_forwards(e);
-	if (e->tp) {
-		tun_lguard_forget(e->tp);
-		evconnlistener_free(e->tp);
-	}
+	tun_lguard_free_listener(e->tp);
 	e->tp = NULL;
 	log_info("draining: %u connection%s left", e->node.env.active, e->node.env.active == 1 ? "" : "s");
 	e->node.env.on_idle = edge_idle;
@@ -443,10 +437,7 @@ static void edge_stop(struct px_daemon *d, void *arg)
 {
 	struct px_edge *e = arg;
 	close_forwards(e);
-	if (e->tp) {
-		tun_lguard_forget(e->tp);
-		evconnlistener_free(e->tp);
-	}
+	tun_lguard_free_listener(e->tp);
 	tun_client_free(e->tc);
 	px_edge_warm_stop(e);
 	px_node_stop(&e->node);

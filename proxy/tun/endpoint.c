@@ -279,10 +279,7 @@ void tun_server_free(tun_server *s)
 {
 	if (!s)
 		return;
-	if (s->lis) {
-		tun_lguard_forget(s->lis);
-		evconnlistener_free(s->lis);
-	}
+	tun_lguard_free_listener(s->lis);
 	tun_ep_close_all(&s->ep);
 	SSL_CTX_free(s->ep.ssl);
 	free(s);

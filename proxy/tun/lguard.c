@@ -120,6 +120,14 @@ int tun_lguard_watch(struct evconnlistener *l, const char *what, tun_lguard_repo
 	return TUN_OK;
 }
 
+void tun_lguard_free_listener(struct evconnlistener *l)
+{
+	if (!l)
+		return;
+	tun_lguard_forget(l);
+	evconnlistener_free(l);
+}
+
 void tun_lguard_forget(struct evconnlistener *l)
 {
 	if (!l)
