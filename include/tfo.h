@@ -80,6 +80,24 @@ int tfo_retune(int fd, const struct tfo_opts *o, uint64_t *bufsize, char *err, s
 /* True when the kernel offers congestion control cc. */
 int tfo_cc_available(const char *cc);
 
+/* DiffServ code points (dscp.c). */
+/* Marks fd's own packets with dscp (0-63; IP_TOS, and IPV6_TCLASS on an
+ * IPv6 socket, which may carry mapped IPv4). */
+int tfo_dscp_set(int fd, int dscp, char *err, size_t errlen);
+/* The DSCP fd marks its own packets with (0 if none or unknown). */
+int tfo_dscp_get(int fd);
+/* Makes fd (a listener: accepted sockets inherit it) keep the TOS / traffic
+ * class of received packets, for tfo_dscp_peer.  Best effort.  IPv6 needs it
+ * before the peer's SYN arrives; IPv4 also after accept. */
+void tfo_dscp_recv_on(int fd);
+/* The DSCP the peer's packets carried on a connected socket (the handshake's
+ * for IPv4, the latest data for IPv6), or -1 if unknown. */
+int tfo_dscp_peer(int fd);
+/* A class name (csN, afXY, ef, default) or number 0-63 as a DSCP; -1 if bad. */
+int tfo_dscp_parse(const char *s);
+/* The class name of dscp ("ef", "af41", "cs1", else the number); returns buf. */
+char *tfo_dscp_name(int dscp, char *buf, size_t len);
+
 /* Transparent interception. */
 enum tfo_icpt_mode {
 	TFO_ICPT_REDIRECT, /* nat REDIRECT: destination rewritten, read back by SO_ORIGINAL_DST */
@@ -87,7 +105,8 @@ enum tfo_icpt_mode {
 };
 
 /* Opens a non-blocking listening socket on addr for mode (IP_TRANSPARENT and
- * IPV6_TRANSPARENT for TPROXY; IPv6 sockets accept IPv4 too).  Returns the fd. */
+ * IPV6_TRANSPARENT for TPROXY; IPv6 sockets accept IPv4 too), keeping the
+ * clients' DSCP for tfo_dscp_peer.  Returns the fd. */
 int tfo_icpt_listen(const struct sockaddr *addr, socklen_t len, enum tfo_icpt_mode mode,
 		    int backlog, char *err, size_t errlen);
 /* The original destination of an accepted intercepted connection:
@@ -100,8 +119,9 @@ int tfo_icpt_orig_dst(int fd, enum tfo_icpt_mode mode, struct sockaddr_storage *
 int tfo_icpt_is_self(const struct sockaddr *dst, uint16_t listen_port);
 /* Fail-open dialer: starts a non-blocking connect to dst and returns the fd
  * (connection in progress: wait for writable, then tfo_connect_result).
- * mark, when not 0, sets SO_MARK so interception rules can skip the socket. */
-int tfo_dial(const struct sockaddr *dst, socklen_t len, uint32_t mark, char *err, size_t errlen);
+ * mark, when not 0, sets SO_MARK so interception rules can skip the socket;
+ * dscp, when above 0, marks the connection (its SYN too) with that class. */
+int tfo_dial(const struct sockaddr *dst, socklen_t len, uint32_t mark, int dscp, char *err, size_t errlen);
 /* After a non-blocking connect became writable: 0 when connected, else -1
  * with the connect error in err (and errno). */
 int tfo_connect_result(int fd, char *err, size_t errlen);

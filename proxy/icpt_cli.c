@@ -62,7 +62,10 @@ static void icpt_accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct 
 			 tfo_addr_str(peer, s1, sizeof s1));
 		goto fail;
 	}
-	out = tfo_dial((struct sockaddr *)&dst, dlen, ic->mark, err, sizeof err);
+	int dscp = tfo_dscp_peer(fd); /* kept both ways, as the edge does */
+	if (dscp > 0)
+		tfo_dscp_set(fd, dscp, err, sizeof err);
+	out = tfo_dial((struct sockaddr *)&dst, dlen, ic->mark, dscp, err, sizeof err);
 	if (out < 0 || tfo_tune_lan(fd, err, sizeof err) < 0) {
 		log_warn("from %s: %s", tfo_addr_str(peer, s1, sizeof s1), err);
 		goto fail;

@@ -160,7 +160,7 @@ static void test_info_retune(void **state)
 	uint16_t port;
 	int l = loop_listener(AF_INET, &port);
 	struct sockaddr_in a = v4(port);
-	int c = tfo_dial((struct sockaddr *)&a, sizeof a, 0, err, sizeof err);
+	int c = tfo_dial((struct sockaddr *)&a, sizeof a, 0, 0, err, sizeof err);
 	assert_true(c >= 0);
 	wait_writable(c);
 	assert_int_equal(tfo_connect_result(c, err, sizeof err), 0);
@@ -202,7 +202,7 @@ static void test_dial_refused(void **state)
 	int l = loop_listener(AF_INET, &port);
 	close(l); /* nothing listens there now */
 	struct sockaddr_in a = v4(port);
-	int c = tfo_dial((struct sockaddr *)&a, sizeof a, 0, err, sizeof err);
+	int c = tfo_dial((struct sockaddr *)&a, sizeof a, 0, 0, err, sizeof err);
 	assert_true(c >= 0);
 	wait_writable(c);
 	assert_int_equal(tfo_connect_result(c, err, sizeof err), -1);
@@ -210,7 +210,7 @@ static void test_dial_refused(void **state)
 	assert_string_equal(err, "connect: Connection refused");
 	close(c);
 	if (geteuid() == 0) {
-		c = tfo_dial((struct sockaddr *)&a, sizeof a, 0x77, err, sizeof err);
+		c = tfo_dial((struct sockaddr *)&a, sizeof a, 0x77, 0, err, sizeof err);
 		assert_true(c >= 0);
 		assert_int_equal(getint(c, SOL_SOCKET, SO_MARK), 0x77);
 		close(c);
@@ -261,6 +261,81 @@ static void test_icpt_listener(void **state)
 	close(l);
 }
 
+/* Class names both ways. */
+static void test_dscp_names(void **state)
+{
+	static const struct { const char *in; int v; const char *name; } k[] = {
+		{ "ef", 46, "ef" }, { "EF", 46, "ef" }, { "af11", 10, "af11" }, { "af43", 38, "af43" },
+		{ "cs0", 0, "cs0" }, { "cs7", 56, "cs7" }, { "default", 0, "cs0" }, { "44", 44, "44" },
+		{ "0x2e", 46, "ef" }, { "63", 63, "63" }, { "12", 12, "af12" },
+		{ "af14", -1, NULL }, { "af51", -1, NULL }, { "cs8", -1, NULL }, { "64", -1, NULL },
+		{ "-1", -1, NULL }, { "", -1, NULL }, { "ef1", -1, NULL }, { "4x", -1, NULL },
+	};
+	char b[16];
+	for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+		if (tfo_dscp_parse(k[i].in) != k[i].v)
+			fail_msg("'%s': %d, want %d", k[i].in, tfo_dscp_parse(k[i].in), k[i].v);
+		if (k[i].name)
+			assert_string_equal(tfo_dscp_name(k[i].v, b, sizeof b), k[i].name);
+	}
+}
+
+/* A connection from a client marking its packets with class `dscp` to a
+ * listener of family lfam (the client: cfam, v4 on a v6 listener is mapped);
+ * the accepted socket reads the class, marks itself with it, reads it back. */
+static void dscp_case(int lfam, int cfam, int dscp)
+{
+	char err[128];
+	uint16_t port;
+	int l = loop_listener(lfam, &port), one = 1;
+	tfo_dscp_recv_on(l);
+	if (lfam == AF_INET6 && cfam == AF_INET) { /* a dual-stack listener instead */
+		close(l);
+		struct sockaddr_in6 any = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_ANY_INIT };
+		l = socket(AF_INET6, SOCK_STREAM, 0);
+		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+		assert_int_equal(bind(l, (struct sockaddr *)&any, sizeof any), 0);
+		assert_int_equal(listen(l, 4), 0);
+		socklen_t len = sizeof any;
+		getsockname(l, (struct sockaddr *)&any, &len);
+		port = ntohs(any.sin6_port);
+		tfo_dscp_recv_on(l);
+	}
+	int c = socket(cfam, SOCK_STREAM, 0);
+	assert_int_equal(tfo_dscp_set(c, dscp, err, sizeof err), 0);
+	assert_int_equal(tfo_dscp_get(c), dscp);
+	if (cfam == AF_INET) {
+		struct sockaddr_in a = v4(port);
+		assert_int_equal(connect(c, (struct sockaddr *)&a, sizeof a), 0);
+	} else {
+		struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_port = htons(port), .sin6_addr = in6addr_loopback };
+		assert_int_equal(connect(c, (struct sockaddr *)&a, sizeof a), 0);
+	}
+	int s = accept(l, NULL, NULL);
+	assert_true(s >= 0);
+	assert_int_equal(send(c, "x", 1, 0), 1);
+	char b;
+	assert_int_equal(recv(s, &b, 1, 0), 1);
+	if (tfo_dscp_peer(s) != dscp)
+		fail_msg("listener family %d, client %d: peer class %d, want %d", lfam, cfam, tfo_dscp_peer(s), dscp);
+	assert_int_equal(tfo_dscp_get(s), 0);
+	assert_int_equal(tfo_dscp_set(s, dscp, err, sizeof err), 0);
+	assert_int_equal(tfo_dscp_get(s), dscp);
+	close(s);
+	close(c);
+	close(l);
+}
+
+/* The client's class read on the accepted socket: IPv4, IPv6, mapped IPv4;
+ * an unmarked client reads as 0. */
+static void test_dscp_peer(void **state)
+{
+	dscp_case(AF_INET, AF_INET, 46);
+	dscp_case(AF_INET6, AF_INET6, 34);
+	dscp_case(AF_INET6, AF_INET, 10);
+	dscp_case(AF_INET, AF_INET, 0);
+}
+
 /* Formatting of both families. */
 static void test_addr_str(void **state)
 {
@@ -283,6 +358,8 @@ int main(void)
 		cmocka_unit_test(test_dial_refused),
 		cmocka_unit_test(test_icpt_listener),
 		cmocka_unit_test(test_addr_str),
+		cmocka_unit_test(test_dscp_names),
+		cmocka_unit_test(test_dscp_peer),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

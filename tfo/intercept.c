@@ -60,6 +60,7 @@ int tfo_icpt_listen(const struct sockaddr *addr, socklen_t len, enum tfo_icpt_mo
 		icpt_err(err, errlen, "bind");
 		goto fail;
 	}
+	tfo_dscp_recv_on(fd); /* the clients' class, for tfo_dscp_peer */
 	if (listen(fd, backlog > 0 ? backlog : 512) < 0) {
 		icpt_err(err, errlen, "listen");
 		goto fail;
@@ -155,8 +156,8 @@ int tfo_icpt_is_self(const struct sockaddr *dst, uint16_t listen_port)
 	return tfo_addr_port(dst) == listen_port && icpt_addr_local(dst);
 }
 
-/* Non-blocking socket (+ SO_MARK) and connect; EINPROGRESS is success. */
-int tfo_dial(const struct sockaddr *dst, socklen_t len, uint32_t mark, char *err, size_t errlen)
+/* Non-blocking socket (+ SO_MARK, DSCP) and connect; EINPROGRESS is success. */
+int tfo_dial(const struct sockaddr *dst, socklen_t len, uint32_t mark, int dscp, char *err, size_t errlen)
 {
 	int fd = socket(dst->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
@@ -166,6 +167,8 @@ int tfo_dial(const struct sockaddr *dst, socklen_t len, uint32_t mark, char *err
 		icpt_err(err, errlen, "SO_MARK (needs CAP_NET_ADMIN)");
 		goto fail;
 	}
+	if (dscp > 0 && tfo_dscp_set(fd, dscp, err, errlen))
+		goto fail;
 	if (connect(fd, dst, len) < 0 && errno != EINPROGRESS) {
 		char what[80], a[64];
 		snprintf(what, sizeof what, "connect %s", tfo_addr_str(dst, a, sizeof a));
