@@ -39,6 +39,8 @@ enum conf_fail_open {
 enum conf_cc { CONF_CC_BBR = 0, CONF_CC_CUBIC };
 
 #define CONF_HOST_MAX 256
+/* Most DSCP classes dscp_tunnels may list. */
+#define CONF_DSCP_TUNNELS_MAX 8
 
 /* An unresolved address: host is a name or a numeric address (IPv6 without
  * brackets); port is in host byte order, 1..65535. */
@@ -103,6 +105,11 @@ uint32_t conf_link_rtt(const struct conf *c);              /* microseconds, 0 = 
 enum conf_cc conf_congestion(const struct conf *c);
 unsigned conf_tunnels(const struct conf *c);               /* 1..16 */
 unsigned conf_max_streams(const struct conf *c);           /* 1..PROTO_MAX_STREAMS */
+/* Edge: the DSCP its main tunnel connections carry (0: unmarked). */
+int conf_dscp(const struct conf *c);
+/* Edge: the DSCP classes with a tunnel connection of their own; *classes
+ * points at them (valid while c lives).  Returns how many. */
+size_t conf_dscp_tunnels(const struct conf *c, const uint8_t **classes);
 uint32_t conf_bypass_mark(const struct conf *c);           /* edge: SO_MARK of its own sockets */
 unsigned conf_workers(const struct conf *c);               /* 0 = one per CPU */
 unsigned conf_protocol_max(const struct conf *c);          /* 0 = the newest built in */

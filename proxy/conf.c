@@ -353,6 +353,8 @@ static const struct conf_key conf_keys[] = {
 	{ "protocol_max", ROLE_BOTH, 0, 0, set_protocol_max, NULL, "N  newest tunnel protocol version to offer (default: the newest built in)" },
 	{ "bypass_mark", ROLE_EDGE, 0, 0, set_bypass_mark, NULL, "MARK  SO_MARK of the edge's own sockets, which interception rules skip (default 0x2; intercept-nft.sh --bypass)" },
 	{ "max_streams", ROLE_BOTH, 0, 0, set_max_streams, NULL, "N  streams the peer may have open at once on each tunnel connection, 1-16384 (default 16384)" },
+	{ "dscp",        ROLE_EDGE, 0, 0, conf_set_dscp, NULL, "CLASS  DSCP of the main tunnel connections: csN, afXY, ef or 0-63 (default: unmarked)" },
+	{ "dscp_tunnels", ROLE_EDGE, 0, 0, conf_set_dscp_tunnels, NULL, "CLASS, ...  DSCP classes that get a tunnel connection of their own, marked so; clients' connections in that class ride it (default none)" },
 };
 #define CONF_NKEYS (sizeof conf_keys / sizeof conf_keys[0])
 

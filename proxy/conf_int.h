@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "conf.h"
 
@@ -76,6 +77,9 @@ struct conf {
 	unsigned tunnels, workers, max_streams;
 	uint32_t bypass_mark;   /* SO_MARK of the edge's own sockets (CONF_BYPASS_MARK_DEFAULT) */
 	unsigned protocol_max;  /* 0: the newest this build speaks */
+	int dscp;               /* edge: the main tunnel connections' class (0: unmarked) */
+	uint8_t dscp_tun[CONF_DSCP_TUNNELS_MAX]; /* edge: classes with a tunnel connection of their own */
+	unsigned ndscp_tun;
 	struct conf_tlist allow;
 	char **allow_text;
 	size_t nallow_text;
@@ -96,8 +100,13 @@ enum {
 	K_PEER, K_LISTEN, K_FORWARD, K_TRANSPARENT, K_ALLOW, K_STORE, K_STORE_SIZE,
 	K_TLS_CERT, K_TLS_KEY, K_TLS_CA, K_STATS, K_LOG_LEVEL, K_OPTIMIZE, K_FAIL_OPEN,
 	K_LINK_RATE, K_LINK_RTT, K_CONGESTION, K_TUNNELS, K_WORKERS, K_PROTOCOL_MAX, K_BYPASS_MARK,
-	K_MAX_STREAMS,
+	K_MAX_STREAMS, K_DSCP, K_DSCP_TUNNELS,
 };
+
+/* conf_qos.c: the dscp and dscp_tunnels keys (setters as in conf_keys[]). */
+int conf_set_dscp(struct conf *c, const char *v, char *msg, size_t len);
+int conf_set_dscp_tunnels(struct conf *c, const char *v, char *msg, size_t len);
+void conf_qos_dump(const struct conf *c, FILE *f);
 
 /* The name of key index k (K_*). */
 const char *conf_key_name(int k);

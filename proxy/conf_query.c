@@ -44,6 +44,8 @@ int conf_restart_needed(const struct conf *old, const struct conf *c, char *key,
 	else if (old->protocol_max != c->protocol_max) k = K_PROTOCOL_MAX;
 	else if (old->bypass_mark != c->bypass_mark) k = K_BYPASS_MARK;
 	else if (old->max_streams != c->max_streams) k = K_MAX_STREAMS;
+	else if (old->dscp != c->dscp) k = K_DSCP;
+	else if (old->ndscp_tun != c->ndscp_tun || memcmp(old->dscp_tun, c->dscp_tun, c->ndscp_tun)) k = K_DSCP_TUNNELS;
 	if (k < 0)
 		return 0;
 	snprintf(key, keylen, "%s", conf_key_name(k));
@@ -201,6 +203,7 @@ static void conf_dump_to(const struct conf *c, FILE *f)
 		fprintf(f, "protocol_max = %u\n", c->protocol_max);
 	if (c->role == CONF_EDGE && c->bypass_mark != CONF_BYPASS_MARK_DEFAULT)
 		fprintf(f, "bypass_mark = 0x%x\n", (unsigned)c->bypass_mark);
+	conf_qos_dump(c, f);
 }
 
 /* The effective configuration as config-file text (malloc'd). */

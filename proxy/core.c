@@ -65,6 +65,7 @@ struct resolving {
 	struct worker *core;
 	struct px_relay *r;
 	uint16_t port;
+	int dscp;
 	char name[PROTO_HOSTNAME_MAX + 1];
 };
 
@@ -146,9 +147,10 @@ static int policy_ok(int p)
 	return p == PROTO_POLICY_FULL || p == PROTO_POLICY_LZ ? p : PROTO_POLICY_TFO;
 }
 
-/* Check dst against `allow`, then start connecting r's LAN side to it. */
+/* Check dst against `allow`, then start connecting r's LAN side to it, in
+ * class dscp (0: unmarked). */
 static void dial(struct worker *w, struct px_relay *r, struct bufferevent *bev, const struct sockaddr *sa,
-		 socklen_t len)
+		 socklen_t len, int dscp)
 {
 	const struct conf *c = px_daemon_conf(w->k->d);
 	char dname[96];
@@ -157,6 +159,14 @@ static void dial(struct worker *w, struct px_relay *r, struct bufferevent *bev, 
 		log_warn("refused %s: not in the allow list", dname);
 		px_relay_fail(r, PROTO_RST_NOT_ALLOWED, "target not allowed");
 		return;
+	}
+	if (dscp > 0 && bufferevent_getfd(bev) < 0) {
+		char err[128];
+		int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd >= 0 && (tfo_dscp_set(fd, dscp, err, sizeof err) || bufferevent_setfd(bev, fd))) {
+			log_debug("%s: unmarked: %s", dname, err);
+			close(fd);
+		}
 	}
 	if (bufferevent_socket_connect(bev, sa, (int)len))
 		px_relay_fail(r, PROTO_RST_CONNECT, "connect failed");
@@ -180,7 +190,7 @@ static void resolved(int err, struct evutil_addrinfo *ai, void *arg)
 				break;
 			}
 		}
-		dial(rs->core, rs->r, px_relay_bev(rs->r), pick->ai_addr, pick->ai_addrlen);
+		dial(rs->core, rs->r, px_relay_bev(rs->r), pick->ai_addr, pick->ai_addrlen, rs->dscp);
 	}
 
 	if (ai)
@@ -202,6 +212,7 @@ static void core_stream(tun_conn *c, tun_stream *s, const tun_open_info *o, void
 		return;
 	}
 	tun_target_format(&o->target, dname, sizeof dname);
+	int dscp = tun_conn_fd(c) < 0 ? 0 : tfo_dscp_get(tun_conn_fd(c)); /* the stream's class: its connection's */
 	struct bufferevent *bev = bufferevent_socket_new(k->env.base, -1, BEV_OPT_CLOSE_ON_FREE);
 	if (!bev) {
 		tun_stream_reset(s, PROTO_RST_INTERNAL);
@@ -220,6 +231,7 @@ static void core_stream(tun_conn *c, tun_stream *s, const tun_open_info *o, void
 		}
 		rs->core = k;
 		rs->r = r;
+		rs->dscp = dscp;
 		snprintf(rs->name, sizeof rs->name, "%s", o->target.name);
 		char port[8];
 		snprintf(port, sizeof port, "%u", o->target.port);
@@ -243,7 +255,7 @@ static void core_stream(tun_conn *c, tun_stream *s, const tun_open_info *o, void
 		memcpy(&a->sin6_addr, o->target.addr, 16);
 		sl = sizeof *a;
 	}
-	dial(k, r, bev, (struct sockaddr *)&ss, sl);
+	dial(k, r, bev, (struct sockaddr *)&ss, sl, dscp);
 }
 
 static int core_warm_peers(void *arg)
@@ -266,9 +278,15 @@ static tun_stream *core_warm_open(void *arg, int i, const tun_open_info *o, cons
 static void worker_fd(void *arg, int fd, int phase)
 {
 	struct worker *w = arg;
-	int one = 1;
+	int one = 1, dscp;
+	char err[128];
 	if (phase == TUN_FD_LISTEN && w->k->nw > 1)
 		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+	if (phase == TUN_FD_LISTEN)
+		tfo_dscp_recv_on(fd);
+	/* a connection answers in the class the edge marked it with (dscp_tunnels) */
+	if (phase == TUN_FD_ACCEPTED && (dscp = tfo_dscp_peer(fd)) > 0 && tfo_dscp_set(fd, dscp, err, sizeof err))
+		log_warn("tunnel: cannot mark a connection: %s", err);
 	px_node_on_fd(&w->k->node, fd, phase);
 }
 

@@ -31,18 +31,32 @@ struct fwd {
 	struct conf_forward rule;
 };
 
+/* " (class ef)" for a class lane, else "". */
+static const char *lane_what(const struct px_edge_lane *l, char *buf, size_t len)
+{
+	char n[16];
+	if (l == &l->e->lane[0])
+		return "";
+	snprintf(buf, len, " (class %s)", tfo_dscp_name(l->dscp, n, sizeof n));
+	return buf;
+}
+
 static void tun_up(tun_conn *c, void *arg)
 {
-	struct px_edge *e = arg;
-	log_info("tunnel up: %s (version %u)", tun_conn_peer(c), tun_conn_version(c));
+	struct px_edge_lane *l = arg;
+	struct px_edge *e = l->e;
+	char what[32];
+	log_info("tunnel up: %s (version %u)%s", tun_conn_peer(c), tun_conn_version(c), lane_what(l, what, sizeof what));
 	if (e->nup < (int)(sizeof e->up / sizeof e->up[0]))
 		e->up[e->nup++] = c;
 }
 
 static void tun_down(tun_conn *c, void *arg, const char *why)
 {
-	struct px_edge *e = arg;
-	log_warn("tunnel down: %s", why);
+	struct px_edge_lane *l = arg;
+	struct px_edge *e = l->e;
+	char what[32];
+	log_warn("tunnel down%s: %s", lane_what(l, what, sizeof what), why);
 	for (int i = 0; i < e->nup; i++)
 		if (e->up[i] == c)
 			e->up[i] = e->up[--e->nup];
@@ -66,18 +80,24 @@ static void edge_retune(void *arg)
 
 static void tun_error(void *arg, const char *msg)
 {
-	struct px_edge *e = arg;
+	struct px_edge_lane *l = arg;
+	char what[32];
 	/* reconnect attempts repeat: log the first of a run, then every 30th */
-	if (e->errors++ % 30 == 0)
-		log_warn("tunnel: %s", msg);
+	if (l->e->errors++ % 30 == 0)
+		log_warn("tunnel%s: %s", lane_what(l, what, sizeof what), msg);
 }
 
 static void tun_fd(void *arg, int fd, int phase)
 {
-	struct px_edge *e = arg;
+	struct px_edge_lane *l = arg;
+	struct px_edge *e = l->e;
 	uint32_t mark = conf_bypass_mark(px_daemon_conf(e->node.d)); /* never intercepted (intercept-nft.sh) */
-	if (phase == TUN_FD_PRE_CONNECT)
+	char err[128];
+	if (phase == TUN_FD_PRE_CONNECT) {
 		setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof mark); /* best effort */
+		if (l->dscp && tfo_dscp_set(fd, l->dscp, err, sizeof err))
+			log_warn("tunnel: cannot mark the connection: %s", err);
+	}
 	if (phase == TUN_FD_CONNECTED)
 		e->errors = 0;
 	px_node_on_fd(&e->node, fd, phase);
@@ -86,7 +106,58 @@ static void tun_fd(void *arg, int fd, int phase)
 static unsigned edge_tunnels_up(void *arg)
 {
 	struct px_edge *e = arg;
-	return e->tc ? tun_client_up(e->tc) : 0;
+	unsigned n = 0;
+	for (int i = 0; i < e->nlane; i++)
+		n += tun_client_up(e->lane[i].tc);
+	return n;
+}
+
+/* Start the lanes: the main one, then one per dscp_tunnels class. */
+static int lanes_start(struct px_edge *e, const struct conf *c)
+{
+	tun_cbs cbs = { .on_up = tun_up, .on_down = tun_down, .on_stream = px_edge_on_stream,
+			.on_error = tun_error, .on_fd = tun_fd };
+	const struct conf_addr *p = conf_peer(c);
+	const uint8_t *cls;
+	size_t n = conf_dscp_tunnels(c, &cls);
+	char err[512];
+	for (size_t i = 0; i <= n; i++) {
+		struct px_edge_lane *l = &e->lane[i];
+		tun_config cfg = e->node.tcfg;
+		l->e = e;
+		l->dscp = i ? cls[i - 1] : conf_dscp(c);
+		if (i)
+			cfg.conns = 1;
+		if (!(l->tc = tun_client_new(e->node.env.base, &cfg, p->host, p->port, &cbs, l, err, sizeof err))) {
+			log_error("tunnel: %s", err);
+			return -1;
+		}
+		e->nlane = (int)i + 1;
+	}
+	return 0;
+}
+
+static void lanes_stop(struct px_edge *e)
+{
+	for (int i = 0; i < e->nlane; i++)
+		tun_client_free(e->lane[i].tc);
+	e->nlane = 0;
+}
+
+/* Open a stream for a client connection of class dscp (-1: unknown) on its
+ * class's lane if it has one that takes new streams, else on the main lane. */
+static tun_stream *lane_open(struct px_edge *e, int dscp, const tun_open_info *oi, int *rc)
+{
+	for (int i = 1; i < e->nlane && dscp > 0; i++) {
+		if (e->lane[i].dscp != dscp)
+			continue;
+		tun_stream *s = tun_client_open(e->lane[i].tc, oi, &px_relay_stream_cbs, NULL, rc);
+		if (s)
+			return s;
+		log_debug("class lane %d takes no new streams (%s): main tunnel", dscp, tun_strerror(*rc));
+		break;
+	}
+	return tun_client_open(e->lane[0].tc, oi, &px_relay_stream_cbs, NULL, rc);
 }
 
 /* Turn an accepted client connection away with a RST: a plain close would
@@ -134,7 +205,10 @@ static void go_direct(struct px_edge *e, evutil_socket_t fd, const struct sockad
 		      const char *src, const char *dname)
 {
 	char err[256];
-	int out = tfo_dial(dst, dlen, conf_bypass_mark(px_daemon_conf(e->node.d)), err, sizeof err);
+	int dscp = tfo_dscp_peer(fd); /* the direct connection keeps the client's class, both ways */
+	if (dscp > 0)
+		tfo_dscp_set(fd, dscp, err, sizeof err);
+	int out = tfo_dial(dst, dlen, conf_bypass_mark(px_daemon_conf(e->node.d)), dscp, err, sizeof err);
 	struct direct_dial *dd = out < 0 ? NULL : calloc(1, sizeof *dd);
 	struct timeval tv = { DIRECT_CONNECT_SECS, 0 };
 	if (dd) {
@@ -185,16 +259,18 @@ static int go_tunnel(struct px_edge *e, evutil_socket_t fd, const tun_target *t,
 	tun_open_info oi = { .policy = (uint8_t)policy, .target = *t };
 	if (transparent)
 		oi.flags = PROTO_OPEN_F_TRANSPARENT;
-	int rc = 0;
+	int rc = 0, dscp = tfo_dscp_peer(fd);
 	/* the stream first, so that failing leaves fd to the caller; the relay
 	 * takes the stream's callbacks before anything can arrive on it */
-	tun_stream *s = tun_client_open(e->tc, &oi, &px_relay_stream_cbs, NULL, &rc);
+	tun_stream *s = lane_open(e, dscp, &oi, &rc);
 	if (!s) {
 		log_debug("%s: no tunnel connection takes new streams: %s", src, tun_strerror(rc));
 		return rc ? rc : TUN_EDOWN;
 	}
 	tun_target_format(t, dname, sizeof dname);
 	tfo_tune_lan(fd, err, sizeof err);
+	if (dscp > 0) /* what goes back to the client keeps its class */
+		tfo_dscp_set(fd, dscp, err, sizeof err);
 	struct bufferevent *bev = bufferevent_socket_new(e->node.env.base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (!bev) {
 		tun_stream_reset(s, PROTO_RST_INTERNAL);
@@ -243,7 +319,7 @@ static void fwd_accept(struct evconnlistener *l, evutil_socket_t fd, struct sock
 		return;
 	}
 	int why = TUN_EDOWN;
-	if (policy != PROTO_POLICY_PASSTHROUGH && tun_client_up(e->tc)) {
+	if (policy != PROTO_POLICY_PASSTHROUGH && edge_tunnels_up(e)) {
 		if (tun_target_parse(&t, f->rule.target.host, f->rule.target.port)) {
 			log_warn("%s -> %s: bad target", src, dname);
 			refuse(fd);
@@ -289,7 +365,7 @@ static void tp_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	int policy = policy_of(conf_optimize_for(c, (struct sockaddr *)&dst, tfo_addr_port((struct sockaddr *)&dst)));
 	tun_target t;
 	int why = TUN_EDOWN;
-	if (policy == PROTO_POLICY_PASSTHROUGH || !tun_client_up(e->tc) ||
+	if (policy == PROTO_POLICY_PASSTHROUGH || !edge_tunnels_up(e) ||
 	    tun_target_from_sockaddr(&t, (struct sockaddr *)&dst) || (why = go_tunnel(e, fd, &t, policy, 1, src))) {
 		if (policy != PROTO_POLICY_PASSTHROUGH)
 			log_info("%s -> %s: %s: going direct (fail open)", src, dname, why_no_tunnel(why));
@@ -329,6 +405,7 @@ static int open_forwards(struct px_edge *e, const struct conf *c)
 		conf_addr_format(&f->rule.listen, la, sizeof la);
 		log_info("forward %s -> %s", la, conf_addr_format(&f->rule.target, ta, sizeof ta));
 		snprintf(what, sizeof what, "forward %s", la);
+		tfo_dscp_recv_on(evconnlistener_get_fd(f->l));
 		tun_lguard_watch(f->l, what, log_warn_cb, NULL);
 	}
 	return 0;
@@ -368,7 +445,6 @@ static int edge_start(struct px_daemon *d, void *arg)
 {
 	struct px_edge *e = arg;
 	const struct conf *c = px_daemon_conf(d);
-	char err[512];
 	e->d = d;
 	e->node.tunnels_up = edge_tunnels_up;
 	e->node.tunnel_rtt = edge_tunnel_rtt;
@@ -381,14 +457,9 @@ static int edge_start(struct px_daemon *d, void *arg)
 	e->node.tcfg.keepalive_timeout_ms = 1000;
 	e->node.tcfg.backoff_max_ms = 5000;
 	e->node.tcfg.peer_name = PKI_CORE_NAME;
-	tun_cbs cbs = { .on_up = tun_up, .on_down = tun_down, .on_stream = px_edge_on_stream,
-			.on_error = tun_error, .on_fd = tun_fd };
 	const struct conf_addr *p = conf_peer(c);
-	e->tc = tun_client_new(e->node.env.base, &e->node.tcfg, p->host, p->port, &cbs, e, err, sizeof err);
-	if (!e->tc) {
-		log_error("tunnel: %s", err);
+	if (lanes_start(e, c))
 		return -1;
-	}
 	log_info("edge %s: tunnel to %s:%u", e->node.name, p->host, p->port);
 	if (open_forwards(e, c))
 		return -1;
@@ -438,7 +509,7 @@ static void edge_stop(struct px_daemon *d, void *arg)
 	struct px_edge *e = arg;
 	close_forwards(e);
 	tun_lguard_free_listener(e->tp);
-	tun_client_free(e->tc);
+	lanes_stop(e);
 	px_edge_warm_stop(e);
 	px_node_stop(&e->node);
 }

@@ -8,21 +8,31 @@
 struct evconnlistener;
 struct fwd;
 
+/* A set of tunnel connections to the core: the main one (lane 0, `tunnels`
+ * connections) or one of a dscp_tunnels class (one connection), its sockets
+ * marked with the lane's class at both ends (the core reflects it). */
+struct px_edge_lane {
+	struct px_edge *e;
+	tun_client *tc;
+	int dscp; /* 0: unmarked */
+};
+
 struct px_edge {
 	struct px_node node;
 	struct px_daemon *d;
-	tun_client *tc;
+	struct px_edge_lane lane[1 + CONF_DSCP_TUNNELS_MAX];
+	int nlane;
 	struct fwd **fwd;
 	size_t nfwd;
 	struct evconnlistener *tp;  /* transparent listener */
 	struct px_warm warm;
 	int draining;
 	unsigned errors;            /* tunnel errors since the last connect */
-	tun_conn *up[16];           /* tunnel connections up (tunnels <= 16) */
+	tun_conn *up[TUN_MAX_CONNS + CONF_DSCP_TUNNELS_MAX]; /* tunnel connections up, every lane */
 	int nup;
 };
 
-/* tun_cbs.on_stream: the core opened a stream towards us (warm pushes). */
+/* tun_cbs.on_stream (arg: the lane): the core opened a stream towards us (warm pushes). */
 void px_edge_on_stream(tun_conn *c, tun_stream *s, const tun_open_info *o, void *arg);
 int px_edge_warm_start(struct px_edge *e);
 void px_edge_warm_stop(struct px_edge *e);

@@ -6,7 +6,7 @@
 
 void px_edge_on_stream(tun_conn *c, tun_stream *s, const tun_open_info *o, void *arg)
 {
-	struct px_edge *e = arg;
+	struct px_edge *e = ((struct px_edge_lane *)arg)->e;
 	if (!(o->flags & PROTO_OPEN_F_WARM)) {
 		/* only the edge dials targets for its clients: a core never opens relays here */
 		log_warn("tunnel %s: refused a stream that is not a warm push", tun_conn_peer(c));
@@ -25,13 +25,13 @@ static tun_stream *edge_warm_open(void *arg, int i, const tun_open_info *o, cons
 		*err = TUN_EDOWN;
 		return NULL;
 	}
-	return tun_client_open(e->tc, o, cbs, cbarg, err);
+	return tun_client_open(e->lane[0].tc, o, cbs, cbarg, err);
 }
 
 static int edge_warm_peers(void *arg)
 {
 	struct px_edge *e = arg;
-	return tun_client_up(e->tc) ? 1 : 0;
+	return tun_client_up(e->lane[0].tc) ? 1 : 0;
 }
 
 int px_edge_warm_start(struct px_edge *e)

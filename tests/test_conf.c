@@ -115,6 +115,17 @@ static const struct conf_case cases[] = {
 	{ CONF_EDGE, "peer = a:1\nstore = s\ntls_cert = c\ntls_key = k\ntls_ca = ca\n", { NULL },
 	  "t.conf: nothing to accelerate: give 'forward' or 'transparent'" },
 	{ CONF_EDGE, EDGE_MIN, { "--peer=x", NULL }, "--peer=x: peer: expected HOST:PORT" },
+	{ CONF_EDGE, EDGE_MIN, { "--dscp=af51", NULL },
+	  "--dscp=af51: dscp: unknown DSCP class 'af51' (a class is csN, afXY, ef, default or a number 0-63)" },
+	{ CONF_EDGE, EDGE_MIN, { "--dscp=64", NULL },
+	  "--dscp=64: dscp: unknown DSCP class '64' (a class is csN, afXY, ef, default or a number 0-63)" },
+	{ CONF_EDGE, EDGE_MIN, { "--dscp_tunnels=ef af41,cs1", NULL }, NULL },
+	{ CONF_EDGE, EDGE_MIN, { "--dscp_tunnels=ef,, EF", NULL }, "--dscp_tunnels=ef,, EF: dscp_tunnels: DSCP class 'EF' is listed twice" },
+	{ CONF_EDGE, EDGE_MIN, { "--dscp_tunnels=,", NULL },
+	  "--dscp_tunnels=,: dscp_tunnels: expected one or more classes, or none (a class is csN, afXY, ef, default or a number 0-63)" },
+	{ CONF_EDGE, EDGE_MIN, { "--dscp_tunnels=1 2 3 4 5 6 7 8 9", NULL }, "--dscp_tunnels=1 2 3 4 5 6 7 8 9: dscp_tunnels: at most 8 classes" },
+	{ CONF_CORE, "listen = [::]:1\nstore = /s\ntls_cert = c\ntls_key = k\ntls_ca = a\ndscp = ef\n", { NULL },
+	  "t.conf:6: 'dscp' is not a core key (it is for the edge only)" },
 	{ CONF_EDGE, EDGE_MIN, { "--nope=1", NULL }, "--nope=1: unknown key 'nope'" },
 	{ CONF_EDGE, EDGE_MIN, { "--peer", NULL }, "--peer: expected --key=value" },
 	{ CONF_EDGE, EDGE_MIN, { "--peer=a:1", "--peer=b:2", NULL }, "--peer=b:2: 'peer' given twice (first at --peer=a:1)" },
@@ -182,6 +193,40 @@ static void test_values(void **state)
 	free(d);
 	conf_free(c);
 	conf_free(NULL);
+}
+
+/* dscp and dscp_tunnels: values, dump (names), restart needed on change. */
+static void test_qos(void **state)
+{
+	char err[512], key[32];
+	char *a1[] = { "--dscp=af11", "--dscp_tunnels=ef, 34 cs1" }, *a2[] = { "--dscp=af11", "--dscp_tunnels=ef" };
+	struct conf *c = conf_parse(CONF_EDGE, "e.conf", EDGE_MIN, 2, a1, err, sizeof err);
+	struct conf *c2 = conf_parse(CONF_EDGE, "e.conf", EDGE_MIN, 2, a2, err, sizeof err);
+	struct conf *c0 = conf_parse(CONF_EDGE, "e.conf", EDGE_MIN, 0, NULL, err, sizeof err);
+	assert_non_null(c);
+	assert_non_null(c2);
+	assert_non_null(c0);
+	const uint8_t *cls;
+	assert_int_equal(conf_dscp(c), 10);
+	assert_int_equal(conf_dscp_tunnels(c, &cls), 3);
+	assert_int_equal(cls[0], 46);
+	assert_int_equal(cls[1], 34);
+	assert_int_equal(cls[2], 8);
+	assert_int_equal(conf_dscp(c0), 0);
+	assert_int_equal(conf_dscp_tunnels(c0, &cls), 0);
+	char *d = conf_dump(c), *d0 = conf_dump(c0);
+	assert_non_null(strstr(d, "dscp = af11\ndscp_tunnels = ef, af41, cs1\n"));
+	assert_null(strstr(d0, "dscp"));
+	assert_int_equal(conf_restart_needed(c, c2, key, sizeof key), 1);
+	assert_string_equal(key, "dscp_tunnels");
+	assert_int_equal(conf_restart_needed(c0, c2, key, sizeof key), 1);
+	assert_string_equal(key, "dscp");
+	assert_int_equal(conf_restart_needed(c2, c2, key, sizeof key), 0);
+	free(d);
+	free(d0);
+	conf_free(c);
+	conf_free(c2);
+	conf_free(c0);
 }
 
 /* Fills a sockaddr from a numeric address. */
@@ -558,6 +603,7 @@ int main(void)
 		cmocka_unit_test(test_values),
 		cmocka_unit_test(test_allow),
 		cmocka_unit_test(test_optimize),
+		cmocka_unit_test(test_qos),
 		cmocka_unit_test(test_units),
 		cmocka_unit_test(test_args_reload),
 		cmocka_unit_test(test_examples_cli),

@@ -23,7 +23,8 @@ Server protocol (one request line per connection, then the body):
   PEER                  the server answers with the address it sees
 Every client command prints one result line; the first word is the outcome:
 ok, short (clean EOF too early), reset, timeout, refused, mismatch, error.
-Exit status 0 only for ok.
+Exit status 0 only for ok.  PX_DSCP=N in the environment marks the clients'
+connections with DSCP N.
 """
 import argparse
 import functools
@@ -226,7 +227,23 @@ def cmd_server(a):
 # ---- clients -----------------------------------------------------------------
 
 def connect(host, port, timeout):
-    return socket.create_connection((host, port), timeout=timeout)
+    """A connected socket; with PX_DSCP=N in the environment, its packets
+    (the SYN too) carry DSCP N."""
+    dscp = int(os.environ.get("PX_DSCP", "0"))
+    if not dscp:
+        return socket.create_connection((host, port), timeout=timeout)
+    fam, typ, proto, _, addr = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)[0]
+    c = socket.socket(fam, typ, proto)
+    try:
+        if fam == socket.AF_INET6:
+            c.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, dscp << 2)
+        c.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, dscp << 2)
+        c.settimeout(timeout)
+        c.connect(addr)
+    except BaseException:
+        c.close()
+        raise
+    return c
 
 
 def classify(e):

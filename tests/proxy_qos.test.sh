@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# proxy_qos.test.sh: DiffServ classes through an edge/core pair (`dscp`,
+# `dscp_tunnels`), on the loopback of a network namespace of the test's own,
+# where nftables counters see every packet with its class.
+# 1. An edge with dscp = af11 and dscp_tunnels = ef, af41 opens three tunnel
+#    connections, marked af11, ef and af41; the core answers each in its class.
+# 2. A client marking ef (then af41): its bytes cross in that class's tunnel
+#    connection, both ways; the core's connection to the server and the edge's
+#    packets to the client carry the class too.  Byte-exact.
+# 3. An unmarked client, and one in a class with no tunnel of its own (cs1),
+#    ride the main connection (af11); the cs1 client's answers stay cs1.
+# 4. fail_open = direct with the core stopped: an ef client goes direct, and
+#    that connection to the server carries ef.
+# 5. A bad class in the configuration: file:line, exit status 2.
+set -eu
+cd "$(dirname "$0")/.."
+if [ -z "${QOS_NS:-}" ]; then
+	[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 0; }
+	command -v nft >/dev/null || { echo "SKIP: no nft"; exit 0; }
+	NS=wqos-$$
+	ip netns add "$NS"
+	trap 'ip netns del "$NS" 2>/dev/null || true' EXIT
+	ip -n "$NS" link set lo up
+	rc=0
+	QOS_NS=$NS timeout -k 5 120 ip netns exec "$NS" bash "$0" || rc=$?
+	exit $rc
+fi
+. tests/proxy/lib.sh
+px_setup
+
+px_server srv
+SP=$(cat "$T/srv.port")
+CP=$(px_port) FP=$(px_port) HC=$(px_port) HE=$(px_port)
+CLASSES="af11 ef af41 cs1"
+
+# Counters: tun_out_C (edge -> core), tun_back_C (core -> edge), srv_C (to the
+# server), cli_C (edge -> client), for each class C, on the output hook (every
+# packet here leaves through lo).
+{
+	echo "table inet wqos {"
+	for c in $CLASSES; do
+		for k in tun_out tun_back srv cli; do echo "  counter ${k}_$c { }"; done
+	done
+	echo "  chain out {"
+	echo "    type filter hook output priority 0; policy accept;"
+	for c in $CLASSES; do
+		echo "    tcp dport $CP ip dscp $c counter name tun_out_$c"
+		echo "    tcp sport $CP ip dscp $c counter name tun_back_$c"
+		echo "    tcp dport $SP ip dscp $c counter name srv_$c"
+		echo "    tcp sport $FP ip dscp $c counter name cli_$c"
+	done
+	echo "  }"
+	echo "}"
+} | nft -f -
+# cnt NAME packets|bytes
+cnt() { nft list counter inet wqos "$1" | sed -n "s/.*packets \([0-9]*\) bytes \([0-9]*\).*/\1 \2/p" |
+	{ read -r p b; [ "$2" = packets ] && echo "$p" || echo "$b"; }; }
+# snap: every counter's bytes into SNAP[name]; delta NAME: bytes since the snap
+declare -A SNAP=()
+snap() {
+	local c k
+	for c in $CLASSES; do for k in tun_out tun_back srv cli; do SNAP[${k}_$c]=$(cnt "${k}_$c" bytes); done; done
+}
+delta() { echo $(($(cnt "$1" bytes) - ${SNAP[$1]})); }
+
+px_core core "$CP" "$HC" --allow=127.0.0.0/8
+px_edge edge "$CP" "$HE" --forward="127.0.0.1:$FP -> 127.0.0.1:$SP" --dscp=af11 --dscp_tunnels="ef, af41" \
+	--fail_open=direct
+px_wait_count edge "tunnel up" 3 15
+
+echo "== 1. three tunnel connections, each in its class both ways"
+grep -q "tunnel up: .*(class ef)" "$T/edge.log" && grep -q "tunnel up: .*(class af41)" "$T/edge.log" &&
+	ok "edge log names the class lanes" || fail "edge log: $(grep 'tunnel up' "$T/edge.log")"
+sleep 1 # keepalives cross every lane
+for c in af11 ef af41; do
+	o=$(cnt tun_out_$c packets) b=$(cnt tun_back_$c packets)
+	[ "$o" -gt 3 ] && [ "$b" -gt 3 ] && ok "$c: $o packets to the core, $b back" ||
+		fail "$c: $o packets to the core, $b back"
+done
+[ "$(cnt tun_out_cs1 packets)" = 0 ] && ok "no cs1 tunnel" || fail "cs1 packets on the tunnel port"
+
+SIZE=3000000
+# xfer CLASS-NUMBER OP SEED: a transfer through the forward, checked byte-exact
+xfer() {
+	local out
+	if out=$(PX_DSCP=$1 pxt "$2" 127.0.0.1 "$FP" "$3" $SIZE); then ok "dscp $1 $2: $out"; else fail "dscp $1 $2: $out"; fi
+}
+# owns CLASS DIR: during the last transfer, the tunnel bytes in direction DIR
+# (tun_out / tun_back) were at least a quarter of SIZE in CLASS's connection,
+# and the other connections carried under 2 % of that
+owns() {
+	local c=$1 dir=$2 mine other=0 x
+	mine=$(delta "${dir}_$c")
+	for x in af11 ef af41; do [ "$x" = "$c" ] || other=$((other + $(delta "${dir}_$x"))); done
+	[ "$mine" -gt $((SIZE / 4)) ] && [ "$other" -lt $((mine / 50)) ] &&
+		ok "$dir: $mine bytes in $c, $other in the others" || fail "$dir: $mine bytes in $c, $other in the others"
+}
+
+echo "== 2. an ef client, then an af41 client"
+for pair in "46 ef 11" "34 af41 21"; do
+	set -- $pair # new data for each (a repeat would cross as a few bytes)
+	snap
+	xfer "$1" get "$3"
+	owns "$2" tun_back
+	[ "$(delta "cli_$2")" -ge $SIZE ] && ok "to the client: $(delta "cli_$2") bytes in $2" ||
+		fail "to the client: $(delta "cli_$2") bytes in $2"
+	[ "$(delta "srv_$2")" -gt 0 ] && ok "core to server: $(delta "srv_$2") bytes in $2" ||
+		fail "core to server: no $2 packets"
+	snap
+	xfer "$1" put $(($3 + 1))
+	owns "$2" tun_out
+	[ "$(delta "srv_$2")" -ge $SIZE ] && ok "upload to the server: $(delta "srv_$2") bytes in $2" ||
+		fail "upload to the server: $(delta "srv_$2") bytes in $2"
+done
+
+echo "== 3. unmarked and cs1 clients ride the main connection"
+snap
+xfer 0 get 13
+owns af11 tun_back
+marked=0
+for c in $CLASSES; do marked=$((marked + $(delta "cli_$c"))); done
+[ "$marked" = 0 ] && ok "unmarked client: its answers unmarked" || fail "unmarked client: $marked marked bytes"
+snap
+xfer 8 get 14
+owns af11 tun_back
+[ "$(delta cli_cs1)" -ge $SIZE ] && ok "cs1 client: $(delta cli_cs1) bytes to it in cs1" ||
+	fail "cs1 client: $(delta cli_cs1) bytes to it in cs1"
+
+echo "== 4. fail open (direct) keeps the class"
+px_stop core
+sleep 1.5 # the edge notices within a second
+snap
+xfer 46 put 15
+[ "$(delta srv_ef)" -ge $SIZE ] && ok "direct to the server: $(delta srv_ef) bytes in ef" ||
+	fail "direct to the server: $(delta srv_ef) bytes in ef"
+
+echo "== 5. a bad class: file:line and exit status 2"
+printf 'peer = 127.0.0.1:1\nstore = %s/x\ntls_cert = a\ntls_key = b\ntls_ca = c\ndscp_tunnels = ef, gold\n' "$T" >"$T/bad.conf"
+rc=0
+out=$("$BIN" edge -c "$T/bad.conf" 2>&1) || rc=$?
+[ $rc = 2 ] && echo "$out" | grep -q "bad.conf:6: .*unknown DSCP class 'gold'" && ok "bad class: $out" ||
+	fail "bad class (status $rc): $out"
+sed -i 's/gold/ef/' "$T/bad.conf"
+rc=0
+out=$("$BIN" edge -c "$T/bad.conf" 2>&1) || rc=$?
+[ $rc = 2 ] && echo "$out" | grep -q "listed twice" && ok "twice: $out" || fail "twice (status $rc): $out"
+px_done
