@@ -8,13 +8,15 @@
  * header, a block copied within an image) is followed by something else
  * there, so a repeat of the data breaks its run at each such place, and the
  * encoder identifies the next chunk the slow way: cut it, hash it, look the
- * hash up.  This table remembers the chunks found that way, keyed by a fast
- * checksum of their bytes (dre_fsum), so the next repeat cuts, checksums and
- * compares the candidate's stored bytes instead of hashing: the bytes must be
- * equal, so nothing is trusted to the checksum.  Direct-mapped and lossy (a
- * miss only costs the slow way), in memory only, shared by every encoder on
- * the store under its lock; the decoder needs none of it, since a reference
- * names its chunk.
+ * hash up.  This table remembers the chunks found that way, twice: keyed by
+ * a fast checksum of their bytes (dre_fsum), and keyed by a checksum of
+ * their first 64 bytes (enc.c's prefix_key).  The next repeat compares the
+ * bytes at the break with the chunk noted under their first 64 bytes, with
+ * no cutting at all (also for a stream's first chunk), and failing that cuts,
+ * checksums and compares the whole chunk's candidate instead of hashing: the
+ * bytes must be equal, so nothing is trusted to a key.  Direct-mapped and lossy (a miss only costs
+ * the slow way), in memory only, shared by every encoder on the store under
+ * its lock; the decoder needs none of it, since a reference names its chunk.
  *
  * Forks: successors are first-come on each side, so where a chunk occurs in
  * several places (zeros, a common header, the chunk before an edit), which

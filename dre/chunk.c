@@ -110,3 +110,15 @@ size_t dre_cdc_cut(const dre_cdc *c, const uint8_t *p, size_t n, int final)
 		return lim;
 	return final ? n : 0;
 }
+
+int dre_cdc_cuts_at(const dre_cdc *c, const uint8_t *p, size_t len)
+{
+	if (len == c->max)
+		return 1;
+	if (len <= c->min || len > c->max)
+		return 0;
+	uint64_t h = 0;
+	for (size_t i = len - 64; i < len; i++) /* the hash's 64-byte window */
+		h = (h << 1) + gear[p[i]];
+	return !(h & (len <= c->avg ? c->mask_s : c->mask_l));
+}

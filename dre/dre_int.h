@@ -81,6 +81,10 @@ int dre_cdc_init(dre_cdc *c, uint32_t min, uint32_t avg, uint32_t max);
 /* Length of the first chunk of p[0..n).  Returns 0 when no cut point lies in
  * p and n < max (more input needed), unless `final`, then n. */
 size_t dre_cdc_cut(const dre_cdc *c, const uint8_t *p, size_t n, int final);
+/* 1 if a chunk p[0..len) that holds no cut point before len (a stored chunk
+ * cut by these sizes) ends at a cut point of the content (or at max), as
+ * dre_cdc_cut would find it; 0 if it ended only with its input. */
+int dre_cdc_cuts_at(const dre_cdc *c, const uint8_t *p, size_t len);
 
 /* ---- varints (LEB128) with bounds checks. */
 static inline size_t dre_put_varint(uint8_t *p, uint64_t v)

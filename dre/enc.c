@@ -358,6 +358,35 @@ static int enc_delta(dre_enc *e, const uint8_t *p, uint32_t len)
 
 #define ALT_SEED 0x616c74ULL /* the key of a chunk in alt.c's table */
 
+#define PREFIX_SEED 0x707265ULL /* the seed of a chunk's prefix key in alt.c's table */
+
+/* The key under which alt.c's table holds a chunk that began where a run
+ * broke: a checksum of its first cdc.min bytes, which every chunk but a
+ * stream's last holds, and which tell apart the chunks that follow a common
+ * block (a license header, padding) even where their first bytes are alike.
+ * 0 if p[0..n) is shorter.  A twin of the bytes' checksum key: a collision
+ * only costs a compare. */
+static uint64_t prefix_key(const dre_enc *e, const uint8_t *p, size_t n)
+{
+	return n >= e->cdc.min ? dre_fsum(p, e->cdc.min, PREFIX_SEED) : 0;
+}
+
+#define PREFIX_TWIN 0x74776eULL /* key ^ this: the chunk noted under key before */
+
+/* A run broke before p[0..len), stored as chunk `tag`: remember it by its
+ * prefix key, so that the next time the run fast path compares it there
+ * before cutting anything; the chunk noted there before stays the second
+ * candidate (variants of a file share their first bytes). */
+static void note_break(dre_enc *e, const uint8_t *p, uint32_t len, uint64_t tag)
+{
+	uint64_t k = prefix_key(e, p, len), old;
+	if (!k)
+		return;
+	if ((old = dre_store_alt_get(e->st, k)) && old != tag)
+		dre_store_alt_set(e->st, k ^ PREFIX_TWIN, old);
+	dre_store_alt_set(e->st, k, tag);
+}
+
 /* A run broke before p[0..len): if an earlier repeat found these bytes the
  * slow way (alt.c), encode them as that chunk, compared byte for byte, with
  * no hashing.  1 if done (*rc set), 0 if not; *key: the bytes' key. */
@@ -369,7 +398,10 @@ static int enc_alt(dre_enc *e, const uint8_t *p, uint32_t len, uint64_t *key, in
 	if (!tag || len > DRE_DELTA_WIN || !enc_match(e, tag, p, len, &ent) ||
 	    ent.len != len)
 		return 0;
-	*rc = enc_hit(e, &ent, run_position(e, tag), len);
+	int k = run_position(e, tag);
+	if (k < 0)
+		note_break(e, p, len, tag);
+	*rc = enc_hit(e, &ent, k, len);
 	if (!*rc)
 		*rc = retain_chunk(e, tag, p, len, 1);
 	return 1;
@@ -402,6 +434,8 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *
 		int k = e->cur.tag ? run_position(e, tag) : -1;
 		if (k < 0 && key) /* the run broke here: find this chunk faster next time */
 			dre_store_alt_set(e->st, key, tag);
+		if (k < 0)
+			note_break(e, p, len, tag);
 		if ((rc = enc_hit(e, &ent, k, len)))
 			return rc;
 		return retain_chunk(e, tag, p, len, 1);
@@ -473,23 +507,39 @@ static int retain_frame(dre_enc *e)
 	return 0;
 }
 
+/* Where a run just broke (or a stream begins), the chunk noted under the
+ * next bytes' prefix key (note_break), if they are exactly it and it ends at a
+ * content cut (not one a stream's end made: chunks stay aligned); 1 if so,
+ * with *ent. */
+static int prefix_match(dre_enc *e, const uint8_t *p, size_t max, dre_ent *ent)
+{
+	uint64_t key = e->prev == e->cur.tag ? prefix_key(e, p, max) : 0, tag;
+	for (int i = 0; key && i < 2; i++, key ^= PREFIX_TWIN)
+		if ((tag = dre_store_alt_get(e->st, key)) && enc_match(e, tag, p, max, ent) &&
+		    dre_cdc_cuts_at(&e->cdc, p, ent->len))
+			return 1;
+	return 0;
+}
+
 /* Run fast path: if the next bytes are exactly the chunk after the cursor,
  * or (stream version 3, right after the cursor chunk was output) the cursor
- * chunk again, compared with the stored bytes, send them as part of the run
- * (a REF after a fork) or repeat with no chunking or hashing.  Returns the
- * chunk length consumed, 0 if not. */
+ * chunk again, or where a run breaks the chunk noted there before
+ * (prefix_match), compared with the stored bytes, send them as part of the
+ * run (a REF after a fork or break) or repeat with no chunking or hashing.
+ * Returns the chunk length consumed, 0 if not. */
 static size_t run_fast(dre_enc *e, const uint8_t *p, size_t n)
 {
-	if (!e->cur.tag || (!e->cur.next && !dre_store_find(e->st, e->cur.tag, &e->cur)))
-		return 0;
 	size_t max = n < DRE_DELTA_WIN ? n : DRE_DELTA_WIN;
 	dre_ent ent;
-	int k = fork_at(e, e->cur.tag) || e->cur.file < e->horizon ? -1 : 0; /* as in run_position */
-	if (!e->cur.next || !enc_match(e, e->cur.next, p, max, &ent)) {
-		if (e->o.version < 3 || e->prev != e->cur.tag || !enc_match(e, e->cur.tag, p, max, &ent))
-			return 0;
+	int k = -1, cur = e->cur.tag && (e->cur.next || dre_store_find(e->st, e->cur.tag, &e->cur));
+	if (cur && e->cur.next && enc_match(e, e->cur.next, p, max, &ent))
+		k = fork_at(e, e->cur.tag) || e->cur.file < e->horizon ? -1 : 0; /* as in run_position */
+	else if (cur && e->o.version >= 3 && e->prev == e->cur.tag && enc_match(e, e->cur.tag, p, max, &ent))
 		k = -1;
-	}
+	else if (prefix_match(e, p, max, &ent))
+		k = e->cur.tag ? run_position(e, ent.tag) : -1; /* a few chunks on (SKIP), or a REF */
+	else
+		return 0;
 	if (enc_hit(e, &ent, k, ent.len) || retain_chunk(e, ent.tag, p, ent.len, 1))
 		return 0;
 	return ent.len;
@@ -531,6 +581,8 @@ static int enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *
 				      : dre_cdc_cut(&e->cdc, p + pos, n - pos, final);
 		if (!c)
 			break;
+		if (!e->o.no_dedup)
+			e->stats.cut_bytes += c;
 		rc = enc_chunk(e, p + pos, (uint32_t)c, h);
 		pos += c;
 		if (fs_on)

@@ -144,6 +144,8 @@ typedef struct dre_codec_stats {
 	uint64_t asks;          /* encoder: learns answered; decoder: asks raised */
 	uint64_t hashed_bytes;  /* encoder: raw bytes cut and fingerprinted (new data, and
 				   repeats whose order it could not follow) */
+	uint64_t cut_bytes;     /* encoder: raw bytes searched for chunk boundaries (hashed
+				   bytes, and repeats found again by their bytes' checksum) */
 } dre_codec_stats;
 
 typedef struct dre_enc dre_enc;

@@ -218,9 +218,9 @@ static void print_codec(const char *what, const dre_codec_stats *s)
 	fprintf(stderr,
 		"wanopt dre %s: %" PRIu64 " bytes in, %" PRIu64 " out, %" PRIu64 " frames; "
 		"refs %" PRIu64 ", deltas %" PRIu64 ", literals %" PRIu64 " bytes; lz %" PRIu64 " -> %" PRIu64
-		"; hashed %" PRIu64 "\n",
+		"; hashed %" PRIu64 ", cut %" PRIu64 "\n",
 		what, s->in_bytes, s->out_bytes, s->frames, s->ref_bytes, s->delta_bytes, s->lit_bytes,
-		s->lz_in, s->lz_out, s->hashed_bytes);
+		s->lz_in, s->lz_out, s->hashed_bytes, s->cut_bytes);
 }
 
 /* A mapped file shrank under us: reading past its new end raises SIGBUS, on

@@ -105,6 +105,11 @@ static size_t cdc_check(const dre_cdc *c, const uint8_t *p, size_t n, size_t see
 			fail_msg("cdc %u/%u/%u n %zu final %d: cut %zu, want %zu", c->min, c->avg, c->max, n, f,
 				 got, want[f]);
 	}
+	/* dre_cdc_cuts_at tells a content cut from one the input's end made */
+	if (want[0] && !dre_cdc_cuts_at(c, p, want[0]))
+		fail_msg("cdc %u/%u/%u: a cut at %zu not recognised", c->min, c->avg, c->max, want[0]);
+	if (!want[0] && want[1] && dre_cdc_cuts_at(c, p, want[1]))
+		fail_msg("cdc %u/%u/%u: the input's end %zu taken for a cut", c->min, c->avg, c->max, want[1]);
 	size_t cut = want[0]; /* without final, below max: a tested cut */
 	if (cut && cut < c->max) {
 		int late = cut > c->avg;
