@@ -95,6 +95,24 @@ expect "tproxy: upload 4 MiB" cx put 10.78.2.2 8080 2 $((4 * MB))
 expect "tproxy: IPv6 download 2 MiB" cx get fd78:2::2 8080 3 $((2 * MB))
 expect "tproxy: 20 concurrent streams" cx many 10.78.2.2 8080 20 4 --sizes=0,1000,100000,1000000
 grep -q "(full)" "$T/edge.log" && ok "the edge logged optimized intercepted connections" || fail "no (full) connection in the edge log"
+# A client marking its packets ef (DSCP 46) gets the answers marked ef too:
+# the edge reflects the class of an intercepted connection on its LAN leg.
+x $C nft -f - <<'NFT'
+table inet we2e_dscp {
+	counter ef4 { }
+	counter ef6 { }
+	chain in {
+		type filter hook input priority 0;
+		tcp sport 8080 ip dscp ef counter name ef4
+		tcp sport 8080 ip6 dscp ef counter name ef6
+	}
+}
+NFT
+efb() { x $C nft list counter inet we2e_dscp "$1" | sed -n 's/.*bytes \([0-9]*\).*/\1/p'; }
+PX_DSCP=46 expect "tproxy: an ef client downloads 1 MiB" cx get 10.78.2.2 8080 11 $MB
+PX_DSCP=46 expect "tproxy: an ef client downloads 1 MiB over IPv6" cx get fd78:2::2 8080 12 $MB
+[ "$(efb ef4)" -ge $MB ] && [ "$(efb ef6)" -ge $MB ] && ok "answers to the ef client in ef: $(efb ef4) and $(efb ef6) bytes" ||
+	fail "answers to the ef client in ef: $(efb ef4) and $(efb ef6) bytes, expected at least $MB each"
 # The stats address also takes warm requests: from this host only.
 if out=$(x $R timeout 10 "$BIN" warm --stats=10.78.2.2:9472 /etc/hostname 2>&1); then
 	fail "warm from another host was accepted: $out"
