@@ -42,7 +42,7 @@ enum stats_gauge {
 
 /* A tunnel connection's peer and smoothed RTT (TCP_INFO, us; 0: unknown). */
 struct stats_tunnel {
-	char peer[64];
+	char peer[96]; /* "ADDR:PORT (name)", " class ef" for a marked connection */
 	uint64_t rtt_us;
 };
 enum { STATS_TUNNEL_SLOTS = 64 };

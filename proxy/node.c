@@ -61,7 +61,10 @@ uint64_t px_node_tunnels_publish(struct px_node *n, int slot, tun_conn *const *c
 		if (r && (!best || r < best))
 			best = r;
 		if (k < sizeof t / sizeof t[0]) { /* more to one thread: listed by the first 64 */
-			snprintf(t[k].peer, sizeof t[k].peer, "%s", tun_conn_peer(conns[i]));
+			int fd = tun_conn_fd(conns[i]), dscp = fd < 0 ? 0 : tfo_dscp_get(fd);
+			char cls[16];
+			snprintf(t[k].peer, sizeof t[k].peer, "%s%s%s", tun_conn_peer(conns[i]), dscp ? " class " : "",
+				 dscp ? tfo_dscp_name(dscp, cls, sizeof cls) : "");
 			t[k++].rtt_us = r;
 		}
 	}

@@ -78,6 +78,13 @@ for c in af11 ef af41; do
 		fail "$c: $o packets to the core, $b back"
 done
 [ "$(cnt tun_out_cs1 packets)" = 0 ] && ok "no cs1 tunnel" || fail "cs1 packets on the tunnel port"
+# both ends list each tunnel connection with its class
+classes() { px_stat "$1" '" ".join(sorted(p["peer"].split(" class ")[1] for p in j["tunnel"]["peers"] if " class " in p["peer"]))'; }
+for side in "edge $HE" "core $HC"; do
+	set -- $side
+	got=$(classes "$2")
+	[ "$got" = "af11 af41 ef" ] && ok "$1 stats: tunnel classes $got" || fail "$1 stats: tunnel classes '$got'"
+done
 
 SIZE=3000000
 # xfer CLASS-NUMBER OP SEED: a transfer through the forward, checked byte-exact
