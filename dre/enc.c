@@ -81,21 +81,12 @@ dre_enc *dre_enc_new(dre_store *st, const dre_enc_opts *o)
 	return e;
 }
 
-static void ret_frame_free(struct dre_ret *r)
-{
-	free(r->ch);
-	free(r->raw);
-	memset(r, 0, sizeof *r);
-}
-
 void dre_enc_free(dre_enc *e)
 {
 	if (!e)
 		return;
 	dre_enc_work_stop(e);
-	for (size_t i = 0; i < e->nret; i++)
-		ret_frame_free(&e->ret[(e->ret_head + i) % e->ret_cap]);
-	free(e->ret);
+	dre_enc_ret_free(e);
 	dre_fp_free(e->fp);
 	dre_lz_free(e->lz);
 	dre_buf_free(&e->in);
@@ -163,19 +154,6 @@ static int run_flush(dre_enc *e)
 		rc = e->run_skip ? op2(e, DRE_OP_SKIP, 2, e->run_skip, e->run) : op2(e, DRE_OP_RUN, 1, e->run, 0);
 	e->again = e->run = e->run_skip = 0;
 	return rc;
-}
-
-/* Remember a chunk of the current frame for a later learn; held: it was
- * sent as a reference to a chunk the peer held before (else its bytes went
- * in this frame, which the peer may not have stored if the frame failed). */
-static int retain_chunk(dre_enc *e, uint64_t tag, const uint8_t *p, uint32_t len, int held)
-{
-	if (!e->o.retain)
-		return 0;
-	struct dre_ret_ch c = { tag, len, tag && e->last_cont, tag && held };
-	if (dre_buf_add(&e->cur_ch, &c, sizeof c))
-		return DRE_ENOMEM;
-	return tag ? 0 : dre_buf_add(&e->cur_raw, p, len);
 }
 
 /* The literal section's length so far. */
@@ -403,7 +381,7 @@ static int enc_alt(dre_enc *e, const uint8_t *p, uint32_t len, uint64_t *key, in
 		note_break(e, p, len, tag);
 	*rc = enc_hit(e, &ent, k, len);
 	if (!*rc)
-		*rc = retain_chunk(e, tag, p, len, 1);
+		*rc = dre_enc_retain_chunk(e, tag, p, len, 1);
 	return 1;
 }
 
@@ -417,7 +395,7 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *
 			return rc;
 		e->prev = 0;
 		e->st_lit += len;
-		return retain_chunk(e, 0, p, len, 0);
+		return dre_enc_retain_chunk(e, 0, p, len, 0);
 	}
 	uint8_t h[32];
 	dre_ent ent;
@@ -438,7 +416,7 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *
 			note_break(e, p, len, tag);
 		if ((rc = enc_hit(e, &ent, k, len)))
 			return rc;
-		return retain_chunk(e, tag, p, len, 1);
+		return dre_enc_retain_chunk(e, tag, p, len, 1);
 	}
 	if (e->horizon != UINT32_MAX && dre_enc_pending(e, h, len)) {
 		/* sent moments ago, not stored yet (helper thread): a reference,
@@ -446,7 +424,7 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *
 		dre_ent pe = { .tag = tag, .len = len };
 		if ((rc = enc_hit(e, &pe, -1, len)))
 			return rc;
-		return retain_chunk(e, tag, p, len, 0);
+		return dre_enc_retain_chunk(e, tag, p, len, 0);
 	}
 	rc = enc_delta(e, p, len);
 	if (rc < 0)
@@ -463,48 +441,7 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *
 	note_peer_link(e, tag);
 	e->prev = tag;
 	e->prev_sent = 1;
-	return retain_chunk(e, tag, p, len, 0);
-}
-
-/* Double the ring of retained frames (most streams retain a few). */
-static int ret_grow(dre_enc *e)
-{
-	size_t cap = e->ret_cap ? 2 * e->ret_cap : 16;
-	struct dre_ret *n = calloc(cap, sizeof *n);
-	if (!n)
-		return DRE_ENOMEM;
-	for (size_t i = 0; i < e->nret; i++)
-		n[i] = e->ret[(e->ret_head + i) % e->ret_cap];
-	free(e->ret);
-	e->ret = n;
-	e->ret_cap = cap;
-	e->ret_head = 0;
-	return 0;
-}
-
-/* Keep the current frame's chunk list for learns (when retaining). */
-static int retain_frame(dre_enc *e)
-{
-	if (!e->o.retain)
-		return 0;
-	if (e->nret == e->ret_cap && e->ret_cap < DRE_RETAIN_MAX && ret_grow(e))
-		return DRE_ENOMEM;
-	if (e->nret == e->ret_cap) {
-		ret_frame_free(&e->ret[e->ret_head]);
-		e->ret_head = (e->ret_head + 1) % e->ret_cap;
-		e->nret--;
-	}
-	struct dre_ret *r = &e->ret[(e->ret_head + e->nret++) % e->ret_cap];
-	r->seq = e->seq;
-	r->cursor = e->cur.tag;
-	r->prev = e->frame_prev;
-	r->nch = e->cur_ch.len / sizeof(struct dre_ret_ch);
-	r->ch = (struct dre_ret_ch *)e->cur_ch.p;
-	r->raw = e->cur_raw.p;
-	r->rawlen = e->cur_raw.len;
-	memset(&e->cur_ch, 0, sizeof e->cur_ch);
-	memset(&e->cur_raw, 0, sizeof e->cur_raw);
-	return 0;
+	return dre_enc_retain_chunk(e, tag, p, len, 0);
 }
 
 /* Where a run just broke (or a stream begins), the chunk noted under the
@@ -540,7 +477,7 @@ static size_t run_fast(dre_enc *e, const uint8_t *p, size_t n)
 		k = e->cur.tag ? run_position(e, ent.tag) : -1; /* a few chunks on (SKIP), or a REF */
 	else
 		return 0;
-	if (enc_hit(e, &ent, k, ent.len) || retain_chunk(e, ent.tag, p, ent.len, 1))
+	if (enc_hit(e, &ent, k, ent.len) || dre_enc_retain_chunk(e, ent.tag, p, ent.len, 1))
 		return 0;
 	return ent.len;
 }
@@ -598,7 +535,7 @@ static int enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *
 	e->stats.frames++;
 	e->stats.in_bytes += pos;
 	*used = pos;
-	if ((rc = retain_frame(e)))
+	if ((rc = dre_enc_retain_frame(e)))
 		return rc;
 	if (e->view_ok) /* the caller's buffer: stays put until dre_enc_write returns */
 		return dre_enc_submit_src(e, DRE_FT_DATA, pos, e->seed ^ e->seq, p, out, arg);
@@ -763,15 +700,6 @@ int dre_enc_end(dre_enc *e, dre_out_fn out, void *arg)
 	return rc;
 }
 
-void dre_enc_ack(dre_enc *e, uint64_t seq)
-{
-	while (e->nret && e->ret[e->ret_head].seq <= seq) {
-		ret_frame_free(&e->ret[e->ret_head]);
-		e->ret_head = (e->ret_head + 1) % e->ret_cap;
-		e->nret--;
-	}
-}
-
 void dre_enc_get_stats(const dre_enc *e, dre_codec_stats *s)
 {
 	dre_enc_wait((dre_enc *)e);
@@ -794,7 +722,7 @@ int dre_enc_rest(dre_enc *e, dre_out_fn out, void *arg)
 		e->frame_prev = e->prev;
 		e->seq++;
 		e->stats.frames++;
-		if (!(rc = retain_frame(e)))
+		if (!(rc = dre_enc_retain_frame(e)))
 			rc = dre_enc_emit_lz_end(e, dre_frame_sum(e->o.version, "", 0, e->seed ^ e->seq), out, arg);
 	}
 	if (rc)

@@ -1,4 +1,4 @@
-/* enc_int.h: the encoder's private state (enc.c, learn.c). */
+/* enc_int.h: the encoder's private state (enc*.c, learn.c). */
 #ifndef WANOPT_DRE_ENC_INT_H
 #define WANOPT_DRE_ENC_INT_H
 
@@ -151,5 +151,14 @@ int dre_enc_prep_start(dre_enc *e);
 void dre_enc_prep_stop(dre_enc *e);
 int dre_enc_prep(dre_enc *e, const uint8_t *p, size_t n, int final);
 const uint8_t *dre_enc_prep_get(dre_enc *e, size_t pos, uint32_t *len);
+/* Retained frames (learn.c), when e->o.retain: note a chunk of the frame
+ * being built (held: sent as a reference to a chunk the peer held before;
+ * else its bytes went in this frame, which the peer may not have stored if
+ * the frame failed; tag 0: raw bytes p[0..len) kept with the frame); keep
+ * the built frame in the ring (the oldest goes when it is full); free every
+ * retained frame and the ring. */
+int dre_enc_retain_chunk(dre_enc *e, uint64_t tag, const uint8_t *p, uint32_t len, int held);
+int dre_enc_retain_frame(dre_enc *e);
+void dre_enc_ret_free(dre_enc *e);
 
 #endif

@@ -1,6 +1,94 @@
-/* learn.c: answering a decoder's ask: resend a retained frame with every chunk
- * spelled out (LEARN frame), so the decoder stores what it lacked. */
+/* learn.c: the frames an encoder keeps until the decoder acknowledges them
+ * (when retaining), and answering a decoder's ask: resend a retained frame
+ * with every chunk spelled out (LEARN frame), so the decoder stores what it
+ * lacked. */
+#include <stdlib.h>
+
 #include "enc_int.h"
+
+/* ---- the ring of retained frames ---- */
+
+static void ret_frame_free(struct dre_ret *r)
+{
+	free(r->ch);
+	free(r->raw);
+	memset(r, 0, sizeof *r);
+}
+
+/* Every retained frame and the ring. */
+void dre_enc_ret_free(dre_enc *e)
+{
+	for (size_t i = 0; i < e->nret; i++)
+		ret_frame_free(&e->ret[(e->ret_head + i) % e->ret_cap]);
+	free(e->ret);
+	e->ret = NULL;
+	e->nret = e->ret_cap = e->ret_head = 0;
+}
+
+/* Note a chunk of the frame being built (enc_int.h). */
+int dre_enc_retain_chunk(dre_enc *e, uint64_t tag, const uint8_t *p, uint32_t len, int held)
+{
+	if (!e->o.retain)
+		return 0;
+	struct dre_ret_ch c = { tag, len, tag && e->last_cont, tag && held };
+	if (dre_buf_add(&e->cur_ch, &c, sizeof c))
+		return DRE_ENOMEM;
+	return tag ? 0 : dre_buf_add(&e->cur_raw, p, len);
+}
+
+/* Double the ring of retained frames (most streams retain a few). */
+static int ret_grow(dre_enc *e)
+{
+	size_t cap = e->ret_cap ? 2 * e->ret_cap : 16;
+	struct dre_ret *n = calloc(cap, sizeof *n);
+	if (!n)
+		return DRE_ENOMEM;
+	for (size_t i = 0; i < e->nret; i++)
+		n[i] = e->ret[(e->ret_head + i) % e->ret_cap];
+	free(e->ret);
+	e->ret = n;
+	e->ret_cap = cap;
+	e->ret_head = 0;
+	return 0;
+}
+
+/* Keep the built frame's chunk list for learns; the oldest goes when full. */
+int dre_enc_retain_frame(dre_enc *e)
+{
+	if (!e->o.retain)
+		return 0;
+	if (e->nret == e->ret_cap && e->ret_cap < DRE_RETAIN_MAX && ret_grow(e))
+		return DRE_ENOMEM;
+	if (e->nret == e->ret_cap) {
+		ret_frame_free(&e->ret[e->ret_head]);
+		e->ret_head = (e->ret_head + 1) % e->ret_cap;
+		e->nret--;
+	}
+	struct dre_ret *r = &e->ret[(e->ret_head + e->nret++) % e->ret_cap];
+	r->seq = e->seq;
+	r->cursor = e->cur.tag;
+	r->prev = e->frame_prev;
+	r->nch = e->cur_ch.len / sizeof(struct dre_ret_ch);
+	r->ch = (struct dre_ret_ch *)e->cur_ch.p;
+	r->raw = e->cur_raw.p;
+	r->rawlen = e->cur_raw.len;
+	memset(&e->cur_ch, 0, sizeof e->cur_ch);
+	memset(&e->cur_raw, 0, sizeof e->cur_raw);
+	return 0;
+}
+
+/* The decoder has frames up to seq: they need no learn any more. */
+void dre_enc_ack(dre_enc *e, uint64_t seq)
+{
+	while (e->nret && e->ret[e->ret_head].seq <= seq) {
+		ret_frame_free(&e->ret[e->ret_head]);
+		e->ret_head = (e->ret_head + 1) % e->ret_cap;
+		e->nret--;
+	}
+}
+
+/* ---- learns ---- */
+
 
 /* The retained frame with sequence number seq, or NULL. */
 static struct dre_ret *ret_find(dre_enc *e, uint64_t seq)
