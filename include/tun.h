@@ -207,6 +207,9 @@ typedef struct tun_config {
 	                             * much: about 10 ms of link rate is a good value */
 	unsigned keepalive_ms;      /* PING interval (0: 5000) */
 	unsigned keepalive_timeout_ms; /* silence before the connection is declared dead (0: 3 x interval) */
+	unsigned keepalive_stall_ms;   /* no frame for this long is fatal even while TCP repairs
+	                                * losses (frames held behind a lost segment, see
+	                                * proxy/tun/README.md); 0: 15000, at least the timeout */
 	unsigned handshake_timeout_ms; /* TCP+TLS+HELLO must finish in this (0: 10000) */
 	unsigned backoff_min_ms;    /* client: first reconnect delay (0: 200) */
 	unsigned backoff_max_ms;    /* client: reconnect delay cap (0: 30000) */

@@ -20,6 +20,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <netinet/in.h>
+#include <linux/tcp.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -67,6 +69,8 @@ struct tun_conn {
 	int shut_wr;                /* CLOSING: output flushed, TCP write side shut */
 	char goaway_text[PROTO_GOAWAY_TEXT_MAX + 1];
 	uint64_t last_rx_us, rtt_us;
+	uint32_t ka_retrans, ka_ooo; /* TCP_INFO loss counters at the last keepalive tick */
+	uint64_t ka_loss_us;         /* when they last moved */
 	tun_stats st;               /* the mux's counters, kept when it is freed */
 	char peer[PROTO_NAME_MAX + 80];
 	TAILQ_ENTRY(tun_conn) link;
@@ -118,6 +122,9 @@ int tun_ep_init(struct tun_ep *ep, struct event_base *base, const tun_config *cf
 	c->out_buffer = c->out_buffer ? c->out_buffer : 64 * 1024;
 	c->keepalive_ms = c->keepalive_ms ? c->keepalive_ms : 5000;
 	c->keepalive_timeout_ms = c->keepalive_timeout_ms ? c->keepalive_timeout_ms : 3 * c->keepalive_ms;
+	c->keepalive_stall_ms = c->keepalive_stall_ms ? c->keepalive_stall_ms : 15000;
+	if (c->keepalive_stall_ms < c->keepalive_timeout_ms)
+		c->keepalive_stall_ms = c->keepalive_timeout_ms;
 	c->handshake_timeout_ms = c->handshake_timeout_ms ? c->handshake_timeout_ms : 10000;
 	c->backoff_min_ms = c->backoff_min_ms ? c->backoff_min_ms : 200;
 	c->backoff_max_ms = c->backoff_max_ms ? c->backoff_max_ms : 30000;
@@ -370,17 +377,52 @@ static void conn_hs_timeout(evutil_socket_t fd, short what, void *arg)
 		conn_fail(c, PROTO_GOAWAY_TIMEOUT, "handshake timeout");
 }
 
-/* Keepalive tick: fail on silence, else PING with our clock. */
+/* The keepalive's look at the connection's TCP (TCP_INFO), every tick:
+ * *heard_ms since the peer's TCP last sent us a segment (data or an ACK, in
+ * order or not; UINT32_MAX if unknown); returns 1 if a loss was being
+ * repaired within the last within_ms: we retransmitted, or its segments
+ * arrived out of order. */
+static int tcp_repairing(tun_conn *c, uint64_t now, unsigned within_ms, uint32_t *heard_ms)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	int fd = tun_conn_fd(c);
+
+	memset(&ti, 0, sizeof(ti)); /* an older kernel fills less */
+	*heard_ms = UINT32_MAX;
+	if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
+		return 0;
+	*heard_ms = ti.tcpi_last_ack_recv < ti.tcpi_last_data_recv ? ti.tcpi_last_ack_recv : ti.tcpi_last_data_recv;
+	if (ti.tcpi_total_retrans != c->ka_retrans || ti.tcpi_rcv_ooopack != c->ka_ooo) {
+		c->ka_retrans = ti.tcpi_total_retrans;
+		c->ka_ooo = ti.tcpi_rcv_ooopack;
+		c->ka_loss_us = now;
+	}
+	return c->ka_loss_us && now - c->ka_loss_us <= (uint64_t)within_ms * 1000;
+}
+
+/* Keepalive tick: fail on silence, else PING with our clock.  No frame for
+ * keepalive_timeout_ms is fatal, except while TCP is repairing a loss and
+ * the peer's TCP still sends: on a lossy link under load, frames (our PONGs
+ * too) wait behind a lost segment until its retransmission arrives, longer
+ * than a short timeout.  That is tolerated up to keepalive_stall_ms.  A dead
+ * path or host, or a frozen peer process, is noticed after the timeout; a
+ * dead process at once (its kernel closes the connection). */
 static void conn_keepalive(evutil_socket_t fd, short what, void *arg)
 {
 	tun_conn *c = arg;
-	uint64_t now = now_us();
-	char why[96];
+	const tun_config *cfg = &c->ep->cfg;
+	uint64_t now = now_us(), quiet_ms = (now - c->last_rx_us) / 1000;
+	uint32_t heard_ms;
+	int repairing = tcp_repairing(c, now, cfg->keepalive_timeout_ms, &heard_ms);
+	int heard = heard_ms <= cfg->keepalive_timeout_ms;
+	char why[128];
 
 	(void)fd; (void)what;
-	if (now - c->last_rx_us > (uint64_t)c->ep->cfg.keepalive_timeout_ms * 1000) {
-		snprintf(why, sizeof(why), "keepalive timeout: nothing received for %llu ms",
-			 (unsigned long long)((now - c->last_rx_us) / 1000));
+	if (quiet_ms > cfg->keepalive_timeout_ms && !(repairing && heard && quiet_ms <= cfg->keepalive_stall_ms)) {
+		snprintf(why, sizeof(why), "keepalive timeout: %s for %llu ms%s",
+			 heard ? "no frame" : "nothing received", (unsigned long long)quiet_ms,
+			 !heard ? "" : repairing ? " (stalled behind lost packets)" : " (its TCP still answers)");
 		conn_fail(c, PROTO_GOAWAY_TIMEOUT, why);
 		return;
 	}
