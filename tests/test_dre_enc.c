@@ -120,41 +120,63 @@ static size_t messages(dre_enc *e, uint8_t *p, int count, size_t size, struct tb
 	return (size_t)count * size;
 }
 
+/* One stream's two ends over two fresh stores, and what crossed. */
+struct ends {
+	char da[64], db[64];
+	dre_store *sa, *sb;
+	dre_enc *e;
+	dre_dec *d;
+	struct tbuf enc, dec; /* the wire, the decoded bytes */
+};
+
+static void ends_open(struct ends *t, const dre_enc_opts *o)
+{
+	memset(t, 0, sizeof *t);
+	t->sa = t_store(t->da, 0);
+	t->sb = t_store(t->db, 0);
+	t->e = dre_enc_new(t->sa, o);
+	t->d = dre_dec_new(t->sb);
+	assert_non_null(t->e);
+	assert_non_null(t->d);
+}
+
+/* The decoded bytes are exactly p[0..n); then the ends and stores go. */
+static void ends_check_close(struct ends *t, const uint8_t *p, size_t n)
+{
+	assert_int_equal(t->dec.len, n);
+	assert_memory_equal(t->dec.p, p, n);
+	dre_dec_free(t->d);
+	dre_enc_free(t->e);
+	t_stores_done(t->sa, t->da, t->sb, t->db);
+	free(t->enc.p);
+	free(t->dec.p);
+}
+
 /* A proxy holds an encoder per stream and direction: one that has carried
  * little keeps a small compressor (zstd at level 9 takes 21 MB at full size),
  * tiny messages go raw, and a stream that keeps going grows to the full
  * compressor and still decodes from one decoder, as one stream. */
 static void test_small_streams_stay_small(void **state)
 {
-	char da[64], db[64];
-	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
+	struct ends t;
 	size_t n = 1 << 20, pos = 0;
 	uint8_t *p = malloc(n);
-	struct tbuf enc = { 0 }, dec = { 0 };
 	dre_enc_opts o = { .lz = DRE_LZ_ZSTD, .level = 9 };
-	dre_enc *e = dre_enc_new(sa, &o);
-	assert_non_null(e);
+	ends_open(&t, &o);
 	dre_codec_stats s;
-	pos += messages(e, p + pos, 20, 20, &enc);
-	dre_enc_get_stats(e, &s);
+	pos += messages(t.e, p + pos, 20, 20, &t.enc);
+	dre_enc_get_stats(t.e, &s);
 	assert_true(s.lz_in > 0);
 	assert_int_equal(s.lz_out, s.lz_in); /* raw */
-	assert_true(dre_enc_mem(e) < (256u << 10));
-	pos += messages(e, p + pos, 40, 1000, &enc);
-	assert_true(dre_enc_mem(e) < (2u << 20));
-	pos += messages(e, p + pos, 200, 1000, &enc);
-	assert_true(dre_enc_mem(e) > (16u << 20));
-	dre_enc_get_stats(e, &s);
+	assert_true(dre_enc_mem(t.e) < (256u << 10));
+	pos += messages(t.e, p + pos, 40, 1000, &t.enc);
+	assert_true(dre_enc_mem(t.e) < (2u << 20));
+	pos += messages(t.e, p + pos, 200, 1000, &t.enc);
+	assert_true(dre_enc_mem(t.e) > (16u << 20));
+	dre_enc_get_stats(t.e, &s);
 	assert_true(s.lz_out * 2 < s.lz_in);
-	dre_dec *d = dre_dec_new(sb);
-	assert_int_equal(t_decode(d, enc.p, enc.len, 5000, &dec), 0);
-	assert_int_equal(dec.len, pos);
-	assert_memory_equal(dec.p, p, pos);
-	dre_dec_free(d);
-	dre_enc_free(e);
-	t_stores_done(sa, da, sb, db);
-	free(enc.p);
-	free(dec.p);
+	assert_int_equal(t_decode(t.d, t.enc.p, t.enc.len, 5000, &t.dec), 0);
+	ends_check_close(&t, p, pos);
 	free(p);
 }
 
@@ -163,41 +185,35 @@ static void test_small_streams_stay_small(void **state)
  * or lz4 and in every stream version (each has its own frame checksum). */
 static void rest_version(int lz, int version)
 {
-	char da[64], db[64];
-	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
+	struct ends t;
 	size_t n = 6 << 20, half = 3 << 20;
 	uint8_t *p = malloc(n);
 	t_fill_text(p, half);
 	memcpy(p + half, p + (1 << 20), 1 << 20); /* a repeat of earlier data */
 	t_fill_text(p + half + (1 << 20), n - half - (1 << 20));
-	struct tbuf enc = { 0 }, dec = { 0 };
 	dre_enc_opts o = { .lz = lz, .level = lz == DRE_LZ_ZSTD ? 9 : 0, .retain = 1, .version = version };
-	dre_enc *e = dre_enc_new(sa, &o);
-	dre_dec *d = dre_dec_new(sb);
-	assert_int_equal(t_encode(e, p, half, 65536, &enc), 0);
-	assert_int_equal(t_decode(d, enc.p, enc.len, 65536, &dec), 0);
+	ends_open(&t, &o);
+	dre_enc *e = t.e;
+	dre_dec *d = t.d;
+	struct tbuf *enc = &t.enc, *dec = &t.dec;
+	assert_int_equal(t_encode(e, p, half, 65536, enc), 0);
+	assert_int_equal(t_decode(d, enc->p, enc->len, 65536, dec), 0);
 	assert_true(dre_enc_mem(e) > (lz == DRE_LZ_ZSTD ? 16u << 20 : 80u << 10));
 	assert_true(dre_dec_mem(d) > (lz == DRE_LZ_ZSTD ? 8u << 20 : 80u << 10));
 	for (int i = 0; i < 2; i++) {
-		size_t at = enc.len;
-		assert_int_equal(dre_enc_rest(e, tbuf_out, &enc), 0);
-		assert_true(enc.len - at <= (i ? 0u : 32u));
+		size_t at = enc->len;
+		assert_int_equal(dre_enc_rest(e, tbuf_out, enc), 0);
+		assert_true(enc->len - at <= (i ? 0u : 32u));
 		assert_true(dre_enc_mem(e) < (64u << 10));
-		assert_int_equal(t_decode(d, enc.p + at, enc.len - at, 7, &dec), 0);
+		assert_int_equal(t_decode(d, enc->p + at, enc->len - at, 7, dec), 0);
 		dre_dec_rest(d);
 		assert_true(dre_dec_mem(d) < (64u << 10));
 	}
-	size_t at = enc.len;
-	assert_int_equal(t_encode(e, p + half, n - half, 65536, &enc), 0);
-	assert_int_equal(t_decode(d, enc.p + at, enc.len - at, 65536, &dec), 0);
+	size_t at = enc->len;
+	assert_int_equal(t_encode(e, p + half, n - half, 65536, enc), 0);
+	assert_int_equal(t_decode(d, enc->p + at, enc->len - at, 65536, dec), 0);
 	assert_int_equal(dre_dec_finish(d), 0);
-	assert_int_equal(dec.len, n);
-	assert_memory_equal(dec.p, p, n);
-	dre_dec_free(d);
-	dre_enc_free(e);
-	t_stores_done(sa, da, sb, db);
-	free(enc.p);
-	free(dec.p);
+	ends_check_close(&t, p, n);
 	free(p);
 }
 
