@@ -161,7 +161,7 @@ static void dial(struct worker *w, struct px_relay *r, struct bufferevent *bev, 
 		return;
 	}
 	if (dscp > 0 && bufferevent_getfd(bev) < 0) {
-		char err[128];
+		char err[128] = "cannot hand the socket to libevent";
 		int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (fd >= 0 && (tfo_dscp_set(fd, dscp, err, sizeof err) || bufferevent_setfd(bev, fd))) {
 			log_debug("%s: unmarked: %s", dname, err);
