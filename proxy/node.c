@@ -104,17 +104,17 @@ void px_node_retune(struct px_node *n, tun_conn *c)
 	if (rc < 0)
 		log_debug("tunnel %s: retune: %s", tun_conn_peer(c), err);
 	else if (rc > 0)
-		log_info("tunnel %s: buffers grown to %llu bytes (2 x measured bandwidth x delay)",
+		log_info("tunnel %s: buffers grown to %llu bytes (4 x measured bandwidth x delay)",
 			 tun_conn_peer(c), (unsigned long long)size);
 	else
 		log_debug("tunnel %s: buffers %llu bytes cover the measured bandwidth x delay",
 			  tun_conn_peer(c), (unsigned long long)size);
 }
 
-/* Stream window: at least the default, or 2 x bandwidth x delay when known. */
+/* Stream window: at least the default, or 4 x bandwidth x delay when known. */
 static uint32_t window_for(uint64_t rate_bps, uint32_t rtt_us)
 {
-	uint64_t w = tfo_bdp_bytes(rate_bps, rtt_us) * 2;
+	uint64_t w = tfo_bdp_bytes(rate_bps, rtt_us);
 	if (w < PROTO_INITIAL_WINDOW)
 		w = PROTO_INITIAL_WINDOW;
 	if (w > (64u << 20))

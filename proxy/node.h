@@ -40,7 +40,7 @@ void px_node_stop(struct px_node *n);
 /* The tun_cbs.on_fd hook: tunes WAN sockets (arg is the px_node). */
 void px_node_on_fd(void *arg, int fd, int phase);
 /* Every PX_RETUNE_S seconds per tunnel connection (from the thread that owns
- * it): without link hints, grow its buffers to 2 x delivery rate x min RTT
+ * it): without link hints, grow its buffers to 4 x delivery rate x min RTT
  * as TCP_INFO measures them, when the kernel's autotuning stopped short. */
 #define PX_RETUNE_S 10
 void px_node_retune(struct px_node *n, tun_conn *c);

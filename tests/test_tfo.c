@@ -78,14 +78,15 @@ struct bdp_case {
 	uint64_t want;
 };
 
-/* Bandwidth x delay x 2, floored and capped. */
+/* Bandwidth x delay x 4, floored and capped. */
 static void test_bdp(void **state)
 {
 	static const struct bdp_case bc[] = {
 		{ 0, 40000, 0 }, { 1544000, 0, 0 },
-		{ 1544000, 40000, TFO_BUF_MIN },                 /* T1: 15 KB -> floor */
-		{ 1000000000ull, 100000, 25000000 },             /* 1 Gbit/s x 100 ms */
-		{ 100000000ull, 300000, 7500000 },               /* 100 Mbit/s x 300 ms */
+		{ 1544000, 40000, TFO_BUF_MIN },                 /* T1: 31 KB -> floor */
+		{ 3000000, 300000, 450000 },                     /* highlat */
+		{ 1000000000ull, 100000, 50000000 },             /* 1 Gbit/s x 100 ms */
+		{ 100000000ull, 300000, 15000000 },              /* 100 Mbit/s x 300 ms */
 		{ 10000000000000ull, 60000000, TFO_BUF_MAX },    /* capped */
 	};
 	for (size_t i = 0; i < sizeof bc / sizeof bc[0]; i++)
@@ -108,12 +109,12 @@ static void test_tune_wan(void **state)
 	assert_int_equal(getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &len), 0);
 	assert_string_equal(cc, t.cc);
 	assert_string_equal(cc, tfo_cc_available("bbr") ? "bbr" : "cubic");
-	assert_int_equal(t.bufsize, 2500000);
+	assert_int_equal(t.bufsize, 5000000);
 	/* The kernel reports twice the requested size (FORCE works as root;
 	 * otherwise net.core.wmem_max caps it). */
 	if (geteuid() == 0) {
-		assert_true(getint(fd, SOL_SOCKET, SO_SNDBUF) >= 2 * 2500000);
-		assert_true(getint(fd, SOL_SOCKET, SO_RCVBUF) >= 2 * 2500000);
+		assert_true(getint(fd, SOL_SOCKET, SO_SNDBUF) >= 2 * 5000000);
+		assert_true(getint(fd, SOL_SOCKET, SO_RCVBUF) >= 2 * 5000000);
 	}
 	assert_int_equal(getint(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT), 65536);
 	assert_int_equal(getint(fd, IPPROTO_TCP, TCP_NODELAY), 1);
