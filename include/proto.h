@@ -105,7 +105,8 @@ enum proto_cap {
 	PROTO_CAP_LZ4 = 1u << 1,  /* lz4 residual compression */
 	PROTO_CAP_ZSTD = 1u << 2, /* zstd residual compression */
 	PROTO_CAP_ASK = 1u << 3,  /* ASK/LEARN recovery of missing segments */
-	PROTO_CAP_ALL = 0xf,      /* everything this build implements */
+	PROTO_CAP_DSCP = 1u << 4, /* OPEN may carry the client's DiffServ class (PROTO_OPEN_F_DSCP) */
+	PROTO_CAP_ALL = 0x1f,     /* everything this build implements */
 };
 
 enum proto_role {
@@ -121,7 +122,8 @@ enum proto_open_off {
 	PROTO_OPEN_PORT = 2,      /* u16 target port, 1..65535 */
 	PROTO_OPEN_ADDR_TYPE = 4, /* u8 enum proto_addr */
 	PROTO_OPEN_ADDR_LEN = 5,  /* u8 address bytes: 4 (v4), 16 (v6), 1..255 (name) */
-	PROTO_OPEN_ADDR = 6,      /* the address; the payload ends right after it */
+	PROTO_OPEN_ADDR = 6,      /* the address; then, with PROTO_OPEN_F_DSCP, a u8 DSCP class
+	                           * (0..63); the payload ends there */
 };
 
 enum proto_policy {
@@ -135,7 +137,9 @@ enum proto_policy {
 enum proto_open_flag {
 	PROTO_OPEN_F_TRANSPARENT = 1u << 0, /* target is the intercepted original destination */
 	PROTO_OPEN_F_WARM = 1u << 1,        /* pre-positioning: decode into the store, deliver nothing */
-	PROTO_OPEN_F_MASK = 0x03,           /* all defined bits */
+	PROTO_OPEN_F_DSCP = 1u << 2,        /* the client's DiffServ class follows the address; sent only
+	                                     * to a peer with PROTO_CAP_DSCP */
+	PROTO_OPEN_F_MASK = 0x07,           /* all defined bits */
 };
 
 enum proto_addr {

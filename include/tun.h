@@ -65,6 +65,8 @@ typedef struct tun_target {
 typedef struct tun_open_info {
 	uint8_t policy;    /* enum proto_policy */
 	uint8_t flags;     /* enum proto_open_flag */
+	uint8_t dscp;      /* with PROTO_OPEN_F_DSCP: the client connection's DiffServ class, 0..63
+	                    * (0: unmarked); tun_conn_open drops it for a peer without PROTO_CAP_DSCP */
 	tun_target target;
 } tun_open_info;
 

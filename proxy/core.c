@@ -212,7 +212,9 @@ static void core_stream(tun_conn *c, tun_stream *s, const tun_open_info *o, void
 		return;
 	}
 	tun_target_format(&o->target, dname, sizeof dname);
-	int dscp = tun_conn_fd(c) < 0 ? 0 : tfo_dscp_get(tun_conn_fd(c)); /* the stream's class: its connection's */
+	/* the client's class, as the edge read it; from an edge that does not
+	 * send it, the class of the connection the stream came on */
+	int dscp = o->flags & PROTO_OPEN_F_DSCP ? o->dscp : tun_conn_fd(c) < 0 ? 0 : tfo_dscp_get(tun_conn_fd(c));
 	struct bufferevent *bev = bufferevent_socket_new(k->env.base, -1, BEV_OPT_CLOSE_ON_FREE);
 	if (!bev) {
 		tun_stream_reset(s, PROTO_RST_INTERNAL);

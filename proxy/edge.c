@@ -260,6 +260,10 @@ static int go_tunnel(struct px_edge *e, evutil_socket_t fd, const tun_target *t,
 	if (transparent)
 		oi.flags = PROTO_OPEN_F_TRANSPARENT;
 	int rc = 0, dscp = tfo_dscp_peer(fd);
+	if (dscp >= 0) { /* the core dials the server in the client's class */
+		oi.flags |= PROTO_OPEN_F_DSCP;
+		oi.dscp = (uint8_t)dscp;
+	}
 	/* the stream first, so that failing leaves fd to the caller; the relay
 	 * takes the stream's callbacks before anything can arrive on it */
 	tun_stream *s = lane_open(e, dscp, &oi, &rc);

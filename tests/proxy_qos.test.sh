@@ -3,12 +3,15 @@
 # `dscp_tunnels`), on the loopback of a network namespace of the test's own,
 # where nftables counters see every packet with its class.
 # 1. An edge with dscp = af11 and dscp_tunnels = ef, af41 opens three tunnel
-#    connections, marked af11, ef and af41; the core answers each in its class.
+#    connections, marked af11, ef and af41; the core answers each in its class,
+#    its SYN-ACK too with net.ipv4.tcp_reflect_tos = 1 (as conf/README says).
 # 2. A client marking ef (then af41): its bytes cross in that class's tunnel
 #    connection, both ways; the core's connection to the server and the edge's
 #    packets to the client carry the class too.  Byte-exact.
 # 3. An unmarked client, and one in a class with no tunnel of its own (cs1),
-#    ride the main connection (af11); the cs1 client's answers stay cs1.
+#    ride the main connection (af11); each keeps its own class on the LAN
+#    legs: the cs1 client's answers and the core's packets to the server stay
+#    cs1 (the class rides in OPEN), the unmarked client's stay unmarked.
 # 4. fail_open = direct with the core stopped: an ef client goes direct, and
 #    that connection to the server carries ef.
 # 5. A bad class in the configuration: file:line, exit status 2.
@@ -39,7 +42,7 @@ CLASSES="af11 ef af41 cs1"
 {
 	echo "table inet wqos {"
 	for c in $CLASSES; do
-		for k in tun_out tun_back srv cli; do echo "  counter ${k}_$c { }"; done
+		for k in tun_out tun_back srv cli synack; do echo "  counter ${k}_$c { }"; done
 	done
 	echo "  chain out {"
 	echo "    type filter hook output priority 0; policy accept;"
@@ -48,6 +51,7 @@ CLASSES="af11 ef af41 cs1"
 		echo "    tcp sport $CP ip dscp $c counter name tun_back_$c"
 		echo "    tcp dport $SP ip dscp $c counter name srv_$c"
 		echo "    tcp sport $FP ip dscp $c counter name cli_$c"
+		echo "    tcp sport $CP tcp flags & (syn | ack) == syn | ack ip dscp $c counter name synack_$c"
 	done
 	echo "  }"
 	echo "}"
@@ -63,6 +67,8 @@ snap() {
 }
 delta() { echo $(($(cnt "$1" bytes) - ${SNAP[$1]})); }
 
+REFLECT=0 # this namespace's own setting; the host's is untouched
+sysctl -qw net.ipv4.tcp_reflect_tos=1 2>/dev/null && REFLECT=1
 px_core core "$CP" "$HC" --allow=127.0.0.0/8
 px_edge edge "$CP" "$HE" --forward="127.0.0.1:$FP -> 127.0.0.1:$SP" --dscp=af11 --dscp_tunnels="ef, af41" \
 	--fail_open=direct
@@ -78,6 +84,14 @@ for c in af11 ef af41; do
 		fail "$c: $o packets to the core, $b back"
 done
 [ "$(cnt tun_out_cs1 packets)" = 0 ] && ok "no cs1 tunnel" || fail "cs1 packets on the tunnel port"
+if [ $REFLECT = 1 ]; then
+	for c in af11 ef af41; do
+		[ "$(cnt synack_$c packets)" -ge 1 ] && ok "$c: the core's SYN-ACK in $c (tcp_reflect_tos)" ||
+			fail "$c: no SYN-ACK in $c"
+	done
+else
+	echo "skip: no net.ipv4.tcp_reflect_tos here (SYN-ACK classes)"
+fi
 # both ends list each tunnel connection with its class
 classes() { px_stat "$1" '" ".join(sorted(p["peer"].split(" class ")[1] for p in j["tunnel"]["peers"] if " class " in p["peer"]))'; }
 for side in "edge $HE" "core $HC"; do
@@ -127,11 +141,20 @@ owns af11 tun_back
 marked=0
 for c in $CLASSES; do marked=$((marked + $(delta "cli_$c"))); done
 [ "$marked" = 0 ] && ok "unmarked client: its answers unmarked" || fail "unmarked client: $marked marked bytes"
+marked=0
+for c in $CLASSES; do marked=$((marked + $(delta "srv_$c"))); done
+[ "$marked" = 0 ] && ok "unmarked client: the core's packets to the server unmarked" ||
+	fail "unmarked client: $marked marked bytes from the core to the server"
 snap
 xfer 8 get 14
 owns af11 tun_back
 [ "$(delta cli_cs1)" -ge $SIZE ] && ok "cs1 client: $(delta cli_cs1) bytes to it in cs1" ||
 	fail "cs1 client: $(delta cli_cs1) bytes to it in cs1"
+snap
+xfer 8 put 16
+owns af11 tun_out
+[ "$(delta srv_cs1)" -ge $SIZE ] && ok "cs1 client: upload to the server, $(delta srv_cs1) bytes in cs1" ||
+	fail "cs1 client: upload to the server, $(delta srv_cs1) bytes in cs1 ($(delta srv_af11) in af11)"
 
 echo "== 4. fail open (direct) keeps the class"
 px_stop core

@@ -29,6 +29,11 @@ static size_t valid_frames(tun_frame *t)
 	n++;
 	t[n].type = PROTO_OPEN; t[n].sid = 3;
 	tun_target_parse(&t[n].u.open.target, "2001:db8::1", 443);
+	t[n].u.open.flags = PROTO_OPEN_F_DSCP; t[n].u.open.dscp = 46; /* ef */
+	n++;
+	t[n].type = PROTO_OPEN; t[n].sid = 9;
+	tun_target_parse(&t[n].u.open.target, "backup.example.com", 873);
+	t[n].u.open.flags = PROTO_OPEN_F_DSCP | PROTO_OPEN_F_TRANSPARENT; /* class 0: unmarked */
 	n++;
 	t[n].type = PROTO_OPEN; t[n].sid = 0x7ffffffd;
 	tun_target_parse(&t[n].u.open.target, "files.example.com", 21);
@@ -142,7 +147,10 @@ static const struct bad bad_frames[] = {
 	{ "0b00000800000000" "0000000000000009", "GOAWAY: bad code" },
 	{ "0200000600000001" "000000500401", "OPEN: payload too short" },
 	{ "0200000a00000001" "0400005004040a000001", "OPEN: bad policy" },
-	{ "0200000a00000001" "0004005004040a000001", "OPEN: unknown flags" },
+	{ "0200000a00000001" "0008005004040a000001", "OPEN: unknown flags" },
+	{ "0200000a00000001" "0004005004040a000001", "and a class does not match" },
+	{ "0200000b00000001" "0000005004040a00000100", "does not match" },
+	{ "0200000b00000001" "0004005004040a00000140", "OPEN: bad DSCP class 64" },
 	{ "0200000a00000001" "0000000004040a000001", "OPEN: port 0" },
 	{ "0200000a00000001" "0000005004050a000001", "does not match" },
 	{ "0200000a00000001" "0000005006040a000001", "bad address length" },

@@ -18,8 +18,9 @@
 #include "../proxy/tun/frame.h"
 
 struct side {
-	int up, down, errors, resets;
+	int up, down, errors, resets, opened;
 	unsigned nup;
+	tun_open_info open;  /* the last OPEN received */
 	tun_conn *conn;
 	char err[1024];    /* last on_error */
 	char why[1024];    /* last on_down */
@@ -67,7 +68,11 @@ static void on_stream(tun_conn *c, tun_stream *st, const tun_open_info *o, void 
 {
 	static const tun_stream_cbs held = { .on_data = held_data, .on_reset = held_reset };
 
-	(void)c; (void)o; (void)arg;
+	struct side *s = arg;
+
+	(void)c;
+	s->opened++;
+	s->open = *o;
 	tun_stream_set_cbs(st, &held, NULL);
 }
 
@@ -509,6 +514,44 @@ static void test_parallel_connections(void **state)
 	event_base_free(base);
 }
 
+static int cond_opened(void *arg)
+{
+	return ((struct side *)arg)->opened > 0;
+}
+
+/* A client's DiffServ class rides in OPEN to a peer that has PROTO_CAP_DSCP;
+ * to one without it (an older core) the OPEN goes without it, and the
+ * stream is still opened. */
+static void test_open_class_needs_cap(void **state)
+{
+	(void)state;
+	for (int old = 0; old < 2; old++) {
+		struct event_base *base = event_base_new();
+		struct side s[2] = { 0 };
+		tun_config sc = tt_config("core", "ca"), cc = tt_config("edge", "ca");
+		if (old)
+			sc.caps = PROTO_CAP_ALL & ~PROTO_CAP_DSCP;
+		tun_server *srv = start_server(base, &sc, &s[0], 0);
+		tun_client *cl = start_client(base, &cc, &s[1], tun_server_port(srv));
+		tun_open_info oi = { .policy = PROTO_POLICY_FULL, .flags = PROTO_OPEN_F_DSCP, .dscp = 46 };
+		int err;
+		assert_true(tt_run_until(base, cond_up_both, s, 5000));
+		assert_int_equal(!!(tun_conn_caps(s[1].conn) & PROTO_CAP_DSCP), !old);
+		tun_target_parse(&oi.target, "10.0.0.1", 80);
+		tun_stream *st = tun_client_open(cl, &oi, NULL, NULL, &err);
+		assert_non_null(st);
+		assert_int_equal(tun_stream_write(st, "x", 1), 0);
+		assert_true(tt_run_until(base, cond_opened, &s[0], 5000));
+		assert_int_equal(s[0].errors + s[0].down, 0);
+		assert_int_equal(s[0].open.flags, old ? 0 : PROTO_OPEN_F_DSCP);
+		assert_int_equal(s[0].open.dscp, old ? 0 : 46);
+		tun_stream_free(st);
+		tun_client_free(cl);
+		tun_server_free(srv);
+		event_base_free(base);
+	}
+}
+
 static void test_ipv6_and_server_name(void **state)
 {
 	struct event_base *base = event_base_new();
@@ -642,6 +685,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mutual_auth_ok),
+		cmocka_unit_test(test_open_class_needs_cap),
 		cmocka_unit_test(test_wrong_ca_refused),
 		cmocka_unit_test(test_no_client_cert_refused),
 		cmocka_unit_test(test_version_mismatch),

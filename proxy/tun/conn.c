@@ -694,7 +694,10 @@ tun_stream *tun_conn_open(tun_conn *c, const tun_open_info *o,
 		*err = TUN_EGOAWAY;
 		return NULL;
 	}
-	s = mux_open(c->m, o, cbs, arg, err);
+	tun_open_info oc = *o;
+	if (!(c->caps & PROTO_CAP_DSCP)) /* a peer that would refuse the flag */
+		oc.flags &= (uint8_t)~PROTO_OPEN_F_DSCP;
+	s = mux_open(c->m, &oc, cbs, arg, err);
 	if (s && mux_ids_left(c->m) < CONN_RETIRE_IDS) {
 		/* ids running out: retire c, a fresh connection takes over */
 		tun_conn_goaway(c, "stream ids exhausted: reconnecting");

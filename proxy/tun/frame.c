@@ -174,6 +174,8 @@ static size_t enc_open(const tun_open_info *o, uint8_t *p)
 	p[PROTO_OPEN_ADDR_LEN] = (uint8_t)n;
 	memcpy(p + PROTO_OPEN_ADDR, o->target.type == PROTO_ADDR_NAME ?
 	       (const void *)o->target.name : (const void *)o->target.addr, n);
+	if (o->flags & PROTO_OPEN_F_DSCP)
+		p[PROTO_OPEN_ADDR + n++] = o->dscp;
 	return PROTO_OPEN_ADDR + n;
 }
 
@@ -291,8 +293,12 @@ static int parse_open(const uint8_t *p, uint16_t len, tun_open_info *o, char *er
 		return fail(err, el, "OPEN: unknown flags 0x%02x", o->flags);
 	if (o->target.port == 0)
 		return fail(err, el, "OPEN: port 0");
-	if (PROTO_OPEN_ADDR + n != len)
-		return fail(err, el, "OPEN: address length %zu does not match payload %u", n, len);
+	size_t tail = o->flags & PROTO_OPEN_F_DSCP ? 1 : 0;
+	if (PROTO_OPEN_ADDR + n + tail != len)
+		return fail(err, el, "OPEN: address length %zu%s does not match payload %u", n,
+			    tail ? " and a class" : "", len);
+	if (tail && (o->dscp = p[len - 1]) > 63)
+		return fail(err, el, "OPEN: bad DSCP class %u", o->dscp);
 	switch (o->target.type) {
 	case PROTO_ADDR_V4:
 	case PROTO_ADDR_V6:
