@@ -11,7 +11,9 @@
 # saturating upload (every run of this test, and the benchmark's 100 MB
 # uploads).  Here a warm push of 7 MiB of random bytes and an upload must
 # cross whole, with the tunnel up throughout.  A dead path is still noticed
-# within a second (proxy_netns blackholes one).
+# within a second (proxy_netns blackholes one), and so, within 4 s, is a core
+# frozen (SIGSTOP) under a saturating upload over this link: its kernel goes
+# on acknowledging until its buffers fill, and TCP goes on repairing losses.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/proxy/lib.sh
@@ -56,4 +58,23 @@ else
 fi
 downs=$(grep -c "tunnel down" "$T/edge.log" || true)
 [ "$downs" = 0 ] && ok "the tunnel stayed up" || fail "the tunnel went down $downs times: $(grep 'tunnel down' "$T/edge.log" | head -3)"
+
+# a frozen core under a saturating upload
+x branch timeout -k 2 40 python3 "$PXTOOL" put 127.0.0.1 9080 41 $((40 << 20)) --timeout=30 >/dev/null 2>&1 &
+PUT=$!
+sleep 4
+if [ "$(cat /proc/"${PID[core]}"/comm 2>/dev/null)" != wanopt ]; then
+	fail "core pid ${PID[core]} is not wanopt"
+else
+	kill -STOP "${PID[core]}"
+	t0=$(date +%s%N)
+	for _ in $(seq 100); do grep -q "tunnel down" "$T/edge.log" && break; sleep 0.1; done
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	why=$(grep "tunnel down" "$T/edge.log" | head -1 | sed 's/.*tunnel down: //')
+	[ -n "$why" ] && [ $ms -le 4000 ] && ok "frozen core noticed in $ms ms: $why" ||
+		fail "frozen core: not noticed in $ms ms ($why)"
+	kill -CONT "${PID[core]}"
+fi
+wait $PUT 2>/dev/null || true # reset by the tunnel's loss
+px_wait_count edge "tunnel up" 2 15 && ok "the tunnel came back" || fail "no tunnel after the core resumed"
 px_done
