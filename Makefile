@@ -41,7 +41,7 @@ TEST_BIN  = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 NTEST_SRC = $(wildcard tests/netem/test_*.c)
 NTEST_BIN = $(NTEST_SRC:tests/netem/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps deps-quiet deps-build check tests asan ubsan fuzz demo bench bench-dre bench-proxy bench-netem install clean
+.PHONY: all deps deps-quiet deps-build check tests soak asan ubsan fuzz demo bench bench-dre bench-proxy bench-netem install clean
 PROGS = $(BINDIR)/wanopt $(if $(wildcard netem/wanem.c),$(BINDIR)/wanem)
 all: deps-build $(PROGS)
 
@@ -84,6 +84,15 @@ tests: deps-quiet all $(TEST_BIN) $(NTEST_BIN)
 # Every unit and integration test; ends with one summary line.
 check: deps-quiet tests
 	@BINDIR=$(BINDIR) BUILD=$(BUILD) bash tests/run.sh $(TEST_BIN) $(NTEST_BIN)
+
+# A long run of mixed traffic, reloads and core kills through a pair
+# (tests/soak.sh); SOAK_SECS (300), SAN=address|undefined for a sanitizer build.
+soak: deps-quiet
+	@if [ -n "$(SAN)" ]; then d=build/$(if $(filter address,$(SAN)),asan,ubsan); \
+	  $(MAKE) -s BUILD=$$d BINDIR=$$d/bin SAN=$(SAN) CFLAGS="-O1 -g" all && \
+	  BINDIR=$$d/bin SOAK_SECS=$(SOAK_SECS) bash tests/soak.sh; \
+	else $(MAKE) -s all && SOAK_SECS=$(SOAK_SECS) bash tests/soak.sh; fi
+SOAK_SECS ?= 300
 
 asan:
 	$(MAKE) BUILD=build/asan BINDIR=build/asan/bin SAN=address CFLAGS="-O1 -g" check

@@ -27,6 +27,7 @@ Exit status 0 only for ok.  PX_DSCP=N in the environment marks the clients'
 connections with DSCP N.
 """
 import argparse
+import errno
 import functools
 import hashlib
 import os
@@ -252,6 +253,9 @@ def classify(e):
     if isinstance(e, ConnectionRefusedError):
         return "refused"
     if isinstance(e, (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)):
+        return "reset"
+    # a connected socket that a RST closed: shutdown() then fails with ENOTCONN
+    if isinstance(e, OSError) and e.errno == errno.ENOTCONN:
         return "reset"
     return "error"
 
