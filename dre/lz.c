@@ -28,6 +28,8 @@
 #define ZSTD_SMALL_HASH_LOG 12
 #define ZSTD_SMALL_CHAIN_LOG 11
 #define ZSTD_GROW_AT (64u << 10)
+#define ZSTD_OPT_LEVEL 16      /* btopt and up: their own tables would take 32-64 MB */
+#define ZSTD_OPT_TABLE_LOG 20  /* so theirs are 4 MiB each at full size */
 
 struct dre_lzc {
 	int kind, decomp, begun;
@@ -123,8 +125,10 @@ static int zstd_setup(dre_lzc *z, int full)
 	    ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, z->level)) ||
 	    ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_windowLog, full ? ZSTD_WINDOW_LOG : ZSTD_SMALL_WINDOW_LOG)))
 		return DRE_ELZ;
-	if (!full && (ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_hashLog, ZSTD_SMALL_HASH_LOG)) ||
-		      ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_chainLog, ZSTD_SMALL_CHAIN_LOG))))
+	int tables = !full ? ZSTD_SMALL_HASH_LOG : z->level >= ZSTD_OPT_LEVEL ? ZSTD_OPT_TABLE_LOG : 0;
+	if (tables && (ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_hashLog, tables)) ||
+		       ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_chainLog,
+							   full ? tables : ZSTD_SMALL_CHAIN_LOG))))
 		return DRE_ELZ;
 	z->full = full;
 	return 0;

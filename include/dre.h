@@ -109,9 +109,14 @@ int dre_store_check(dre_store *st, char *err, size_t errlen);
  * pause after this frame. */
 typedef int (*dre_out_fn)(void *arg, const void *buf, size_t len);
 
+/* Links up to this rate (bits/s) get zstd level 16 under DRE_LZ_AUTO, about
+ * 5-9 MB/s of input per core: a caller feeding such an encoder should hand
+ * it new data a frame at a time. */
+#define DRE_LINK_SLOW_BPS 4000000ULL
+
 enum dre_lz {
-	DRE_LZ_AUTO = 0,  /* choose from link_bps: zstd -9 up to 20 Mbit/s, zstd -3 up to
-			     200 Mbit/s (and when unknown), lz4 beyond */
+	DRE_LZ_AUTO = 0,  /* choose from link_bps: zstd -16 up to DRE_LINK_SLOW_BPS, -9 up to
+			     20 Mbit/s, -3 up to 200 Mbit/s (and when unknown), lz4 beyond */
 	DRE_LZ_NONE = 1,
 	DRE_LZ_LZ4 = 2,
 	DRE_LZ_ZSTD = 3,
@@ -123,6 +128,10 @@ typedef struct dre_enc_opts {
 	uint64_t link_bps;    /* WAN rate hint for DRE_LZ_AUTO, bits/s; 0 = unknown (zstd) */
 	int no_dedup;         /* 1: LZ only (optimize = lz): no chunk references, nothing stored */
 	size_t frame_max;     /* input bytes per frame; 0 = default (1 MiB) */
+	size_t frame_lit_max; /* ... or fewer: a frame ends once this many of its bytes went
+			       * out as literals or deltas (0 = no such bound), so that a
+			       * slow zstd level codes new data in small steps while repeated
+			       * data still goes in large frames */
 	int retain;           /* 1: keep what is needed to answer dre_enc_learn until acked */
 	int peer;             /* peer slot (dre_store_peer) + 1, or 0: untracked peer assumed
 				 to hold everything (lock-step stores, as with wanopt dre) */

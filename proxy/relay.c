@@ -41,6 +41,7 @@
 #define DIRECT_MIN (16u << 10)   /* ... read straight into the encoder: from this much a read */
 #define DIRECT_MAX (4u << 20)    /* ... and at most this much per pump */
 #define FRAME_MAX (256u << 10)   /* encoder frame size: latency vs overhead */
+#define FRAME_MAX_SLOW (64u << 10) /* new data per frame and per pump on a slow link (zstd -16) */
 #define FLUSH_DELAY_US 2000      /* LAN quiet this long: send the partial chunk */
 #define ACK_EVERY 8              /* frames between ACKs while data keeps coming */
 #define GATHER_MAX (64u << 10)   /* encoder output held while a LAN burst lasts */
@@ -73,6 +74,7 @@ struct px_relay {
 	unsigned connecting : 1;  /* LAN socket still connecting (core) */
 	unsigned gathering : 1;   /* encoder output goes to `gather` (inside pump) */
 	unsigned blocked : 1;     /* pump_direct stopped for want of stream room */
+	unsigned lz_full : 1;     /* ... or after a slow link's frame of new data */
 	unsigned lan_busy : 1;    /* LAN bytes read since the last rest check */
 	unsigned wan_busy : 1;    /* tunnel bytes arrived since then */
 	unsigned enc_rested : 1;  /* the encoder gave its memory back, and stayed quiet */
@@ -300,10 +302,25 @@ static size_t pump_room(struct px_relay *r, int *err)
 	return room - g;
 }
 
+/* Whether, on a slow link, the encoder has compressed a frame's worth of
+ * new data since its LZ input count was lz0 (*lz0 = that count if reset). */
+static int lz_budget_spent(struct px_relay *r, uint64_t *lz0, int reset)
+{
+	if (!r->env->link_bps || r->env->link_bps > DRE_LINK_SLOW_BPS)
+		return 0;
+	dre_codec_stats cs;
+	dre_enc_get_stats(r->enc, &cs);
+	if (reset)
+		*lz0 = cs.lz_in;
+	return cs.lz_in - *lz0 >= FRAME_MAX_SLOW;
+}
+
 /* Read LAN bytes straight into the encoder's buffer while the stream has
- * room (up to DIRECT_MAX a call, for fairness): no copy through the socket's
- * evbuffer, and not libevent 2.1's 4 KiB per readiness event
- * (EVBUFFER_MAX_READ, whatever max_single_read says).  End of file is left
+ * room (up to DIRECT_MAX a call, or a frame of new data on a slow link, whose
+ * zstd level would otherwise hold the event loop and the tunnel for half a
+ * second; repeated data, which costs little, still goes by the burst): no
+ * copy through the socket's evbuffer, and not libevent 2.1's 4 KiB per
+ * readiness event (EVBUFFER_MAX_READ, whatever max_single_read says).  End of file is left
  * for libevent's next read to report.  NULL, or why the relay must be aborted
  * (*code: the reset code). */
 static const char *pump_direct(struct px_relay *r, int *code)
@@ -312,7 +329,15 @@ static const char *pump_direct(struct px_relay *r, int *code)
 	if (!r->enc || fd < 0 || r->lan_eof || r->connecting)
 		return NULL;
 	r->blocked = 0;
+	uint64_t lz0 = 0;
+	int slow = r->env->link_bps && r->env->link_bps <= DRE_LINK_SLOW_BPS;
+	r->lz_full = 0;
+	lz_budget_spent(r, &lz0, 1);
 	for (size_t total = 0; total < DIRECT_MAX;) {
+		if (lz_budget_spent(r, &lz0, 0)) {
+			r->lz_full = 1; /* pump sends what it gathered */
+			return NULL;
+		}
 		int err = 0;
 		size_t room = pump_room(r, &err), space = 0;
 		if (err)
@@ -323,6 +348,8 @@ static const char *pump_direct(struct px_relay *r, int *code)
 			return NULL;
 		}
 		size_t want = room < r->direct ? room : r->direct;
+		if (slow && want > FRAME_MAX_SLOW) /* one commit codes about a frame */
+			want = FRAME_MAX_SLOW;
 		uint8_t *dst = dre_enc_space(r->enc, want, &space);
 		if (!dst)
 			return "out of memory";
@@ -396,7 +423,7 @@ static void pump(struct px_relay *r)
 	r->gathering = 0;
 	if (!why && r->gather && evbuffer_get_length(r->gather) &&
 	    (evbuffer_get_length(in) || evbuffer_get_length(r->gather) >= GATHER_MAX || r->gather_lan >= GATHER_LAN ||
-	     !lan_more(r)) &&
+	     r->lz_full || !lan_more(r)) &&
 	    gather_push(r))
 		why = "tunnel write failed";
 	if (why) {
@@ -670,7 +697,9 @@ static int make_codec(struct px_relay *r, tun_stream *s)
 	tun_conn *c = tun_stream_conn(s);
 	const tun_hello *h = c ? tun_conn_hello(c) : NULL;
 	int slot = h ? dre_store_peer(r->env->store, h->store_id) : -1;
-	dre_enc_opts o = { .link_bps = r->env->link_bps, .frame_max = FRAME_MAX, .retain = 1,
+	uint64_t bps = r->env->link_bps;
+	dre_enc_opts o = { .link_bps = bps, .frame_max = FRAME_MAX, .retain = 1,
+			   .frame_lit_max = bps && bps <= DRE_LINK_SLOW_BPS ? FRAME_MAX_SLOW : 0,
 			   .no_dedup = r->policy == PROTO_POLICY_LZ, .peer = slot + 1,
 			   /* a version-N peer decodes DRE stream versions up to N */
 			   .version = c && tun_conn_version(c) < DRE_STREAM_VERSION ? (int)tun_conn_version(c) : 0 };

@@ -180,6 +180,54 @@ static void test_small_streams_stay_small(void **state)
 	free(p);
 }
 
+/* The level slow links get (16, btopt) holds no more memory at full size
+ * than level 9 (its own tables would take 32-64 MB), and its output of text
+ * is smaller. */
+static void test_slow_level_memory(void **state)
+{
+	size_t n = 3 << 20, mem[2], out[2];
+	uint8_t *p = malloc(n);
+	t_fill_text(p, n);
+	for (int i = 0; i < 2; i++) {
+		struct ends t;
+		dre_enc_opts o = { .lz = DRE_LZ_ZSTD, .level = i ? 16 : 9 };
+		ends_open(&t, &o);
+		assert_int_equal(t_encode(t.e, p, n, 65536, &t.enc), 0);
+		mem[i] = dre_enc_mem(t.e);
+		out[i] = t.enc.len;
+		assert_int_equal(t_decode(t.d, t.enc.p, t.enc.len, 65536, &t.dec), 0);
+		ends_check_close(&t, p, n);
+	}
+	print_message("level 9: %zu bytes held, %zu out; level 16: %zu held, %zu out\n", mem[0], out[0], mem[1], out[1]);
+	assert_true(mem[1] <= mem[0]);
+	assert_true(out[1] < out[0]);
+	free(p);
+}
+
+/* frame_lit_max: new data goes in frames of about that many literal bytes,
+ * repeated data still in frame_max frames; both decode exactly. */
+static void test_frame_lit_max(void **state)
+{
+	size_t n = 1 << 20;
+	uint8_t *p = malloc(2 * n);
+	t_fill_text(p, n);
+	memcpy(p + n, p, n);
+	struct ends t;
+	dre_enc_opts o = { .lz = DRE_LZ_ZSTD, .level = 16, .frame_max = 256 << 10, .frame_lit_max = 64 << 10 };
+	ends_open(&t, &o);
+	dre_codec_stats s0, s1;
+	assert_int_equal(t_encode(t.e, p, n, 65536, &t.enc), 0);
+	dre_enc_get_stats(t.e, &s0);
+	assert_int_equal(t_encode(t.e, p + n, n, 65536, &t.enc), 0);
+	dre_enc_get_stats(t.e, &s1);
+	/* 16 frames of new data (and a flush's remainder); 4 of the repeat */
+	assert_in_range(s0.frames, 16, 18);
+	assert_in_range(s1.frames - s0.frames, 4, 6);
+	assert_int_equal(t_decode(t.d, t.enc.p, t.enc.len, 65536, &t.dec), 0);
+	ends_check_close(&t, p, 2 * n);
+	free(p);
+}
+
 /* A quiet stream gives its memory back (dre_enc_rest, dre_dec_rest) for a
  * dozen bytes on the wire, and goes on as one stream afterwards, with zstd
  * or lz4 and in every stream version (each has its own frame checksum). */
@@ -231,6 +279,8 @@ int main(void)
 		cmocka_unit_test(test_caller_buffer_reuse),
 		cmocka_unit_test(test_repeated_chunk),
 		cmocka_unit_test(test_small_streams_stay_small),
+		cmocka_unit_test(test_slow_level_memory),
+		cmocka_unit_test(test_frame_lit_max),
 		cmocka_unit_test(test_rest),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
