@@ -40,9 +40,9 @@ static int pick_lz(const dre_enc_opts *o)
  * output; a link under 20 Mbit/s (2.5 MB/s) leaves that CPU idle anyway.
  * Level 16 (btopt, with 4 MiB tables: lz.c) cuts another 7 % off level 9's
  * output of the benchmark's reference file (324,477 vs 348,824 bytes) at
- * about 5 MB/s of input per core: it keeps a link of up to 4 Mbit/s full
- * while the data compresses up to 10x, in about a third of a core at the
- * reference file's 3.5x. */
+ * 5-9 MB/s of input per core: it keeps a link of up to 4 Mbit/s full while
+ * the data compresses up to 10x (the reference file over a T1: 2 MB/s of
+ * input, under half a core). */
 static int pick_level(const dre_enc_opts *o)
 {
 	if (o->level)

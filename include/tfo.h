@@ -51,7 +51,8 @@ struct tfo_info {
 };
 
 /* Bytes needed to keep a link of rate_bps busy over rtt_us, times four for
- * headroom (loss recovery, the receiver's overhead), clamped to [TFO_BUF_MIN, TFO_BUF_MAX]; 0 when either is 0. */
+ * headroom (loss recovery, the receiver's overhead), clamped to
+ * [TFO_BUF_MIN, TFO_BUF_MAX]; 0 when either is 0. */
 uint64_t tfo_bdp_bytes(uint64_t rate_bps, uint32_t rtt_us);
 
 /* Tunes a WAN TCP socket: congestion control, buffers (when rate and RTT are

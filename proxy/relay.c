@@ -320,9 +320,9 @@ static int lz_budget_spent(struct px_relay *r, uint64_t *lz0, int reset)
  * zstd level would otherwise hold the event loop and the tunnel for half a
  * second; repeated data, which costs little, still goes by the burst): no
  * copy through the socket's evbuffer, and not libevent 2.1's 4 KiB per
- * readiness event (EVBUFFER_MAX_READ, whatever max_single_read says).  End of file is left
- * for libevent's next read to report.  NULL, or why the relay must be aborted
- * (*code: the reset code). */
+ * readiness event (EVBUFFER_MAX_READ, whatever max_single_read says).  End
+ * of file is left for libevent's next read to report.  NULL, or why the
+ * relay must be aborted (*code: the reset code). */
 static const char *pump_direct(struct px_relay *r, int *code)
 {
 	int fd = bufferevent_getfd(r->bev);
