@@ -26,6 +26,7 @@ struct tfo_opts {
 	uint64_t rate_bps;       /* link rate hint, bit/s (0: unknown) */
 	uint32_t rtt_us;         /* round-trip hint, us (0: unknown) */
 	uint32_t notsent_lowat;  /* TCP_NOTSENT_LOWAT bytes */
+	uint64_t pace_bps;       /* SO_MAX_PACING_RATE, bit/s (0: no cap) */
 	int keepidle, keepintvl, keepcnt;
 	unsigned user_timeout_ms; /* TCP_USER_TIMEOUT */
 };
@@ -35,6 +36,7 @@ struct tfo_tuned {
 	char cc[16];          /* congestion control in effect */
 	int cc_fallback;      /* 1 when the requested one was unavailable */
 	uint64_t bufsize;     /* bytes requested for SO_SNDBUF/SO_RCVBUF, 0 = autotuning */
+	uint64_t pace_bps;    /* the pacing cap set, bit/s (0: none) */
 };
 
 /* Measured state of a connection (from TCP_INFO). */
@@ -56,7 +58,8 @@ struct tfo_info {
 uint64_t tfo_bdp_bytes(uint64_t rate_bps, uint32_t rtt_us);
 
 /* Tunes a WAN TCP socket: congestion control, buffers (when rate and RTT are
- * known), TCP_NOTSENT_LOWAT, TCP_NODELAY, keepalive, TCP_USER_TIMEOUT.  Call
+ * known), a pacing cap (when pace_bps is set), TCP_NOTSENT_LOWAT, TCP_NODELAY,
+ * keepalive, TCP_USER_TIMEOUT.  Call
  * before connect() or on the listening socket (accepted sockets inherit), so
  * the window scale is offered in the SYN.  out may be NULL. */
 int tfo_tune_wan(int fd, const struct tfo_opts *o, struct tfo_tuned *out, char *err, size_t errlen);

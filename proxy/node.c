@@ -15,6 +15,7 @@
 
 #define TICK_MS 1000
 #define SYNC_EVERY 30 /* ticks between store syncs */
+#define LINK_PACE_PCT 95 /* of link_rate: the tunnel sockets' pacing cap (link_queues) */
 
 /* Once a second: gauges; every SYNC_EVERY: make the store durable. */
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
@@ -72,22 +73,40 @@ uint64_t px_node_tunnels_publish(struct px_node *n, int slot, tun_conn *const *c
 	return best;
 }
 
+/* On a known link (link_rate), keep the queues ahead of an interactive
+ * stream's frame short:
+ * - about 20 ms of unsent data in the kernel (at least 4 KiB);
+ * - send no faster than LINK_PACE_PCT of the link rate.  The kernel paces
+ *   TCP payload, while the link carries headers too (3.5 % more at a 1,500
+ *   byte MTU), so a cap at the full rate still overflows the bottleneck's
+ *   queue now and then: on the emulated T1 (a queue of one bandwidth x delay),
+ *   BBR alone lost 7 % of the bytes it sent, each loss holding every stream
+ *   behind it for a round trip.  At 95 %: no losses, a bulk download's
+ *   goodput 2 % lower, an echo's p95 next to it 146 ms instead of 270 ms. */
+static void link_queues(uint64_t rate_bps, struct tfo_opts *o)
+{
+	if (!rate_bps)
+		return;
+	uint64_t q = rate_bps / 8 / 50;
+	if (q < TFO_NOTSENT_LOWAT_DEFAULT)
+		o->notsent_lowat = (uint32_t)(q > 4096 ? q : 4096);
+	o->pace_bps = rate_bps / 100 * LINK_PACE_PCT;
+}
+
 void px_node_on_fd(void *arg, int fd, int phase)
 {
 	struct px_node *n = arg;
 	char err[256];
 	if (phase == TUN_FD_LISTEN || phase == TUN_FD_PRE_CONNECT) {
 		struct tfo_opts o = { .cc = n->cc, .rate_bps = n->rate_bps, .rtt_us = n->rtt_us };
-		/* on a known link, keep about 20 ms of unsent data in the kernel, so a
-		 * frame of an interactive stream does not queue behind bulk data */
-		if (n->rate_bps && n->rate_bps / 8 / 50 < TFO_NOTSENT_LOWAT_DEFAULT)
-			o.notsent_lowat = (uint32_t)(n->rate_bps / 8 / 50 > 16384 ? n->rate_bps / 8 / 50 : 16384);
+		link_queues(n->rate_bps, &o);
 		struct tfo_tuned t;
 		if (tfo_tune_wan(fd, &o, &t, err, sizeof err))
 			log_warn("WAN socket tuning: %s", err);
 		else
-			log_debug("WAN socket: %s%s, buffers %llu", t.cc, t.cc_fallback ? " (fallback)" : "",
-				  (unsigned long long)t.bufsize);
+			log_debug("WAN socket: %s%s, buffers %llu, pacing cap %llu bit/s", t.cc,
+				  t.cc_fallback ? " (fallback)" : "", (unsigned long long)t.bufsize,
+				  (unsigned long long)t.pace_bps);
 	}
 }
 

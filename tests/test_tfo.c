@@ -102,7 +102,7 @@ static void test_tune_wan(void **state)
 	char err[256], cc[16] = "";
 	struct tfo_tuned t;
 	struct tfo_opts o = { .rate_bps = 100000000, .rtt_us = 100000, .notsent_lowat = 65536,
-			      .keepidle = 7, .keepintvl = 3, .keepcnt = 2, .user_timeout_ms = 5000 };
+			      .pace_bps = 95000000, .keepidle = 7, .keepintvl = 3, .keepcnt = 2, .user_timeout_ms = 5000 };
 	int fd = socket(AF_INET6, SOCK_STREAM, 0);
 	assert_int_equal(tfo_tune_wan(fd, &o, &t, err, sizeof err), 0);
 	socklen_t len = sizeof cc;
@@ -117,6 +117,11 @@ static void test_tune_wan(void **state)
 		assert_true(getint(fd, SOL_SOCKET, SO_RCVBUF) >= 2 * 5000000);
 	}
 	assert_int_equal(getint(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT), 65536);
+	unsigned long pace = 0;
+	socklen_t plen = sizeof pace;
+	assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &pace, &plen), 0);
+	assert_int_equal(pace, 95000000 / 8);
+	assert_int_equal(t.pace_bps, 95000000);
 	assert_int_equal(getint(fd, IPPROTO_TCP, TCP_NODELAY), 1);
 	assert_int_equal(getint(fd, SOL_SOCKET, SO_KEEPALIVE), 1);
 	assert_int_equal(getint(fd, IPPROTO_TCP, TCP_KEEPIDLE), 7);
@@ -129,6 +134,10 @@ static void test_tune_wan(void **state)
 	fd = socket(AF_INET, SOCK_STREAM, 0);
 	assert_int_equal(tfo_tune_wan(fd, NULL, &t, err, sizeof err), 0);
 	assert_int_equal(t.bufsize, 0);
+	assert_int_equal(t.pace_bps, 0);
+	plen = sizeof pace;
+	assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &pace, &plen), 0);
+	assert_true(pace == ~0UL || pace == ~0U); /* no cap */
 	assert_int_equal(getint(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT), TFO_NOTSENT_LOWAT_DEFAULT);
 	assert_int_equal(getint(fd, IPPROTO_TCP, TCP_USER_TIMEOUT), TFO_USER_TIMEOUT_DEFAULT);
 	close(fd);

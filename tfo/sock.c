@@ -141,6 +141,12 @@ int tfo_tune_wan(int fd, const struct tfo_opts *o, struct tfo_tuned *out, char *
 	t.bufsize = tfo_bdp_bytes(o ? o->rate_bps : 0, o ? o->rtt_us : 0);
 	if (t.bufsize && tfo_set_bufs(fd, t.bufsize, err, errlen) < 0)
 		return -1;
+	if (o && o->pace_bps) {
+		unsigned long rate = (unsigned long)(o->pace_bps / 8); /* bytes/s */
+		if (setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &rate, sizeof rate) < 0)
+			return tfo_err(err, errlen, "SO_MAX_PACING_RATE");
+		t.pace_bps = o->pace_bps;
+	}
 	if (tfo_setint(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT,
 		       (int)TFO_OPT(o, notsent_lowat, TFO_NOTSENT_LOWAT_DEFAULT),
 		       "TCP_NOTSENT_LOWAT", err, errlen) < 0 ||
