@@ -57,6 +57,26 @@ def tables(rows):
 
 HEAD = ["scenario", "bytes", "seconds", "KB/s", "WAN bytes", "speed-up vs (1)"]
 
+LIVE_TITLE = "Interactive: a 200-byte echo every 100 ms next to a download of the 100 MiB file"
+LIVE_HEAD = ["scenario", "round trips", "p50 ms", "p95 ms", "max ms", "download KB/s"]
+
+
+def live_rows(rows):
+    """[(label, cells)] of the interactive measurement (netem/bench --live)."""
+    out = []
+    for r in rows:
+        if r["file"] != "live":
+            continue
+        e = r.get("echo") or {}
+        if r["status"] != "ok":
+            why = r["note"] + (f" ({e['error']})" if e.get("error") else "")
+            out.append((LABEL[r["scenario"]], [f"{r['status']}: {why}", "", "", "", ""]))
+            continue
+        rt = rate(r)
+        out.append((LABEL[r["scenario"]], [f"{e['round_trips']}", f"{e['p50_ms']:.0f}", f"{e['p95_ms']:.0f}",
+                                           f"{e['max_ms']:.0f}", f"{rt / 1e3:.1f}" if rt else ""]))
+    return out
+
 
 def text(rows, title):
     """The table as fixed-width text."""
@@ -74,6 +94,15 @@ def text(rows, title):
                                             for j, c in enumerate(r)))
             if i == 0:
                 out.append("  " + "  ".join("-" * x for x in w))
+    lv = live_rows(rows)
+    if lv:
+        out.append(f"\n{LIVE_TITLE}")
+        data = [LIVE_HEAD] + [[lab.strip()] + c for lab, c in lv]
+        w = [max(len(r[i]) for r in data) for i in range(len(LIVE_HEAD))]
+        for i, r in enumerate(data):
+            out.append("  " + "  ".join(c.ljust(w[0]) if j == 0 else c.rjust(w[j]) for j, c in enumerate(r)))
+            if i == 0:
+                out.append("  " + "  ".join("-" * x for x in w))
     return "\n".join(out) + "\n"
 
 
@@ -84,6 +113,11 @@ def markdown(rows, title, meta):
         out += [f"## {DIRS[d]}: {FILES[f]}", "", "| " + " | ".join(HEAD) + " |",
                 "|" + "---|" * len(HEAD)]
         out += ["| " + " | ".join([lab.strip()] + c) + " |" for lab, c in t]
+        out.append("")
+    lv = live_rows(rows)
+    if lv:
+        out += [f"## {LIVE_TITLE}", "", "| " + " | ".join(LIVE_HEAD) + " |", "|" + "---|" * len(LIVE_HEAD)]
+        out += ["| " + " | ".join([lab.strip()] + c) + " |" for lab, c in lv]
         out.append("")
     out += ["WAN bytes: IP bytes that crossed the emulated link, both directions, counted by the",
             "emulator (wanem) or the veth pair (tc netem). KB/s = 1000 bytes/s of file data.",

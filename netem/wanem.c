@@ -28,7 +28,8 @@ static void usage(FILE *f)
 		"         --rt              run with SCHED_FIFO priority (steadier timing on a busy host)\n"
 		"       wanem check PROFILE         validate a profile, print it as shell variables\n"
 		"       wanem ping [opts] IPV4      ICMP round-trip meter (wanem ping --help)\n"
-		"       wanem serve|get [opts]      timed TCP transfer (wanem serve --help)\n");
+		"       wanem serve|get [opts]      timed TCP transfer (wanem serve --help)\n"
+		"       wanem echo|rtt [opts]       timed echo round trips (wanem rtt --help)\n");
 }
 
 /* Splits "A,B" into two strings, copied into buf (argv stays intact, so
@@ -154,6 +155,10 @@ int main(int argc, char **argv)
 		return wn_ping_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "serve") == 0)
 		return wn_serve_main(argc - 1, argv + 1);
+	if (strcmp(cmd, "echo") == 0)
+		return wn_echo_main(argc - 1, argv + 1);
+	if (strcmp(cmd, "rtt") == 0)
+		return wn_rtt_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "get") == 0)
 		return wn_get_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {

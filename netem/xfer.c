@@ -35,7 +35,7 @@ struct xopt {
 };
 
 /* Seconds on CLOCK_MONOTONIC. */
-static double mono(void)
+double wn_mono(void)
 {
 	struct timespec ts;
 
@@ -52,7 +52,7 @@ static struct {
 /* Prints the progress line if a second has passed; final prints it and ends the line. */
 static void progress(long long bytes, int final)
 {
-	double now = mono(), dt;
+	double now = wn_mono(), dt;
 
 	if (!prog.on || (!final && now < prog.next))
 		return;
@@ -66,7 +66,7 @@ static void progress(long long bytes, int final)
 }
 
 /* Resolves "HOST:PORT" or "[V6]:PORT" (numeric only). */
-static int resolve(const char *hp, struct sockaddr_storage *ss, socklen_t *len)
+int wn_resolve(const char *hp, struct sockaddr_storage *ss, socklen_t *len)
 {
 	char host[256];
 	const char *colon = strrchr(hp, ':');
@@ -94,14 +94,14 @@ static int resolve(const char *hp, struct sockaddr_storage *ss, socklen_t *len)
 static int wait_fd(int fd, short ev, double deadline)
 {
 	struct pollfd p = { fd, ev, 0 };
-	double left = deadline - mono();
+	double left = deadline - wn_mono();
 	int ms = left <= 0 ? 0 : left * 1000 > WN_IDLE_MS ? WN_IDLE_MS : (int)(left * 1000) + 1;
 	int r = poll(&p, 1, ms);
 
 	if (r < 0)
 		return errno == EINTR ? 1 : -1;
 	if (r == 0)
-		return mono() >= deadline ? 0 : -1;
+		return wn_mono() >= deadline ? 0 : -1;
 	return 1;
 }
 
@@ -117,7 +117,7 @@ static int send_all(int fd, const char *b, size_t n, double deadline)
 		}
 		if (w < 0 && errno != EAGAIN && errno != EINTR)
 			return -1;
-		if (mono() >= deadline)
+		if (wn_mono() >= deadline)
 			return 1;
 		if (wait_fd(fd, POLLOUT, deadline) < 0)
 			return -1;      /* 0: the deadline check above ends the loop */
@@ -174,7 +174,7 @@ static int recv_sink(const struct xopt *o, int fd, int out, long long *got, doub
 		if (n < 0) {
 			if (errno != EAGAIN && errno != EINTR)
 				return -1;
-			if (mono() >= deadline)
+			if (wn_mono() >= deadline)
 				return 1;
 			if (wait_fd(fd, POLLIN, deadline) < 0)
 				return -1;      /* 0: the deadline check above ends the loop */
@@ -184,8 +184,8 @@ static int recv_sink(const struct xopt *o, int fd, int out, long long *got, doub
 			return -1;
 		*got += n;
 		progress(*got, 0);
-		if (ts && *ts == 0 && mono() - t0 >= o->steady_after)
-			*ts = mono(), *bs = *got;
+		if (ts && *ts == 0 && wn_mono() - t0 >= o->steady_after)
+			*ts = wn_mono(), *bs = *got;
 	}
 }
 
@@ -214,7 +214,7 @@ static int open_sink(const char *path)
 /* Serves one accepted connection. */
 static void serve_one(const struct xopt *o, int c)
 {
-	double deadline = mono() + 86400;   /* bounded in practice by the idle limit */
+	double deadline = wn_mono() + 86400;   /* bounded in practice by the idle limit */
 	long long n = 0;
 
 	tune(c, o);
@@ -229,10 +229,10 @@ static void serve_one(const struct xopt *o, int c)
 			close(c);
 			return;
 		}
-		if (recv_sink(o, c, out, &n, mono(), NULL, NULL, deadline) == 0) {
+		if (recv_sink(o, c, out, &n, wn_mono(), NULL, NULL, deadline) == 0) {
 			for (int i = 0; i < 8; i++)
 				r[i] = (unsigned char)((unsigned long long)n >> (56 - 8 * i));
-			send_all(c, (char *)r, sizeof r, mono() + 30);
+			send_all(c, (char *)r, sizeof r, wn_mono() + 30);
 		}
 		if (out > 1)
 			close(out);
@@ -293,7 +293,7 @@ int wn_serve_main(int argc, char **argv)
 			"--recv=FILE) [--window=BYTES] [--once]\n");
 		return prc > 0 ? 0 : 2;
 	}
-	if (resolve(o.addr, &ss, &len) < 0) {
+	if (wn_resolve(o.addr, &ss, &len) < 0) {
 		fprintf(stderr, "wanem serve: bad address '%s' (expected HOST:PORT)\n", o.addr);
 		return 2;
 	}
@@ -358,7 +358,7 @@ int wn_get_main(int argc, char **argv)
 			"--send-zero=BYTES) [--window=BYTES] [--max-time=S] [--steady-after=S] [--progress]\n");
 		return prc > 0 ? 0 : 2;
 	}
-	if (resolve(o.addr, &ss, &len) < 0) {
+	if (wn_resolve(o.addr, &ss, &len) < 0) {
 		fprintf(stderr, "wanem get: bad address '%s' (expected HOST:PORT)\n", o.addr);
 		return 2;
 	}
@@ -367,7 +367,7 @@ int wn_get_main(int argc, char **argv)
 		fprintf(stderr, "wanem get: %s: %s\n", o.recv, strerror(errno));
 		return 1;
 	}
-	t0 = prog.t0 = mono();
+	t0 = prog.t0 = wn_mono();
 	prog.next = t0 + (prog.on == 2 ? 1 : 10);
 	deadline = t0 + o.max_time;
 	if ((s = dial(&o, &ss, len, deadline)) < 0) {
@@ -403,7 +403,7 @@ int wn_get_main(int argc, char **argv)
 				rc = -1;
 		}
 	}
-	t1 = mono();
+	t1 = wn_mono();
 	if (prog.next > t0 + 1.5)     /* a line was printed: finish it */
 		progress(n, 1);
 	if (rc != 0) {
