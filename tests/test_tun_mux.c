@@ -9,7 +9,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <event2/buffer.h>
+
 #include "test_tun_util.h"
+#include "../proxy/tun/frame.h"
+#include "../proxy/tun/mux.h"
 
 /* ---- a pair of endpoints -------------------------------------------------- */
 
@@ -441,6 +445,84 @@ static void test_round_robin_fair(void **state)
 	pair_stop(&p);
 }
 
+/* ---- a sparse stream goes before a busy one ----------------------------- */
+
+static void nop_kick(void *arg)
+{
+	(void)arg;
+}
+
+static int ok_hello(void *arg, const tun_hello *h, char *err, size_t errlen)
+{
+	(void)arg, (void)h, (void)err, (void)errlen;
+	return 0;
+}
+
+/* The stream id of the first DATA frame in out (0 if none); drains out. */
+static uint32_t first_data_sid(struct evbuffer *out)
+{
+	tun_fdec d;
+	tun_frame f;
+	size_t n = evbuffer_get_length(out), off = 0, used;
+	uint8_t *p = evbuffer_pullup(out, -1);
+	uint32_t sid = 0;
+
+	tun_fdec_init(&d);
+	while (!sid && off < n && tun_fdec_feed(&d, p + off, n - off, &used, &f) > 0) {
+		off += used;
+		if (f.type == PROTO_DATA)
+			sid = f.sid;
+	}
+	evbuffer_drain(out, n);
+	return sid;
+}
+
+/* A stream that was idle and queues a few bytes (a request, a reply) is sent
+ * in the next output, before a bulk stream's next quantum: it waits only for
+ * what the connection already holds, not for the bulk stream's turn. */
+static void test_sparse_stream_first(void **state)
+{
+	mux_cfg cfg = { .odd = 1, .window = 1u << 20, .max_streams = 16, .sendq_hiwat = 1u << 20,
+			.sendq_max = 4u << 20, .quantum = 4096 };
+	mux_ops ops = { .kick = nop_kick, .on_hello = ok_hello };
+	tun_frame hello = { .type = PROTO_HELLO, .u.hello = { .vmin = PROTO_VERSION_MIN, .vmax = PROTO_VERSION,
+							       .window = 1u << 20, .max_streams = 16,
+							       .role = PROTO_ROLE_CORE, .name = "core" } };
+	tun_open_info oi = { .policy = PROTO_POLICY_FULL };
+	static uint8_t big[64 << 10], small[100], buf[TUN_FRAME_MAX];
+	char err[256];
+	uint32_t goaway = 0;
+	int e = 0;
+
+	(void)state;
+	mux *m = mux_new(&cfg, &ops, NULL);
+	struct evbuffer *in = evbuffer_new(), *out = evbuffer_new();
+	assert_non_null(m);
+	int len = tun_frame_encode(&hello, buf, sizeof buf);
+	assert_true(len > 0);
+	evbuffer_add(in, buf, (size_t)len);
+	assert_int_equal(mux_input(m, in, &goaway, err, sizeof err), TUN_OK);
+	assert_int_equal(tun_target_parse(&oi.target, "127.0.0.1", 80), TUN_OK);
+	tun_stream *bulk = mux_open(m, &oi, NULL, NULL, &e), *live = mux_open(m, &oi, NULL, NULL, &e);
+	assert_non_null(bulk);
+	assert_non_null(live);
+	assert_int_equal(tun_stream_write(bulk, big, sizeof big), TUN_OK);
+	mux_output(m, out, 4096); /* the OPENs (live's without data), a bulk quantum */
+	assert_int_equal(first_data_sid(out), tun_stream_id(bulk));
+	for (int round = 0; round < 3; round++) {
+		mux_output(m, out, 4096); /* bulk alone: it stays busy */
+		assert_int_equal(first_data_sid(out), tun_stream_id(bulk));
+		assert_int_equal(tun_stream_write(live, small, sizeof small), TUN_OK);
+		mux_output(m, out, 4096);
+		assert_int_equal(first_data_sid(out), tun_stream_id(live));
+	}
+	tun_stream_free(bulk);
+	tun_stream_free(live);
+	mux_free(m);
+	evbuffer_free(in);
+	evbuffer_free(out);
+}
+
 /* ---- control routing and GOAWAY ------------------------------------------ */
 
 static int cond_has_stream(void *arg)
@@ -566,6 +648,7 @@ int main(void)
 		cmocka_unit_test(test_slow_receiver_bounds_sender),
 		cmocka_unit_test(test_interactive_not_stalled_by_bulk),
 		cmocka_unit_test(test_round_robin_fair),
+		cmocka_unit_test(test_sparse_stream_first),
 		cmocka_unit_test(test_ask_ack_reset_goaway),
 		cmocka_unit_test(test_drain),
 	};

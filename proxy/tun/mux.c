@@ -130,16 +130,31 @@ static int stream_sendable(const tun_stream *s)
 	return (s->flags & (SF_FIN_QUEUED | SF_FIN_SENT)) == SF_FIN_QUEUED && q == 0;
 }
 
-/* Put s on the scheduler list if it has something to send. */
-void mux_stream_activate(tun_stream *s)
+/* Put s on the scheduler list if it has something to send: at the end, or
+ * (head != 0) at the front. */
+static void activate(tun_stream *s, int head)
 {
 	mux *m = s->m;
 
 	if (!m || (s->flags & SF_ACTIVE) || !stream_sendable(s))
 		return;
 	s->flags |= SF_ACTIVE;
-	TAILQ_INSERT_TAIL(&m->active, s, rr);
+	if (head)
+		TAILQ_INSERT_HEAD(&m->active, s, rr);
+	else
+		TAILQ_INSERT_TAIL(&m->active, s, rr);
 	m->ops.kick(m->arg);
+}
+
+/* Put s on the scheduler list if it has something to send.  A stream that
+ * was idle and now holds at most a quarter quantum (a keystroke, a request,
+ * a reply) goes first, so it waits for no bulk stream's frame; it
+ * gets one turn like any other, and a stream that stays busy queues at the
+ * end (stream_turn re-activates it there). */
+void mux_stream_activate(tun_stream *s)
+{
+	activate(s, s->m && !(s->flags & SF_OPEN_PENDING) && /* OPENs go out in stream id order */
+			    evbuffer_get_length(s->sendq) <= s->m->cfg.quantum / 4);
 }
 
 /* Take s off the scheduler list. */
@@ -512,7 +527,7 @@ void mux_output(mux *m, struct evbuffer *out, size_t target)
 			break;
 		stream_deactivate(s);
 		stream_turn(m, s, out);
-		mux_stream_activate(s);
+		activate(s, 0);
 		stream_writable_check(s);
 	}
 	m->st.bytes_out += evbuffer_get_length(out) - len0;
