@@ -15,7 +15,22 @@
 
 #define TICK_MS 1000
 #define SYNC_EVERY 30 /* ticks between store syncs */
+#define TRIM_FREE_MIN (16u << 20) /* free heap bytes kept before trimming (trim_heap) */
 #define LINK_PACE_PCT 95 /* of link_rate: the tunnel sockets' pacing cap (link_queues) */
+
+/* Hand freed heap pages back to the kernel once more than TRIM_FREE_MIN is
+ * free.  Below that they stay for the next transfers: touching returned
+ * pages again costs a page fault each, which on a hypervisor that traps them
+ * made a hot 3.4 MB transfer over the emulated T1 take 0.069-0.076 s instead
+ * of 0.054-0.057 s when every closed stream's buffers were trimmed. */
+static void trim_heap(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+	if (mi.fordblks > TRIM_FREE_MIN) {
+		log_debug("heap: %zu bytes free, handed back", mi.fordblks);
+		malloc_trim(0);
+	}
+}
 
 /* Once a second: gauges; every SYNC_EVERY: make the store durable. */
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
@@ -46,7 +61,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	/* idle streams freed their codecs' memory: hand the pages back (freed
 	 * memory in the middle of the heap would otherwise stay resident) */
 	if (px_relay_rests_take())
-		malloc_trim(0);
+		trim_heap();
 	/* the store's writer thread does the fdatasync: the loop never waits on it */
 	if (++n->ticks % SYNC_EVERY == 0 && dre_store_sync_later(n->store))
 		log_warn("store %s: cannot queue a sync", conf_store(px_daemon_conf(n->d)));
