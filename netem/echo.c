@@ -132,34 +132,23 @@ int wn_echo_main(int argc, char **argv)
 	struct eopt o;
 	struct sockaddr_storage ss;
 	socklen_t len;
-	int s, one = 1;
+	int s;
 
-	int prc = parse(argc, argv, &o, "listen");
-	if (prc) {
-		fprintf(prc > 0 ? stdout : stderr, "usage: wanem echo --listen=HOST:PORT\n");
-		return prc > 0 ? 0 : 2;
-	}
-	if (wn_resolve(o.addr, &ss, &len) < 0) {
-		fprintf(stderr, "wanem echo: bad address '%s' (expected HOST:PORT)\n", o.addr);
-		return 2;
-	}
-	signal(SIGPIPE, SIG_IGN);
+	int rc = parse(argc, argv, &o, "listen");
+
+	rc = wn_cli_start(rc, "echo --listen=HOST:PORT", "echo", o.addr, &ss, &len);
+	if (rc >= 0)
+		return rc;
 	signal(SIGCHLD, SIG_IGN); /* no zombies */
-	if ((s = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
-	    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-	    bind(s, (struct sockaddr *)&ss, len) < 0 || listen(s, 16) < 0) {
+	if ((s = wn_listen(&ss, len, 0)) < 0) {
 		fprintf(stderr, "wanem echo: %s: %s\n", o.addr, strerror(errno));
 		return 1;
 	}
 	for (;;) {
-		int c = accept(s, NULL, NULL);
+		int c = wn_accept(s, "echo");
 
-		if (c < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			fprintf(stderr, "wanem echo: accept: %s\n", strerror(errno));
+		if (c < 0)
 			return 1;
-		}
 		pid_t p = fork();
 		if (p == 0) {
 			close(s);
@@ -234,17 +223,13 @@ int wn_rtt_main(int argc, char **argv)
 	socklen_t len;
 	int one = 1;
 
-	int prc = parse(argc, argv, &o, "connect");
-	if (prc) {
-		fprintf(prc > 0 ? stdout : stderr, "usage: wanem rtt --connect=HOST:PORT [--seconds=S (10)] [--interval=MS (100)] "
-			"[--size=BYTES (200)] [--timeout=S (10)]\n");
-		return prc > 0 ? 0 : 2;
-	}
-	if (wn_resolve(o.addr, &ss, &len) < 0) {
-		fprintf(stderr, "wanem rtt: bad address '%s' (expected HOST:PORT)\n", o.addr);
-		return 2;
-	}
-	signal(SIGPIPE, SIG_IGN);
+	int rc = parse(argc, argv, &o, "connect");
+
+	rc = wn_cli_start(rc,
+			      "rtt --connect=HOST:PORT [--seconds=S (10)] [--interval=MS (100)] [--size=BYTES (200)] "
+			      "[--timeout=S (10)]", "rtt", o.addr, &ss, &len);
+	if (rc >= 0)
+		return rc;
 	size_t cap = (size_t)(o.seconds * 1000 / (o.interval_ms > 1 ? o.interval_ms : 1)) + 2, n = 0;
 	double *rtt = calloc(cap, sizeof *rtt);
 	int s = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);

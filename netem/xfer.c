@@ -89,6 +89,51 @@ int wn_resolve(const char *hp, struct sockaddr_storage *ss, socklen_t *len)
 	return 0;
 }
 
+int wn_cli_start(int prc, const char *usage, const char *cmd, const char *addr, struct sockaddr_storage *ss,
+		 socklen_t *len)
+{
+	if (prc) {
+		fprintf(prc > 0 ? stdout : stderr, "usage: wanem %s\n", usage);
+		return prc > 0 ? 0 : 2;
+	}
+	if (wn_resolve(addr, ss, len) < 0) {
+		fprintf(stderr, "wanem %s: bad address '%s' (expected HOST:PORT)\n", cmd, addr);
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	return -1;
+}
+
+int wn_accept(int s, const char *cmd)
+{
+	for (;;) {
+		int c = accept(s, NULL, NULL);
+
+		if (c >= 0 || (errno != EINTR && errno != ECONNABORTED)) {
+			if (c < 0)
+				fprintf(stderr, "wanem %s: accept: %s\n", cmd, strerror(errno));
+			return c;
+		}
+	}
+}
+
+int wn_listen(const struct sockaddr_storage *ss, socklen_t len, int window)
+{
+	int s, one = 1;
+
+	if ((s = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return -1;
+	if (setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+	    (window > 0 && setsockopt(s, IPPROTO_TCP, TCP_WINDOW_CLAMP, &window, sizeof window) < 0) ||
+	    bind(s, (const struct sockaddr *)ss, len) < 0 || listen(s, 16) < 0) {
+		int e = errno;
+		close(s);
+		errno = e;
+		return -1;
+	}
+	return s;
+}
+
 /* Waits until fd is ready for ev.  Returns 1 (ready), 0 (the deadline passed) or
  * -1 (error, or no progress for WN_IDLE_MS: the peer is stuck). */
 static int wait_fd(int fd, short ev, double deadline)
@@ -285,35 +330,24 @@ int wn_serve_main(int argc, char **argv)
 	struct xopt o = { 0 };
 	struct sockaddr_storage ss;
 	socklen_t len;
-	int s, one = 1;
+	int s;
 
-	int prc = parse_opts(argc, argv, &o, "listen");
-	if (prc) {
-		fprintf(prc > 0 ? stdout : stderr, "usage: wanem serve --listen=HOST:PORT (--send=FILE | --send-zero=BYTES | "
-			"--recv=FILE) [--window=BYTES] [--once]\n");
-		return prc > 0 ? 0 : 2;
-	}
-	if (wn_resolve(o.addr, &ss, &len) < 0) {
-		fprintf(stderr, "wanem serve: bad address '%s' (expected HOST:PORT)\n", o.addr);
-		return 2;
-	}
-	signal(SIGPIPE, SIG_IGN);
-	if ((s = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
-	    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-	    (o.window > 0 && setsockopt(s, IPPROTO_TCP, TCP_WINDOW_CLAMP, &o.window, sizeof o.window) < 0) ||
-	    bind(s, (struct sockaddr *)&ss, len) < 0 || listen(s, 16) < 0) {
+	int rc = parse_opts(argc, argv, &o, "listen");
+
+	rc = wn_cli_start(rc,
+			      "serve --listen=HOST:PORT (--send=FILE | --send-zero=BYTES | --recv=FILE) "
+			      "[--window=BYTES] [--once]", "serve", o.addr, &ss, &len);
+	if (rc >= 0)
+		return rc;
+	if ((s = wn_listen(&ss, len, o.window)) < 0) {
 		fprintf(stderr, "wanem serve: %s: %s\n", o.addr, strerror(errno));
 		return 1;
 	}
 	do {
-		int c = accept(s, NULL, NULL);
+		int c = wn_accept(s, "serve");
 
-		if (c < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			fprintf(stderr, "wanem serve: accept: %s\n", strerror(errno));
+		if (c < 0)
 			return 1;
-		}
 		serve_one(&o, c);
 	} while (!o.once);
 	close(s);
@@ -353,16 +387,12 @@ int wn_get_main(int argc, char **argv)
 	int s, rc, out = -1;
 
 	int prc = parse_opts(argc, argv, &o, "connect");
-	if (prc) {
-		fprintf(prc > 0 ? stdout : stderr, "usage: wanem get --connect=HOST:PORT (--recv=FILE | --send=FILE | "
-			"--send-zero=BYTES) [--window=BYTES] [--max-time=S] [--steady-after=S] [--progress]\n");
-		return prc > 0 ? 0 : 2;
-	}
-	if (wn_resolve(o.addr, &ss, &len) < 0) {
-		fprintf(stderr, "wanem get: bad address '%s' (expected HOST:PORT)\n", o.addr);
-		return 2;
-	}
-	signal(SIGPIPE, SIG_IGN);
+
+	prc = wn_cli_start(prc,
+			       "get --connect=HOST:PORT (--recv=FILE | --send=FILE | --send-zero=BYTES) "
+			       "[--window=BYTES] [--max-time=S] [--steady-after=S] [--progress]", "get", o.addr, &ss, &len);
+	if (prc >= 0)
+		return prc;
 	if (o.recv && (out = open_sink(o.recv)) == -2) {
 		fprintf(stderr, "wanem get: %s: %s\n", o.recv, strerror(errno));
 		return 1;
