@@ -189,6 +189,8 @@ static const char *session(const struct eopt *o, int s, double *rtt, size_t cap,
 	uint8_t *m = malloc(sz), *back = malloc(sz);
 	const char *why = NULL;
 	double t0 = wn_mono();
+	long long ns = (long long)(o->interval_ms * 1e6);
+	struct timespec pause = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
 
 	if (!m || !back)
 		why = "out of memory";
@@ -201,10 +203,8 @@ static const char *session(const struct eopt *o, int s, double *rtt, size_t cap,
 			why = "an echo differs from what was sent";
 		else
 			rtt[(*n)++] = wn_mono() - t1;
-		struct timespec ts = { (time_t)(o->interval_ms / 1000),
-				       (long)(((o->interval_ms / 1000) - (double)(time_t)(o->interval_ms / 1000)) * 1e9) };
 		if (!why)
-			nanosleep(&ts, NULL);
+			nanosleep(&pause, NULL);
 	}
 	if (!why) { /* the echo server must end cleanly */
 		shutdown(s, SHUT_WR);

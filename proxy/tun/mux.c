@@ -147,10 +147,10 @@ static void activate(tun_stream *s, int head)
 }
 
 /* Put s on the scheduler list if it has something to send.  A stream that
- * was idle and now holds at most a quarter quantum (a keystroke, a request,
- * a reply) goes first, so it waits for no bulk stream's frame; it
+ * was off the list and now holds at most a quarter quantum (a keystroke, a
+ * request, a reply) goes first, so it waits for no bulk stream's frame; it
  * gets one turn like any other, and a stream that stays busy queues at the
- * end (stream_turn re-activates it there). */
+ * end (mux_output re-activates it there after each turn). */
 void mux_stream_activate(tun_stream *s)
 {
 	activate(s, s->m && !(s->flags & SF_OPEN_PENDING) && /* OPENs go out in stream id order */
