@@ -21,4 +21,4 @@ wanopt demo: a branch and a datacenter joined by an emulated T1 link
 
 TXT
 export WNM_PREFIX=wnm-demo-
-exec netem/bench t1 --files=ref --dirs=down --scenarios=1,2,3 --max-time=90 --out=results/demo
+exec netem/bench t1 --files=ref --dirs=down --scenarios=1,2,3 --max-time=90 --live=0 --out=results/demo
