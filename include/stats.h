@@ -37,6 +37,7 @@ enum stats_gauge {
 	STATS_STORE_LARGER_2X, /* of those, estimated references in a store 2x as large */
 	STATS_STORE_LARGER_4X, /* ... 4x */
 	STATS_STORE_LARGER_8X, /* ... 8x */
+	STATS_LOOP_LAG_MAX_US, /* longest an event loop was held past a timer, us (stats_max) */
 	STATS_NGAUGE
 };
 
@@ -80,6 +81,8 @@ const char *stats_bytes_str(double v, int binary, char *buf, size_t len);
 void stats_stream_close(struct stats_stream *st);
 /* Sets a gauge. */
 void stats_set(struct stats *s, enum stats_gauge g, uint64_t v);
+/* Raises a gauge to v if it is lower (from any thread). */
+void stats_max(struct stats *s, enum stats_gauge g, uint64_t v);
 /* Replaces publisher `slot`'s list of tunnel connections (slot 0 ..
  * STATS_TUNNEL_SLOTS-1: an edge, or each of a core's workers), from any
  * thread; shown per peer (wanopt_tunnel_peer_rtt_seconds{peer=...}, JSON

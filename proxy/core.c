@@ -20,6 +20,7 @@
 
 #include "cmd.h"
 #include "daemon.h"
+#include "lag.h"
 #include "log.h"
 #include "node.h"
 #include "tfo.h"
@@ -46,6 +47,7 @@ struct worker {
 	atomic_uint up;
 	atomic_ullong rtt_us;     /* smallest tunnel RTT of this worker's edges, for the gauge */
 	struct event *rtt_ev;
+	struct px_lag *lag; /* threaded workers: their loop's watchdog */
 	unsigned rtt_ticks;
 	int draining, drained, threaded; /* drained: idleness reported to the main thread */
 };
@@ -317,6 +319,11 @@ static int worker_init(struct px_core *k, struct worker *w, struct event_base *b
 	struct timeval sec = { 1, 0 };
 	if ((w->rtt_ev = event_new(base, -1, EV_PERSIST, worker_rtt, w)))
 		event_add(w->rtt_ev, &sec);
+	if (base != k->node.env.base) {
+		char name[32];
+		snprintf(name, sizeof name, "core worker %d", w->idx);
+		w->lag = px_lag_start(base, k->node.env.stats, name);
+	}
 	w->warm.env = &w->env;
 	w->warm.open = core_warm_open;
 	w->warm.npeers = core_warm_peers;
@@ -440,6 +447,7 @@ static void core_stop(struct px_daemon *d, void *arg)
 		}
 		if (w->rtt_ev)
 			event_free(w->rtt_ev);
+		px_lag_free(w->lag);
 		tun_server_free(w->srv);
 		if (w->dns)
 			evdns_base_free(w->dns, 1);

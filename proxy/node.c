@@ -8,6 +8,7 @@
 #include <event2/event.h>
 
 #include "daemon.h"
+#include "lag.h"
 #include "log.h"
 #include "node.h"
 #include "stats.h"
@@ -203,6 +204,7 @@ int px_node_start(struct px_node *n, struct px_daemon *d, int role)
 	struct timeval tv = { TICK_MS / 1000, (TICK_MS % 1000) * 1000 };
 	event_add(n->tick, &tv);
 	tick_cb(-1, 0, n);
+	n->lag = px_lag_start(n->env.base, n->env.stats, role == PROTO_ROLE_EDGE ? "edge" : "core");
 	return 0;
 }
 
@@ -219,6 +221,8 @@ void px_node_stop(struct px_node *n)
 	if (n->tick)
 		event_free(n->tick);
 	n->tick = NULL;
+	px_lag_free(n->lag);
+	n->lag = NULL;
 	if (n->store && dre_store_sync(n->store))
 		log_warn("store: final sync failed");
 	dre_store_close(n->store);

@@ -10,6 +10,7 @@
 #include "tun.h"
 
 struct px_daemon;
+struct px_lag;
 struct event;
 
 struct px_node {
@@ -18,6 +19,7 @@ struct px_node {
 	tun_config tcfg;
 	struct px_relay_env env;
 	struct event *tick;
+	struct px_lag *lag; /* watches the daemon's main event loop */
 	unsigned ticks;
 	uint64_t io_errors; /* the store's I/O error count at the last tick */
 	char name[64];

@@ -187,6 +187,17 @@ void stats_set(struct stats *s, enum stats_gauge g, uint64_t v)
 		atomic_store_explicit(&s->gauge[g], v, memory_order_relaxed);
 }
 
+/* Raises a gauge to v (compare-and-swap, relaxed). */
+void stats_max(struct stats *s, enum stats_gauge g, uint64_t v)
+{
+	if (!s || (unsigned)g >= STATS_NGAUGE)
+		return;
+	uint64_t cur = atomic_load_explicit(&s->gauge[g], memory_order_relaxed);
+	while (cur < v && !atomic_compare_exchange_weak_explicit(&s->gauge[g], &cur, v, memory_order_relaxed,
+								   memory_order_relaxed))
+		;
+}
+
 int stats_tunnels_set(struct stats *s, int slot, const struct stats_tunnel *t, size_t n)
 {
 	if (slot < 0 || slot >= STATS_TUNNEL_SLOTS)
@@ -502,6 +513,9 @@ static void prom_gauges(FILE *f, struct stats *s)
 	prom_tunnels(f, s);
 	prom_head(f, "tunnels_up", "gauge", "Tunnel connections established.");
 	fprintf(f, "wanopt_tunnels_up %llu\n", G(STATS_TUNNELS_UP));
+	prom_head(f, "loop_lag_max_seconds", "gauge",
+		  "Longest an event loop was held since start (a long callback, or not scheduled).");
+	fprintf(f, "wanopt_loop_lag_max_seconds %.6f\n", (double)G(STATS_LOOP_LAG_MAX_US) / 1e6);
 	prom_head(f, "uptime_seconds", "gauge", "Seconds since start.");
 	fprintf(f, "wanopt_uptime_seconds %lld\n", (long long)(time(NULL) - s->started));
 #undef G
@@ -645,7 +659,7 @@ static void json_fill(FILE *f, struct stats *s)
 	fprintf(f, "\"tunnel\":{\"rtt_us\":%llu,\"up\":%llu,\"peers\":[", G(STATS_TUNNEL_RTT_US),
 		G(STATS_TUNNELS_UP));
 	json_tunnels(f, s);
-	fputs("]},\"streams\":[", f);
+	fprintf(f, "]},\"loop_lag_max_us\":%llu,\"streams\":[", G(STATS_LOOP_LAG_MAX_US));
 	for (size_t i = 0; rows && i < n; i++) {
 		if (i)
 			fputc(',', f);

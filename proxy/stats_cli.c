@@ -29,7 +29,7 @@ struct scli_row {
 struct scli_page {
 	char role[16];
 	double lan[2], wan[2], red, hit, lz, asks, opened, active;
-	double fill, size, evict, rtt, up, uptime, warm_file, warm_wan;
+	double fill, size, evict, rtt, up, uptime, warm_file, warm_wan, lag;
 	double hit_ratio, larger[3], new_bytes; /* the store's, and the estimate for 2x, 4x, 8x */
 	struct scli_row *rows;
 	size_t nrows;
@@ -145,6 +145,7 @@ static void scli_total_sample(struct scli_page *pg, const struct scli_sample *sm
 		M("tunnels_up", up), M("uptime_seconds", uptime),
 		M("warm_file_bytes_total", warm_file), M("warm_wan_bytes_total", warm_wan),
 		M("store_hit_ratio", hit_ratio), M("store_new_bytes_total", new_bytes),
+		M("loop_lag_max_seconds", lag),
 #undef M
 	};
 	int out = !strcmp(sm->dir, "out");
@@ -210,6 +211,8 @@ static void scli_print(const struct scli_page *pg, const char *addr)
 	if (pg->new_bytes > 0) /* nothing stored yet: no ratio to speak of */
 		printf("store hit ratio %.1f %%; a store 2x / 4x / 8x as large: %.1f / %.1f / %.1f %% (estimated)\n",
 		       100 * pg->hit_ratio, 100 * pg->larger[0], 100 * pg->larger[1], 100 * pg->larger[2]);
+	if (pg->lag >= 0.1) /* shorter holds are routine; a tunnel gives up after 1 s without a frame */
+		printf("longest event loop stall since start: %.0f ms\n", pg->lag * 1000);
 	putchar('\n');
 	printf("%-8s %12s %12s %10s %12s %9s %6s\n", "", "LAN", "WAN", "reduction", "DRE hits",
 	       "LZ ratio", "asks");

@@ -19,6 +19,10 @@
 #    after SIGCONT the tunnels recover.
 # 5. An edge SIGKILLed mid-transfer: the core frees the streams at once and
 #    keeps serving the other edge.
+# 6. An edge itself stopped for 1.5 s (a paused VM, a debugger, swapping)
+#    with an echo session open: on waking it keeps its tunnel and the session
+#    (it did not hear the core because it was not listening), logs the stall,
+#    and its stats show it.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/proxy/lib.sh
@@ -131,4 +135,23 @@ a=$(px_stat "$S1" 'j["total"]["active_streams"]')
 px_bg_wait slow5 5
 case $BG_OUT in ok*) fail "a download through a killed edge completed?" ;; *) ok "the client of the killed edge: ${BG_OUT%%:*}" ;; esac
 expect "the other edge still carries traffic" pxt get 127.0.0.1 "$L2" 66 $MB
+
+# ---- 6. the edge held, not the core ----
+d0=$(px_count_log e2 "tunnel down")
+rm -f "$T/p6"
+px_bg live6 live 127.0.0.1 "$L2" 4 --ready="$T/p6" --timeout=30
+px_wait_file "$T/p6"
+sleep 0.5
+kill -STOP "${PID[e2]}"
+sleep 1.5
+kill -CONT "${PID[e2]}"
+px_bg_wait live6 15
+case $BG_OUT in ok*) ok "edge stopped 1.5 s: the echo session went on (${BG_OUT#ok })" ;;
+*) fail "edge stopped 1.5 s: the echo session ended '$BG_OUT'" ;; esac
+[ "$(px_count_log e2 "tunnel down")" -eq "$d0" ] && ok "edge stopped 1.5 s: it kept its tunnel" ||
+	fail "edge stopped 1.5 s: it dropped a healthy tunnel on waking ($(grep "tunnel down" "$T/e2.log" | tail -n 1 | cut -c26-))"
+px_wait_log e2 "event loop held for" 2 && ok "edge stopped 1.5 s: logged ($(grep -o "held for [0-9]* ms" "$T/e2.log" | tail -n 1))" ||
+	fail "edge stopped 1.5 s: no stall in its log"
+lag=$(px_stat "$S3" 'j["loop_lag_max_us"]')
+[ "$lag" -ge 1200000 ] && ok "edge stopped 1.5 s: loop_lag_max_us $lag" || fail "edge stopped 1.5 s: loop_lag_max_us $lag"
 px_done

@@ -49,6 +49,10 @@ static struct stats *sample_registry(struct stats_stream **a, struct stats_strea
 	stats_set(s, STATS_STORE_LARGER_8X, 250);
 	stats_set(s, STATS_TUNNEL_RTT_US, 40100);
 	stats_set(s, STATS_TUNNELS_UP, 1);
+	stats_max(s, STATS_LOOP_LAG_MAX_US, 5000);
+	stats_max(s, STATS_LOOP_LAG_MAX_US, 120);   /* lower: the gauge keeps 5000 */
+	stats_max(s, STATS_LOOP_LAG_MAX_US, 12500);
+	stats_max(s, STATS_LOOP_LAG_MAX_US, 7000);
 	return s;
 }
 
@@ -207,6 +211,7 @@ static void test_render(void **state)
 		"wanopt_store_larger_hit_ratio{size=\"2x\"} 0.7000\n",
 		"wanopt_store_larger_hit_ratio{size=\"8x\"} 0.8500\n",
 		"wanopt_tunnel_rtt_seconds 0.040100\n",
+		"wanopt_loop_lag_max_seconds 0.012500\n",
 		"wanopt_stream_lan_bytes{id=\"1\",src=\"10.0.0.5:41000\",dst=\"10.1.1.1:21\",mode=\"full\"} 1000000\n",
 		"wanopt_stream_reduction_percent{id=\"2\",src=\"[fd00::5]:5000\",dst=\"[fd01::1]:443\",mode=\"tfo\"} 0.000\n",
 	};
@@ -224,7 +229,7 @@ static void test_render(void **state)
 	assert_non_null(strstr(p, "\"store\":{\"fill_bytes\":1073741824,\"size_bytes\":10737418240,"
 				  "\"evictions\":7,\"hit_bytes\":600,\"new_bytes\":400,\"hit_ratio\":0.6000,"
 				  "\"larger_hit_ratio\":{\"2x\":0.7000,\"4x\":0.8000,\"8x\":0.8500}},"
-				  "\"tunnel\":{\"rtt_us\":40100,\"up\":1,\"peers\":[]}"));
+				  "\"tunnel\":{\"rtt_us\":40100,\"up\":1,\"peers\":[]},\"loop_lag_max_us\":12500,"));
 	assert_non_null(strstr(p, "{\"id\":1,\"src\":\"10.0.0.5:41000\",\"dst\":\"10.1.1.1:21\","
 				  "\"mode\":\"full\",\"age_s\":"));
 	free(p);

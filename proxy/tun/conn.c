@@ -71,6 +71,8 @@ struct tun_conn {
 	uint64_t last_rx_us, rtt_us;
 	uint32_t ka_retrans, ka_ooo; /* TCP_INFO loss counters at the last keepalive tick */
 	uint64_t ka_loss_us;         /* when they last moved */
+	uint64_t ka_tick_us;         /* the last keepalive tick */
+	uint64_t ka_quiet_us;        /* the peer's silence, as counted by quiet_time */
 	tun_stats st;               /* the mux's counters, kept when it is freed */
 	char peer[PROTO_NAME_MAX + 80];
 	TAILQ_ENTRY(tun_conn) link;
@@ -199,6 +201,8 @@ static int ops_hello(void *arg, const tun_hello *h, char *err, size_t errlen)
 	event_del(c->hs_timer);
 	struct timeval ka = tv_ms(cfg->keepalive_ms);
 	event_add(c->ka_timer, &ka);
+	c->ka_tick_us = now_us();
+	c->ka_quiet_us = 0;
 	mux_ping(c->m, now_us()); /* an RTT sample now, not a keepalive period later */
 	if (c->ep->cbs.on_up)
 		c->ep->cbs.on_up(c, c->ep->arg);
@@ -401,6 +405,29 @@ static int tcp_repairing(tun_conn *c, uint64_t now, unsigned within_ms, uint32_t
 	return c->ka_loss_us && now - c->ka_loss_us <= (uint64_t)within_ms * 1000;
 }
 
+/* The peer's silence at this keepalive tick (us): time since its last frame,
+ * where each gap between our ticks counts for at most two keepalive
+ * intervals.  A gap longer than that means our own loop was held (a long
+ * callback, the process stopped or not scheduled): the peer was not heard
+ * because we did not listen, and a healthy tunnel must not be dropped for
+ * it.  An edge stopped for 1.5 s while idle used to give up on its tunnel on
+ * waking, resetting every stream.  A peer that is really gone is still
+ * noticed, a tick or two later; even if every tick comes late. */
+static uint64_t quiet_time(tun_conn *c, uint64_t now)
+{
+	uint64_t cap = 2000ull * c->ep->cfg.keepalive_ms;
+	uint64_t from = c->ka_tick_us;
+
+	if (c->last_rx_us >= c->ka_tick_us) { /* heard since the last tick */
+		c->ka_quiet_us = 0;
+		from = c->last_rx_us;
+	}
+	if (now > from)
+		c->ka_quiet_us += now - from < cap ? now - from : cap;
+	c->ka_tick_us = now;
+	return c->ka_quiet_us;
+}
+
 /* Keepalive tick: fail on silence, else PING with our clock.  No frame for
  * keepalive_timeout_ms is fatal, except while TCP is repairing a loss and
  * the peer's TCP still sends: on a lossy link under load, frames (our PONGs
@@ -412,7 +439,7 @@ static void conn_keepalive(evutil_socket_t fd, short what, void *arg)
 {
 	tun_conn *c = arg;
 	const tun_config *cfg = &c->ep->cfg;
-	uint64_t now = now_us(), quiet_ms = (now - c->last_rx_us) / 1000;
+	uint64_t now = now_us(), quiet_ms = quiet_time(c, now) / 1000;
 	uint32_t heard_ms;
 	int repairing = tcp_repairing(c, now, cfg->keepalive_timeout_ms, &heard_ms);
 	int heard = heard_ms <= cfg->keepalive_timeout_ms;
