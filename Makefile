@@ -52,7 +52,8 @@ deps-quiet:
 deps-build:
 	@bash scripts/deps.sh build
 
-$(BUILD)/%.o: %.c
+# Order-only: under make -j the build packages are in place before any compile.
+$(BUILD)/%.o: %.c | deps-build
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC  $<")
 	$(Q)$(CC) $(REQ_CPPFLAGS) $(CPPFLAGS) $(CFLAGS) $(REQ_CFLAGS) -c $< -o $@
@@ -73,12 +74,13 @@ $(BINDIR)/wanem: $(BUILD)/netem/wanem.o $(WANEM_LIB)
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB)
 	$(Q)$(CC) $(CFLAGS) -pthread $(LDSAN) $(LDFLAGS) $^ $(LIBS) -lcmocka -o $@
-$(BUILD)/tests/%.o: tests/netem/%.c
+$(BUILD)/tests/%.o: tests/netem/%.c | deps-build
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(REQ_CPPFLAGS) $(CPPFLAGS) $(CFLAGS) $(REQ_CFLAGS) -Inetem -c $< -o $@
 $(NTEST_BIN): $(BUILD)/tests/%: $(BUILD)/tests/%.o $(WANEM_LIB)
 	$(Q)$(CC) $(CFLAGS) -pthread $(LDSAN) $(LDFLAGS) $^ -levent -lm -lcmocka -o $@
 
+$(TEST_SRC:%.c=$(BUILD)/%.o) $(NTEST_SRC:tests/netem/%.c=$(BUILD)/tests/%.o): | deps-quiet
 tests: deps-quiet all $(TEST_BIN) $(NTEST_BIN)
 
 # Every unit and integration test; ends with one summary line.

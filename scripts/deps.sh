@@ -8,6 +8,11 @@ if [ "${1:-all}" != build ]; then
 	pkgs="$pkgs libcmocka-dev zstd openssl iproute2 nftables iptables python3 clang
 	      libclang-rt-14-dev procps time"
 fi
+# make -j may run this twice at once (deps-build, deps-quiet): one at a time,
+# each checking after the other has finished.
+if [ "$(id -u)" = 0 ] && command -v flock >/dev/null; then
+	exec 9>/run/wanopt-deps.lock && flock 9
+fi
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
