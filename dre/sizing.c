@@ -54,9 +54,9 @@ static struct dre_ghost *slot(const struct dre_sizing *z, uint64_t tag)
 	return &z->ghost[(tag ^ (tag >> 32)) & (SLOTS - 1)];
 }
 
-void dre_sizing_limit(dre_store *st)
+void dre_sizing_limit(dre_store *st, uint64_t limit)
 {
-	st->sz.shift = shift_for(st->limit);
+	st->sz.shift = shift_for(limit);
 }
 
 void dre_sizing_evicted(dre_store *st, uint64_t tag, uint32_t len)
@@ -110,7 +110,7 @@ int dre_sizing_open(dre_store *st)
 	if (!(z->ghost = calloc(SLOTS, sizeof *z->ghost)))
 		return DRE_ENOMEM;
 	z->since = (uint64_t)time(NULL);
-	dre_sizing_limit(st);
+	dre_sizing_limit(st, st->limit);
 	char path[4200];
 	snprintf(path, sizeof path, "%s/sizing", st->dir);
 	FILE *f = fopen(path, "rb");

@@ -41,16 +41,6 @@
 
 #define DEFAULT_LIMIT (1ULL << 30)
 
-static uint64_t file_max_for(uint64_t limit)
-{
-	uint64_t f = limit / 32;
-	if (f < (1u << 20))
-		f = 1u << 20;
-	if (f > (1u << 30))
-		f = 1u << 30;
-	return f;
-}
-
 /* The checksum of a record: header fields and payload (len bytes). */
 static uint64_t rec_sum(uint32_t magic, const uint8_t h[DRE_REC_HDR], const void *payload, uint32_t len)
 {
@@ -501,57 +491,6 @@ void dre_store_hit(dre_store *st, uint64_t prev, uint64_t tag)
 	pthread_mutex_unlock(&st->mu);
 }
 
-/* The limit saved in DIR/limit, or 0 if none (or unreadable). */
-static uint64_t limit_load(const char *dir)
-{
-	char path[4200];
-	unsigned long long v = 0;
-	snprintf(path, sizeof path, "%s/limit", dir);
-	FILE *f = fopen(path, "r");
-	if (f && fscanf(f, "size_limit %llu", &v) != 1)
-		v = 0;
-	if (f)
-		fclose(f);
-	return v;
-}
-
-/* Save st->limit in DIR/limit if it differs from what is there
- * (st->limit_saved; temp + rename): 0 or DRE_EIO. */
-static int limit_save(dre_store *st)
-{
-	char path[4200], tmp[4300];
-	if (st->readonly || st->limit_saved == st->limit)
-		return 0;
-	snprintf(path, sizeof path, "%s/limit", st->dir);
-	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	FILE *f = fopen(tmp, "w");
-	int rc = !f || fprintf(f, "size_limit %llu\n", (unsigned long long)st->limit) < 0;
-	if (f && fclose(f))
-		rc = 1;
-	if (!rc && rename(tmp, path))
-		rc = 1;
-	if (rc)
-		unlink(tmp);
-	else
-		st->limit_saved = st->limit;
-	return rc ? DRE_EIO : 0;
-}
-
-int dre_store_set_limit(dre_store *st, uint64_t limit)
-{
-	if (!limit || st->readonly)
-		return DRE_EINVAL;
-	pthread_mutex_lock(&st->mu);
-	st->limit = limit;
-	st->file_max = file_max_for(limit);
-	dre_sizing_limit(st);
-	int rc = dre_store_enforce_limit(st);
-	if (!rc)
-		rc = limit_save(st);
-	pthread_mutex_unlock(&st->mu);
-	return rc;
-}
-
 int dre_store_sync(dre_store *st)
 {
 	if (st->readonly)
@@ -692,10 +631,10 @@ dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, s
 	pthread_mutex_init(&st->mu, NULL);
 	st->lockfd = -1;
 	st->readonly = o->readonly;
-	st->limit_saved = limit_load(dir);
+	st->limit_saved = dre_store_limit_load(dir);
 	uint64_t saved = o->size_limit ? 0 : st->limit_saved;
 	st->limit = o->size_limit ? o->size_limit : saved ? saved : DEFAULT_LIMIT;
-	st->file_max = file_max_for(st->limit);
+	st->file_max = dre_store_file_max(st->limit);
 	if (!(st->dir = strdup(dir)) || dre_idx_init(&st->idx, 1u << 16)) {
 		dre_seterr(err, errlen, "out of memory");
 		goto fail;
@@ -720,7 +659,7 @@ dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, s
 		dre_seterr(err, errlen, "%s: cannot evict down to the size limit", dir);
 		goto fail;
 	}
-	if (!o->keep && !unknown && limit_save(st)) {
+	if (!o->keep && !unknown && dre_store_limit_save(st)) {
 		dre_seterr(err, errlen, "%s/limit: %s", dir, strerror(errno));
 		goto fail;
 	}

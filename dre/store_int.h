@@ -47,7 +47,8 @@ int dre_sizing_open(dre_store *st);
 /* Save DIR/sizing; if held is the lock held, it is let go while writing. */
 int dre_sizing_save(dre_store *st, pthread_mutex_t *held);
 void dre_sizing_close(dre_store *st);
-void dre_sizing_limit(dre_store *st);
+/* Sample for a store bounded to `limit` bytes. */
+void dre_sizing_limit(dre_store *st, uint64_t limit);
 void dre_sizing_evicted(dre_store *st, uint64_t tag, uint32_t len);
 void dre_sizing_stored(dre_store *st, uint64_t tag, uint32_t len);
 void dre_sizing_hit(dre_store *st, uint32_t len);
@@ -59,6 +60,7 @@ struct dre_store {
 	uint64_t id;
 	uint64_t limit, file_max;
 	uint64_t limit_saved;        /* the limit DIR/limit holds (0: none) */
+	uint64_t shrink_to;          /* the target of a shrink under way (0: none) */
 	int created;                 /* this open made the store (a new STORE file) */
 	dre_idx idx;
 	struct dre_sfile *files; /* by number, oldest first; the last is active */
@@ -102,6 +104,15 @@ int dre_store_rotate(dre_store *st);
 /* Evict (evict.c) until the data files fit the size bound; lock held.  0 or
  * an error from opening the next file. */
 int dre_store_enforce_limit(dre_store *st);
+/* The data file size for a store bounded to `limit` bytes (1 MiB-1 GiB). */
+uint64_t dre_store_file_max(uint64_t limit);
+/* The limit saved in DIR/limit, or 0 if none (or unreadable). */
+uint64_t dre_store_limit_load(const char *dir);
+/* Save st->limit in DIR/limit if it differs from what is there
+ * (st->limit_saved; temp + rename): 0 or DRE_EIO. */
+int dre_store_limit_save(dre_store *st);
+/* Delete data file num's .dat and .idx (needs no lock). */
+void dre_store_unlink_file(const dre_store *st, uint32_t num);
 /* Read file num's .idx if it is intact and covers `size` bytes: 0 and a
  * malloc()ed array, or -1. */
 int dre_store_load_idx(dre_store *st, uint32_t num, uint64_t size, struct dre_idxent **out, size_t *n);
@@ -146,5 +157,7 @@ void dre_wq_drain(dre_store *st);
 /* Drop queued jobs of a file about to be deleted; waits (releasing mu) if the
  * writer is busy with one. */
 void dre_wq_forget(dre_store *st, uint32_t file);
+/* Have the writer delete evicted file `file` (at once if it cannot). */
+void dre_wq_unlink(dre_store *st, uint32_t file);
 
 #endif

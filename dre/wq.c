@@ -4,7 +4,9 @@
  * Appending a record copies it into an in-memory block of the active data file
  * (under the store lock, a memcpy); a writer thread writes whole blocks with
  * pwrite, outside the lock, and also does the store's slow file work: sealing
- * a data file's .idx (written and fdatasync()ed) and background syncs.  So a
+ * a data file's .idx (written and fdatasync()ed), background syncs, and
+ * deleting evicted files (unlinking a file of 100+ MiB in the page cache
+ * takes milliseconds, spent freeing its pages).  So a
  * thread that stores chunks (the proxy's event loop) never waits on the disk,
  * unless the writer falls DRE_WQ_CAP bytes behind: then appenders wait for it
  * (back-pressure, bounded memory).
@@ -38,6 +40,7 @@ enum wq_kind {
 	WQ_DATA, /* write data[0..len) at file offset off */
 	WQ_IDX,  /* write the .idx of sealed file `file` (data: len entries, covering off bytes) */
 	WQ_SYNC, /* fdatasync the data file, then save peer knowledge */
+	WQ_UNLINK, /* delete evicted file `file` (.dat and .idx) */
 };
 
 struct dre_wjob {
@@ -152,6 +155,9 @@ static int run_job(dre_store *st, struct dre_wjob *j)
 		if (dre_sizing_save(st, &st->mu) && !rc)
 			rc = EIO;
 		pthread_mutex_unlock(&st->mu);
+		break;
+	case WQ_UNLINK:
+		dre_store_unlink_file(st, j->file);
 		break;
 	}
 	return rc;
@@ -342,6 +348,16 @@ int dre_wq_sync_later(dre_store *st, const struct dre_sfile *f)
 	seal_cur(st);
 	push(st, j);
 	return 0;
+}
+
+void dre_wq_unlink(dre_store *st, uint32_t file)
+{
+	struct dre_wjob *j = st->wq_running ? job_new(WQ_UNLINK, file, -1, 0, 0) : NULL;
+	if (!j) {
+		dre_store_unlink_file(st, file);
+		return;
+	}
+	push(st, j);
 }
 
 /* The queued or in-flight data block holding [off, off+n) of file, or NULL. */

@@ -78,8 +78,17 @@ dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, s
  * Records that never made it to disk fail their checksums after a crash and
  * are dropped, never served. */
 void dre_store_close(dre_store *st);
-/* Change the size bound at run time; evicts at once if now over it. */
+/* Change the size bound at run time; evicts at once if now over it, holding
+ * the store lock until done (the files themselves are deleted afterwards by
+ * the store's writer thread). */
 int dre_store_set_limit(dre_store *st, uint64_t size_limit);
+/* The same in steps, for a thread that must not stall: each call evicts at
+ * most one data file (the oldest) and returns 1 while the store still holds
+ * more than size_limit (call again), 0 once within it (the new bound is then
+ * saved in DIR/limit), or a negative DRE_E* error.  Until then the bound is
+ * what the store holds, so stores in between evict only about what they add.
+ * A store closed half-way keeps the old bound in DIR/limit. */
+int dre_store_shrink_step(dre_store *st, uint64_t size_limit);
 /* Make everything written so far durable (fdatasync data and index files).
  * Blocks until the disk has it. */
 int dre_store_sync(dre_store *st);

@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -208,12 +209,46 @@ int px_node_start(struct px_node *n, struct px_daemon *d, int role)
 	return 0;
 }
 
+/* One step of a store_size change: evict a data file, come back on the
+ * next event loop pass while still over; log the outcome. */
+static void shrink_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_node *n = arg;
+	int rc = dre_store_shrink_step(n->store, n->shrink_to);
+	if (rc > 0) {
+		struct timeval now = { 0, 0 };
+		event_add(n->shrink, &now);
+		return;
+	}
+	unsigned long long to = (unsigned long long)n->shrink_to;
+	if (rc < 0) {
+		log_warn("store: cannot apply store_size %llu: %s", to, dre_strerror(rc));
+		return;
+	}
+	dre_store_stats ss;
+	dre_store_get_stats(n->store, &ss);
+	struct timespec t1;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double ms = (double)(t1.tv_sec - n->shrink_t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - n->shrink_t0.tv_nsec) / 1e6;
+	log_info("store: size limit now %llu bytes (%llu bytes evicted in %.0f ms)", to,
+		 (unsigned long long)(ss.evicted_bytes - n->shrink_evicted0), ms);
+}
+
 void px_node_reload(struct px_node *n, const struct conf *c)
 {
-	if (dre_store_set_limit(n->store, conf_store_size(c)))
-		log_warn("store: cannot apply store_size %llu", (unsigned long long)conf_store_size(c));
-	else
-		log_info("store: size limit now %llu bytes", (unsigned long long)conf_store_size(c));
+	if (!n->shrink && !(n->shrink = event_new(n->env.base, -1, 0, shrink_cb, n))) {
+		log_warn("store: cannot apply store_size: out of memory");
+		return;
+	}
+	dre_store_stats ss;
+	dre_store_get_stats(n->store, &ss);
+	if (!event_pending(n->shrink, EV_TIMEOUT, NULL)) {
+		n->shrink_evicted0 = ss.evicted_bytes;
+		clock_gettime(CLOCK_MONOTONIC, &n->shrink_t0);
+	}
+	n->shrink_to = conf_store_size(c);
+	struct timeval now = { 0, 0 };
+	event_add(n->shrink, &now);
 }
 
 void px_node_stop(struct px_node *n)
@@ -223,6 +258,9 @@ void px_node_stop(struct px_node *n)
 	n->tick = NULL;
 	px_lag_free(n->lag);
 	n->lag = NULL;
+	if (n->shrink)
+		event_free(n->shrink);
+	n->shrink = NULL;
 	if (n->store && dre_store_sync(n->store))
 		log_warn("store: final sync failed");
 	dre_store_close(n->store);

@@ -4,6 +4,8 @@
 #ifndef WANOPT_NODE_H
 #define WANOPT_NODE_H
 
+#include <time.h>
+
 #include "conf.h"
 #include "dre.h"
 #include "relay.h"
@@ -20,6 +22,9 @@ struct px_node {
 	struct px_relay_env env;
 	struct event *tick;
 	struct px_lag *lag; /* watches the daemon's main event loop */
+	struct event *shrink; /* steps a store_size change, a file per loop pass */
+	uint64_t shrink_to, shrink_evicted0; /* its target; evicted bytes at its start */
+	struct timespec shrink_t0;
 	unsigned ticks;
 	uint64_t io_errors; /* the store's I/O error count at the last tick */
 	char name[64];
@@ -35,7 +40,8 @@ struct px_node {
 /* Open the store and set up the tunnel config, tuning and gauges for the
  * daemon's configuration.  0, or -1 after logging why. */
 int px_node_start(struct px_node *n, struct px_daemon *d, int role);
-/* Apply a reloaded configuration's store_size. */
+/* Apply a reloaded configuration's store_size: at once if larger, else a
+ * data file per event loop pass (no stream waits on a large shrink). */
 void px_node_reload(struct px_node *n, const struct conf *c);
 /* Sync and close the store, stop the timer. */
 void px_node_stop(struct px_node *n);

@@ -5,6 +5,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -248,6 +249,77 @@ static void test_eviction_tiny_store(void **state)
 	t_stores_done(sa, da, sb, db);
 }
 
+/* Bytes of .dat files in store directory dir. */
+static uint64_t dat_bytes(const char *dir)
+{
+	DIR *d = opendir(dir);
+	assert_non_null(d);
+	uint64_t sum = 0;
+	for (struct dirent *de; (de = readdir(d)) != NULL;) {
+		char path[512];
+		struct stat sb;
+		snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+		if (strstr(de->d_name, ".dat") && stat(path, &sb) == 0)
+			sum += (uint64_t)sb.st_size;
+	}
+	closedir(d);
+	return sum;
+}
+
+/* Store n random 4 KiB chunks. */
+static void put_random(dre_store *st, dre_fp *fp, int n)
+{
+	uint8_t p[4096], h[32];
+	for (int i = 0; i < n; i++) {
+		t_fill_random(p, sizeof p);
+		dre_ent e;
+		assert_int_equal(dre_fp_sha256(fp, p, sizeof p, h), 0);
+		assert_true(dre_store_put_after(st, h, p, sizeof p, 0, &e) >= 0);
+	}
+}
+
+/* dre_store_shrink_step evicts at most one data file per call, says 1 while
+ * over the target; stores in between evict only about what they add (not
+ * down to the target at once); at the end the bound is the target, saved for
+ * the next open, and the evicted files are gone from the disk. */
+static void test_shrink_steps(void **state)
+{
+	char da[64];
+	uint64_t mb = 1 << 20, to = 2 * mb;
+	dre_store *st = t_store(da, 16 * mb); /* 1 MiB data files */
+	dre_fp *fp = dre_fp_new();
+	put_random(st, fp, 2500); /* ~10 MiB */
+	dre_store_stats s0, s1;
+	int steps = 0, rc;
+	do {
+		dre_store_get_stats(st, &s0);
+		rc = dre_store_shrink_step(st, to);
+		assert_true(rc == 0 || rc == 1);
+		dre_store_get_stats(st, &s1);
+		assert_true(s1.files + 1 >= s0.files);
+		assert_int_equal(rc, s1.disk_bytes > to);
+		if (rc) {
+			put_random(st, fp, 8);
+			dre_store_get_stats(st, &s0);
+			assert_true(s0.disk_bytes + mb + 8 * 4200 >= s1.disk_bytes);
+		}
+	} while (rc == 1 && ++steps < 100);
+	print_message("shrink 16 -> 2 MiB: %d steps\n", steps);
+	assert_true(steps >= 4 && steps < 100);
+	assert_int_equal(s1.size_limit, to);
+	char err[256];
+	assert_int_equal(dre_store_check(st, err, sizeof err), 0);
+	assert_int_equal(dre_store_shrink_step(st, 0), DRE_EINVAL);
+	dre_store_close(st);
+	assert_true(dat_bytes(da) <= to);
+	st = t_reopen(da, 0);
+	dre_store_get_stats(st, &s1);
+	assert_int_equal(s1.size_limit, to);
+	dre_fp_free(fp);
+	dre_store_close(st);
+	t_rmstore(da);
+}
+
 /* The number of the oldest data file in store directory dir. */
 static uint32_t oldest_file(const char *dir)
 {
@@ -278,6 +350,7 @@ static void test_horizon(void **state)
 		uint64_t extra = (t_rand() % 600 + 1) * DRE_STORE_OP_BYTES(sizeof p);
 		dre_store_stats s;
 		dre_store_get_stats(st, &s);
+		dre_store_flush(st); /* evicted files are deleted by the writer thread */
 		uint32_t hz = dre_store_horizon(st, extra), oldest = oldest_file(da);
 		assert_true(dre_store_horizon(st, extra / 2) <= hz && hz <= dre_store_horizon(st, 2 * extra));
 		if (s.disk_bytes + extra <= s.size_limit)
@@ -290,6 +363,7 @@ static void test_horizon(void **state)
 			prev = dre_fp_tag(h);
 		}
 		/* file hz is there (UINT32_MAX: even the active file may have gone) */
+		dre_store_flush(st);
 		assert_true(hz == UINT32_MAX || oldest_file(da) <= hz);
 	}
 	dre_fp_free(fp);
@@ -672,6 +746,7 @@ int main(void)
 		cmocka_unit_test(test_restart_keeps_cache),
 		cmocka_unit_test(test_crash_torn_record),
 		cmocka_unit_test(test_eviction_tiny_store),
+		cmocka_unit_test(test_shrink_steps),
 		cmocka_unit_test(test_horizon),
 		cmocka_unit_test(test_store_concurrent),
 		cmocka_unit_test(test_corrupt_input),
