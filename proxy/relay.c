@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,7 +28,6 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/util.h>
-#include <event2/event.h>
 
 #include "bev_fill.h"
 #include "dre_proto.h"
@@ -44,6 +44,7 @@
 #define FRAME_MAX_SLOW (64u << 10) /* new data per frame and per pump on a slow link (zstd -16) */
 #define FLUSH_DELAY_US 2000      /* LAN quiet this long: send the partial chunk */
 #define ACK_EVERY 8              /* frames between ACKs while data keeps coming */
+#define PASS_LONG_US 10000       /* an event loop pass this long: pumps read no more */
 #define GATHER_MAX (64u << 10)   /* encoder output held while a LAN burst lasts */
 #define GATHER_LAN (4u << 20)    /* ... or until it stands for this many LAN bytes */
 #define REST_S 5                 /* a direction quiet this long (to twice that) gives its
@@ -75,6 +76,7 @@ struct px_relay {
 	unsigned gathering : 1;   /* encoder output goes to `gather` (inside pump) */
 	unsigned blocked : 1;     /* pump_direct stopped for want of stream room */
 	unsigned lz_full : 1;     /* ... or after a slow link's frame of new data */
+	unsigned pass_cut : 1;    /* ... or because the event loop pass ran long (pass_long) */
 	unsigned lan_busy : 1;    /* LAN bytes read since the last rest check */
 	unsigned wan_busy : 1;    /* tunnel bytes arrived since then */
 	unsigned enc_rested : 1;  /* the encoder gave its memory back, and stayed quiet */
@@ -315,6 +317,21 @@ static int lz_budget_spent(struct px_relay *r, uint64_t *lz0, int reset)
 	return cs.lz_in - *lz0 >= FRAME_MAX_SLOW;
 }
 
+/* Whether the event loop pass under way has run callbacks for PASS_LONG_US
+ * (libevent caches the time when a pass starts).  Then pumps stop reading
+ * straight from their sockets and leave what is there for the next pass
+ * (the socket stays readable).  With 100 bulk streams encoding at once
+ * (proxy_scale part 2), passes took up to 150-240 ms, and every timer
+ * (keepalives) and every other socket (an interactive stream) of that loop
+ * waited as long; with the cut, up to 60-75 ms. */
+static int pass_long(const struct px_relay *r)
+{
+	struct timeval start, now;
+	if (event_base_gettimeofday_cached(r->env->base, &start) || gettimeofday(&now, NULL))
+		return 0;
+	return (now.tv_sec - start.tv_sec) * 1000000 + (now.tv_usec - start.tv_usec) > PASS_LONG_US;
+}
+
 /* Read LAN bytes straight into the encoder's buffer while the stream has
  * room (up to DIRECT_MAX a call, or a frame of new data on a slow link, whose
  * zstd level would otherwise hold the event loop and the tunnel for half a
@@ -334,6 +351,12 @@ static const char *pump_direct(struct px_relay *r, int *code)
 	r->lz_full = 0;
 	lz_budget_spent(r, &lz0, 1);
 	for (size_t total = 0; total < DIRECT_MAX;) {
+		if (pass_long(r)) {
+			/* what the socket still holds comes with its next read
+			 * event; if nothing, the flush timer sends the tail */
+			r->pass_cut = lan_more(r);
+			return NULL;
+		}
 		if (lz_budget_spent(r, &lz0, 0)) {
 			r->lz_full = 1; /* pump sends what it gathered */
 			return NULL;
@@ -418,6 +441,7 @@ static void pump(struct px_relay *r)
 	int code = PROTO_RST_INTERNAL;
 	r->lan_busy = 1;
 	r->enc_rested = 0;
+	r->pass_cut = 0;
 	r->gathering = r->enc != NULL && r->gather != NULL;
 	const char *why = pump_feed(r, in, &code);
 	r->gathering = 0;
@@ -435,7 +459,9 @@ static void pump(struct px_relay *r)
 		return; /* backpressured: on_writable calls again */
 	if (!r->lan_eof)
 		bufferevent_enable(r->bev, EV_READ);
-	if (r->enc) {
+	if (r->enc && r->pass_cut) {
+		evtimer_del(r->flush_ev); /* not quiet: the rest comes next pass */
+	} else if (r->enc) {
 		struct timeval tv = { 0, FLUSH_DELAY_US };
 		evtimer_add(r->flush_ev, &tv);
 	}
@@ -446,6 +472,11 @@ static void flush_cb(evutil_socket_t fd, short what, void *arg)
 	struct px_relay *r = arg;
 	if (!r->ts || !tun_stream_room(r->ts))
 		return; /* backpressured: pump re-arms when room comes back */
+	if (pass_long(r)) { /* e.g. 1,000 new streams' first bytes: spread over passes */
+		struct timeval now = { 0, 0 };
+		evtimer_add(r->flush_ev, &now);
+		return;
+	}
 	int rc = gather_push(r) ? DRE_EOUT : dre_enc_flush(r->enc, wan_out, r);
 	if (rc)
 		relay_abort(r, PROTO_RST_INTERNAL, dre_strerror(rc));

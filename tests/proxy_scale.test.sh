@@ -107,6 +107,11 @@ else
 	fail "quiet streams kept their memory: $desc (want under 200 KB a stream, a quarter of busy)"
 fi
 
+# the longest event loop stalls so far (figures, not checked: a loaded or
+# sanitized build stalls longer; edges drop a tunnel only after 1 s of silence)
+lag_e=$(px_stat "$S2" 'j["loop_lag_max_us"] // 1000') lag_c=$(px_stat "$S1" 'j["loop_lag_max_us"] // 1000')
+ok "longest event loop stall so far: edge $lag_e ms, core $lag_c ms"
+
 # ---- 3. max_streams ----
 hold 127.0.0.1 "$LM" 60 7000 --sizes=100 --hold=1 --ready="$T/h3" >"$T/h3.out" 2>&1 && rc=0 || rc=$?
 line=$(cat "$T/h3" 2>/dev/null || true)
