@@ -298,6 +298,7 @@ static void test_shrink_steps(void **state)
 		dre_store_get_stats(st, &s1);
 		assert_true(s1.files + 1 >= s0.files);
 		assert_int_equal(rc, s1.disk_bytes > to);
+		assert_int_equal(s1.size_limit, to); /* the stats give the target throughout */
 		if (rc) {
 			put_random(st, fp, 8);
 			dre_store_get_stats(st, &s0);
