@@ -1,0 +1,72 @@
+/* relay_int.h: what relay.c (a stream's life: codecs, tunnel callbacks,
+ * close) and relay_pump.c (LAN -> WAN: reading and encoding) share. */
+#ifndef WANOPT_RELAY_INT_H
+#define WANOPT_RELAY_INT_H
+
+#include <stdint.h>
+#include <time.h>
+
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "dre.h"
+#include "relay.h"
+#include "stats.h"
+#include "tun.h"
+
+#define READ_CHUNK (1u << 20)    /* LAN bytes read and fed to the encoder at a time */
+#define DIRECT_MIN (16u << 10)   /* ... read straight into the encoder: from this much a read */
+#define FRAME_MAX_SLOW (64u << 10) /* new data per frame and per pump on a slow link (zstd -16) */
+
+struct px_relay {
+	struct px_relay_env *env;
+	struct bufferevent *bev;  /* the LAN connection */
+	tun_stream *ts;
+	int policy;
+	dre_enc *enc;
+	dre_dec *dec;
+	struct stats_stream *st;
+	struct event *flush_ev;
+	struct event *rest_ev;    /* every REST_S while there is a codec */
+	size_t held;              /* tunnel bytes received, credit not yet returned */
+	struct evbuffer *pend;    /* tunnel bytes arrived while decoding was paused */
+	struct evbuffer *gather;  /* encoder output held while a LAN burst lasts (see pump) */
+	size_t gather_lan;        /* LAN bytes read since `gather` was last sent */
+	uint64_t acked;           /* frames we acknowledged to the peer */
+	uint64_t peer_acked;      /* frames the peer acknowledged to us */
+	dre_codec_stats last;     /* encoder figures already added to stats */
+	uint64_t last_dec_ref;    /* decoder reference bytes already added */
+	unsigned lan_eof : 1;     /* the LAN side sent FIN */
+	unsigned wan_closed : 1;  /* we sent CLOSE */
+	unsigned wan_eof : 1;     /* the peer sent CLOSE */
+	unsigned lan_shut : 1;    /* we shut down LAN writes */
+	unsigned connecting : 1;  /* LAN socket still connecting (core) */
+	unsigned gathering : 1;   /* encoder output goes to `gather` (inside pump) */
+	unsigned blocked : 1;     /* pump_direct stopped for want of stream room */
+	unsigned lz_full : 1;     /* ... or after a slow link's frame of new data */
+	unsigned pass_cut : 1;    /* ... or because the event loop pass ran long (pass_long) */
+	unsigned lan_busy : 1;    /* LAN bytes read since the last rest check */
+	unsigned wan_busy : 1;    /* tunnel bytes arrived since then */
+	unsigned enc_rested : 1;  /* the encoder gave its memory back, and stayed quiet */
+	unsigned dec_rested : 1;  /* the same for the decoder */
+	uint32_t direct;          /* pump_direct's read size: DIRECT_MIN .. READ_CHUNK */
+	struct timespec t0;
+	char src[96], dst[300];
+};
+
+/* relay.c: add the codec's new hit and LZ figures to the stream's stats. */
+void px_relay_stats_sync(struct px_relay *r);
+
+/* relay_pump.c */
+/* Move LAN input into the stream while it has room (see relay_pump.c). */
+void px_relay_pump(struct px_relay *r);
+/* r->flush_ev: the LAN side went quiet, send the encoder's partial chunk. */
+void px_relay_flush_cb(evutil_socket_t fd, short what, void *arg);
+/* Encoder output sink (arg: the relay): into the stream, or inside pump
+ * held in `gather`.  0, or -1 if the stream cannot take it. */
+int px_relay_wan_out(void *arg, const void *buf, size_t len);
+/* Send the encoder output held back in `gather`, ahead of anything else:
+ * 0 or -1. */
+int px_relay_gather_push(struct px_relay *r);
+
+#endif
