@@ -94,7 +94,7 @@ uint32_t dre_store_horizon(dre_store *st, uint64_t extra)
 	pthread_mutex_lock(&st->mu);
 	uint64_t total = st->disk_bytes + extra, dropped = 0;
 	/* a shrink in progress takes files down to its target */
-	uint64_t limit = st->shrink_to && st->shrink_to < st->limit ? st->shrink_to : st->limit;
+	uint64_t limit = dre_store_target(st);
 	size_t i = 0;
 	/* dre_store_enforce_limit drops whole files, oldest first, while over the limit */
 	while (i < st->nfiles && total - dropped > limit)
@@ -150,17 +150,9 @@ int dre_store_limit_save(dre_store *st)
 
 int dre_store_set_limit(dre_store *st, uint64_t limit)
 {
-	if (!limit || st->readonly)
-		return DRE_EINVAL;
-	pthread_mutex_lock(&st->mu);
-	st->limit = limit;
-	st->shrink_to = 0;
-	st->file_max = dre_store_file_max(limit);
-	dre_sizing_limit(st, limit);
-	int rc = dre_store_enforce_limit(st);
-	if (!rc)
-		rc = dre_store_limit_save(st);
-	pthread_mutex_unlock(&st->mu);
+	int rc;
+	while ((rc = dre_store_shrink_step(st, limit)) == 1)
+		;
 	return rc;
 }
 

@@ -532,7 +532,7 @@ void dre_store_get_stats(dre_store *st, dre_store_stats *s)
 	s->chunks = st->idx.count;
 	s->data_bytes = st->data_bytes;
 	s->disk_bytes = st->disk_bytes;
-	s->size_limit = st->shrink_to ? st->shrink_to : st->limit; /* a shrink under way: its target */
+	s->size_limit = dre_store_target(st);
 	s->index_bytes = dre_idx_bytes(&st->idx) + st->act.cap + st->nfiles * sizeof *st->files;
 	s->files = st->nfiles;
 	s->evicted_chunks = st->evicted_chunks;

@@ -104,6 +104,11 @@ int dre_store_rotate(dre_store *st);
 /* Evict (evict.c) until the data files fit the size bound; lock held.  0 or
  * an error from opening the next file. */
 int dre_store_enforce_limit(dre_store *st);
+/* The bound the store keeps to, or is shrinking to (lock held). */
+static inline uint64_t dre_store_target(const dre_store *st)
+{
+	return st->shrink_to ? st->shrink_to : st->limit;
+}
 /* The data file size for a store bounded to `limit` bytes (1 MiB-1 GiB). */
 uint64_t dre_store_file_max(uint64_t limit);
 /* The limit saved in DIR/limit, or 0 if none (or unreadable). */

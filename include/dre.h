@@ -78,9 +78,9 @@ dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, s
  * Records that never made it to disk fail their checksums after a crash and
  * are dropped, never served. */
 void dre_store_close(dre_store *st);
-/* Change the size bound at run time; evicts at once if now over it, holding
- * the store lock until done (the files themselves are deleted afterwards by
- * the store's writer thread). */
+/* Change the size bound at run time; evicts at once if now over it,
+ * returning when within it (the files themselves are deleted afterwards by
+ * the store's writer thread).  0 or a negative DRE_E* error. */
 int dre_store_set_limit(dre_store *st, uint64_t size_limit);
 /* The same in steps, for a thread that must not stall: each call evicts at
  * most one data file (the oldest) and returns 1 while the store still holds

@@ -240,9 +240,9 @@ void px_node_reload(struct px_node *n, const struct conf *c)
 		log_warn("store: cannot apply store_size: out of memory");
 		return;
 	}
-	dre_store_stats ss;
-	dre_store_get_stats(n->store, &ss);
 	if (!event_pending(n->shrink, EV_TIMEOUT, NULL)) {
+		dre_store_stats ss;
+		dre_store_get_stats(n->store, &ss);
 		n->shrink_evicted0 = ss.evicted_bytes;
 		clock_gettime(CLOCK_MONOTONIC, &n->shrink_t0);
 	}
