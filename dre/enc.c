@@ -6,6 +6,7 @@
  * bytes; the literal section of each frame goes through the residual coder.
  * See include/dre_proto.h for the format.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/random.h>
 #include <time.h>
@@ -86,6 +87,15 @@ dre_enc *dre_enc_new(dre_store *st, const dre_enc_opts *o)
 		return NULL;
 	}
 	return e;
+}
+
+const char *dre_enc_lz_name(const dre_enc *e, char *buf, size_t len)
+{
+	if (e->lzkind == DRE_PLZ_ZSTD)
+		snprintf(buf, len, "zstd %d", pick_level(&e->o));
+	else
+		snprintf(buf, len, "%s", e->lzkind == DRE_PLZ_LZ4 ? "lz4" : "no LZ");
+	return buf;
 }
 
 void dre_enc_free(dre_enc *e)

@@ -100,7 +100,8 @@ const char *conf_tls_key(const struct conf *c);
 const char *conf_tls_ca(const struct conf *c);
 enum log_level conf_log_level(const struct conf *c);
 enum conf_fail_open conf_fail_open(const struct conf *c);
-uint64_t conf_link_rate(const struct conf *c);             /* bit/s, 0 = unknown */
+uint64_t conf_link_rate(const struct conf *c);             /* bit/s this host sends at, 0 = unknown */
+uint64_t conf_link_rate_rx(const struct conf *c);          /* bit/s it receives at, 0 = unknown */
 uint32_t conf_link_rtt(const struct conf *c);              /* microseconds, 0 = unknown */
 enum conf_cc conf_congestion(const struct conf *c);
 unsigned conf_tunnels(const struct conf *c);               /* 1..16 */

@@ -194,6 +194,8 @@ int dre_enc_learn(dre_enc *e, uint64_t seq, dre_out_fn out, void *arg);
 /* The decoder has applied every frame up to and including `seq`. */
 void dre_enc_ack(dre_enc *e, uint64_t seq);
 void dre_enc_get_stats(const dre_enc *e, dre_codec_stats *s);
+/* The residual coder e uses, for logs: "zstd 16", "lz4" or "no LZ"; buf. */
+const char *dre_enc_lz_name(const dre_enc *e, char *buf, size_t len);
 /* Sequence number of the last DATA frame emitted (0 before the first). */
 uint64_t dre_enc_seq(const dre_enc *e);
 /* The stream has gone quiet: flush, and give back what the next data can

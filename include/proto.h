@@ -84,6 +84,11 @@ enum proto_flags {
  * version.  A later version may append fields after the name: a receiver
  * ignores payload bytes past the fields it knows (the only place it does), so
  * that an older peer can still read the version range and fail clearly.
+ *
+ * With PROTO_CAP_LINK in its caps, the sender appends the link fields right
+ * after the name (offsets from the name's end): what it knows of the WAN link
+ * it receives on, so the peer can pace and compress for it (a core serving
+ * branches on different links).  0 in either means unknown.
  */
 enum proto_hello_off {
 	PROTO_HELLO_MAGIC = 0,        /* u32 PROTO_MAGIC */
@@ -99,6 +104,14 @@ enum proto_hello_off {
 	PROTO_HELLO_MIN_LEN = 39,     /* shortest valid HELLO payload (1-byte name) */
 };
 
+enum proto_hello_link_off {
+	PROTO_HELLO_LINK_RATE = 0,    /* u64 bit/s the sender's side of the link receives at */
+	PROTO_HELLO_LINK_RTT = 8,     /* u32 the link's round trip in microseconds */
+	PROTO_HELLO_LINK_LEN = 12,
+};
+#define PROTO_LINK_RATE_MAX 10000000000000ULL /* 10 Tbit/s: larger is an error */
+#define PROTO_LINK_RTT_MAX 60000000u           /* 60 s: longer is an error */
+
 /* Capability bits: what the sender can do; unknown bits are ignored. */
 enum proto_cap {
 	PROTO_CAP_DRE = 1u << 0,  /* DRE-encoded streams (segment references) */
@@ -106,7 +119,8 @@ enum proto_cap {
 	PROTO_CAP_ZSTD = 1u << 2, /* zstd residual compression */
 	PROTO_CAP_ASK = 1u << 3,  /* ASK/LEARN recovery of missing segments */
 	PROTO_CAP_DSCP = 1u << 4, /* OPEN may carry the client's DiffServ class (PROTO_OPEN_F_DSCP) */
-	PROTO_CAP_ALL = 0x1f,     /* everything this build implements */
+	PROTO_CAP_LINK = 1u << 5, /* this HELLO carries the link fields after the name */
+	PROTO_CAP_ALL = 0x3f,     /* everything this build implements */
 };
 
 enum proto_role {

@@ -45,6 +45,7 @@ enum stats_gauge {
 struct stats_tunnel {
 	char peer[96]; /* "ADDR:PORT (name)", " class ef" for a marked connection */
 	uint64_t rtt_us;
+	uint64_t link_bps; /* the rate we send to it at (ours or the slower it told), 0: unknown */
 };
 enum { STATS_TUNNEL_SLOTS = 64 };
 

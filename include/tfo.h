@@ -63,6 +63,11 @@ uint64_t tfo_bdp_bytes(uint64_t rate_bps, uint32_t rtt_us);
  * before connect() or on the listening socket (accepted sockets inherit), so
  * the window scale is offered in the SYN.  out may be NULL. */
 int tfo_tune_wan(int fd, const struct tfo_opts *o, struct tfo_tuned *out, char *err, size_t errlen);
+/* What of tfo_tune_wan depends on the link, for a connected socket whose link
+ * became known later: buffers (4 x rate x rtt, when both are given), the
+ * pacing cap (o->pace_bps, if set) and TCP_NOTSENT_LOWAT.  t receives the
+ * buffer size and pacing cap set. */
+int tfo_set_link(int fd, const struct tfo_opts *o, struct tfo_tuned *t, char *err, size_t errlen);
 /* LAN side: TCP_NODELAY and keepalive only; buffers stay autotuned. */
 int tfo_tune_lan(int fd, char *err, size_t errlen);
 /* Sets congestion control cc, falling back to "cubic" if the kernel lacks it

@@ -79,6 +79,8 @@ typedef struct tun_hello {
 	uint8_t role;               /* enum proto_role */
 	uint8_t store_id[PROTO_STORE_ID_LEN];
 	char name[PROTO_NAME_MAX + 1];
+	uint64_t link_bps;          /* PROTO_CAP_LINK: rate the peer receives at (0: unknown) */
+	uint32_t link_rtt_us;       /* PROTO_CAP_LINK: the link's round trip (0: unknown) */
 } tun_hello;
 
 /* The name every core certificate carries (wanopt pki puts it there) and that
@@ -217,6 +219,9 @@ typedef struct tun_config {
 	unsigned backoff_max_ms;    /* client: reconnect delay cap (0: 30000) */
 	unsigned conns;             /* client: parallel TLS connections, 1..TUN_MAX_CONNS (0: 1) */
 	uint16_t version_min, version_max; /* protocol versions spoken (0: this build's) */
+	uint64_t link_rx_bps;       /* told to peers in HELLO: the rate our side of the WAN link
+	                             * receives at, bit/s (0: unknown) */
+	uint32_t link_rtt_us;       /* told to peers in HELLO: the link's round trip (0: unknown) */
 } tun_config;
 
 /* ---- listener guard (lguard.c) ---- */
@@ -244,6 +249,12 @@ unsigned tun_conn_version(const tun_conn *c);
 uint32_t tun_conn_caps(const tun_conn *c);
 /* Smoothed round-trip time from PING/PONG in microseconds (0: unknown). */
 uint64_t tun_conn_rtt_us(const tun_conn *c);
+/* Pace c for a link of bps bit/s (the owner's choice from its own hint and
+ * the peer's HELLO): each stream gets at most `quantum` DATA bytes a turn and
+ * about `out_buffer` frame bytes are kept queued for TLS (0: the config's). */
+void tun_conn_set_link(tun_conn *c, uint64_t bps, size_t quantum, size_t out_buffer);
+/* The rate set by tun_conn_set_link (0: none). */
+uint64_t tun_conn_link_bps(const tun_conn *c);
 /* The connection's socket (for tuning, e.g. tfo_retune), or -1. */
 int tun_conn_fd(const tun_conn *c);
 /* Streams currently open on c. */

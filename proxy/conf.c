@@ -259,11 +259,26 @@ static int set_congestion(struct conf *c, const char *v, char *msg, size_t len)
 	return 0;
 }
 
-/* link_rate = RATE (bit/s). */
+/* link_rate = RATE, or DOWN/UP (bit/s): this host's WAN link, one rate both
+ * ways or the rates it receives and sends at.  A unit may be "b/s", so the
+ * two rates are split at the first '/' that leaves a rate on each side. */
 static int set_link_rate(struct conf *c, const char *v, char *msg, size_t len)
 {
 	const char *e = conf_rate_parse(v, &c->link_rate);
-	return e ? conf_fail(msg, len, e) : 0;
+	if (!e || !strchr(v, '/')) {
+		c->link_rate_rx = c->link_rate;
+		return e ? conf_fail(msg, len, e) : 0;
+	}
+	for (const char *up = strchr(v, '/'); up; up = strchr(up + 1, '/')) {
+		char down[64];
+		if ((size_t)(up - v) >= sizeof down)
+			break;
+		memcpy(down, v, (size_t)(up - v));
+		down[up - v] = 0;
+		if (!conf_rate_parse(down, &c->link_rate_rx) && !(e = conf_rate_parse(up + 1, &c->link_rate)))
+			return 0;
+	}
+	return conf_fail(msg, len, "expected RATE or DOWN/UP in bit/s (1kbit to 10Tbit), like 1.544M or 20M/2M");
 }
 
 /* link_rtt = DURATION. */
@@ -345,7 +360,7 @@ static const struct conf_key conf_keys[] = {
 	{ "log_level",   ROLE_BOTH, 0, 1, set_log_level, NULL, "error|warn|info|debug  (default info)" },
 	{ "optimize",    ROLE_BOTH, 1, 1, set_optimize, reset_optimize, "MODE [CIDR[:PORTS], ...]  full|lz|tfo|passthrough per destination (repeatable; edge only)" },
 	{ "fail_open",   ROLE_EDGE, 0, 1, set_fail_open, NULL, "refuse|direct  forwards while the tunnel is down (default refuse)" },
-	{ "link_rate",   ROLE_BOTH, 0, 0, set_link_rate, NULL, "RATE  WAN rate hint in bit/s, e.g. 1.544M" },
+	{ "link_rate",   ROLE_BOTH, 0, 0, set_link_rate, NULL, "RATE|DOWN/UP  WAN rate hint in bit/s, e.g. 1.544M or 20M/2M" },
 	{ "link_rtt",    ROLE_BOTH, 0, 0, set_link_rtt, NULL, "TIME  WAN round-trip hint, e.g. 40ms (a bare number is milliseconds)" },
 	{ "congestion",  ROLE_BOTH, 0, 0, set_congestion, NULL, "bbr|cubic  tunnel congestion control (default bbr)" },
 	{ "tunnels",     ROLE_EDGE, 0, 0, set_tunnels, NULL, "N  parallel tunnel connections, 1-16 (default 1)" },

@@ -71,7 +71,8 @@ struct conf {
 	uint64_t store_size;
 	enum log_level log_level;
 	enum conf_fail_open fail_open;
-	uint64_t link_rate;
+	uint64_t link_rate;     /* bit/s this host sends at (link_rate's UP) */
+	uint64_t link_rate_rx;  /* bit/s it receives at (DOWN; = link_rate when one is given) */
 	uint32_t link_rtt;
 	enum conf_cc cc;
 	unsigned tunnels, workers, max_streams;

@@ -36,7 +36,7 @@ int conf_restart_needed(const struct conf *old, const struct conf *c, char *key,
 	else if (conf_str_differs(old->tls_cert, c->tls_cert)) k = K_TLS_CERT;
 	else if (conf_str_differs(old->tls_key, c->tls_key)) k = K_TLS_KEY;
 	else if (conf_str_differs(old->tls_ca, c->tls_ca)) k = K_TLS_CA;
-	else if (old->link_rate != c->link_rate) k = K_LINK_RATE;
+	else if (old->link_rate != c->link_rate || old->link_rate_rx != c->link_rate_rx) k = K_LINK_RATE;
 	else if (old->link_rtt != c->link_rtt) k = K_LINK_RTT;
 	else if (old->cc != c->cc) k = K_CONGESTION;
 	else if (old->tunnels != c->tunnels) k = K_TUNNELS;
@@ -88,6 +88,7 @@ const char *conf_tls_ca(const struct conf *c) { return c->tls_ca; }
 enum log_level conf_log_level(const struct conf *c) { return c->log_level; }
 enum conf_fail_open conf_fail_open(const struct conf *c) { return c->fail_open; }
 uint64_t conf_link_rate(const struct conf *c) { return c->link_rate; }
+uint64_t conf_link_rate_rx(const struct conf *c) { return c->link_rate_rx; }
 uint32_t conf_link_rtt(const struct conf *c) { return c->link_rtt; }
 enum conf_cc conf_congestion(const struct conf *c) { return c->cc; }
 unsigned conf_tunnels(const struct conf *c) { return c->tunnels; }
@@ -189,7 +190,10 @@ static void conf_dump_to(const struct conf *c, FILE *f)
 		fprintf(f, "optimize = %s\n", c->opt[i].text);
 	if (c->role == CONF_EDGE)
 		fprintf(f, "fail_open = %s\n", c->fail_open == CONF_FAIL_DIRECT ? "direct" : "refuse");
-	if (c->link_rate)
+	if (c->link_rate && c->link_rate_rx != c->link_rate)
+		fprintf(f, "link_rate = %llu/%llu\n", (unsigned long long)c->link_rate_rx,
+			(unsigned long long)c->link_rate);
+	else if (c->link_rate)
 		fprintf(f, "link_rate = %llu\n", (unsigned long long)c->link_rate);
 	if (c->link_rtt)
 		fprintf(f, "link_rtt = %uus\n", c->link_rtt);

@@ -77,6 +77,7 @@ static void conn_up(tun_conn *c, void *arg)
 	const tun_hello *h = tun_conn_hello(c);
 	log_info("tunnel up: %s (version %u, store %02x%02x%02x%02x)", tun_conn_peer(c), tun_conn_version(c),
 		 h->store_id[0], h->store_id[1], h->store_id[2], h->store_id[3]);
+	px_node_link_up(&k->k->node, c);
 	if (k->nconns == k->capconns) {
 		size_t cap = k->capconns ? k->capconns * 2 : 8;
 		tun_conn **n = realloc(k->conns, cap * sizeof *n);

@@ -47,6 +47,7 @@ static void tun_up(tun_conn *c, void *arg)
 	struct px_edge *e = l->e;
 	char what[32];
 	log_info("tunnel up: %s (version %u)%s", tun_conn_peer(c), tun_conn_version(c), lane_what(l, what, sizeof what));
+	px_node_link_up(&e->node, c);
 	if (e->nup < (int)(sizeof e->up / sizeof e->up[0]))
 		e->up[e->nup++] = c;
 }

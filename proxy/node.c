@@ -83,6 +83,7 @@ uint64_t px_node_tunnels_publish(struct px_node *n, int slot, tun_conn *const *c
 			char cls[16];
 			snprintf(t[k].peer, sizeof t[k].peer, "%s%s%s", tun_conn_peer(conns[i]), dscp ? " class " : "",
 				 dscp ? tfo_dscp_name(dscp, cls, sizeof cls) : "");
+			t[k].link_bps = tun_conn_link_bps(conns[i]);
 			t[k++].rtt_us = r;
 		}
 	}
@@ -115,7 +116,8 @@ void px_node_on_fd(void *arg, int fd, int phase)
 	struct px_node *n = arg;
 	char err[256];
 	if (phase == TUN_FD_LISTEN || phase == TUN_FD_PRE_CONNECT) {
-		struct tfo_opts o = { .cc = n->cc, .rate_bps = n->rate_bps, .rtt_us = n->rtt_us };
+		uint64_t bufs_bps = n->rate_bps > n->rx_bps ? n->rate_bps : n->rx_bps;
+		struct tfo_opts o = { .cc = n->cc, .rate_bps = bufs_bps, .rtt_us = n->rtt_us };
 		link_queues(n->rate_bps, &o);
 		struct tfo_tuned t;
 		if (tfo_tune_wan(fd, &o, &t, err, sizeof err))
@@ -127,15 +129,64 @@ void px_node_on_fd(void *arg, int fd, int phase)
 	}
 }
 
+/* The link a tunnel connection sends on, in bit/s (0: unknown): the slower of
+ * our send rate and the rate the peer told us it receives at (HELLO), where
+ * known.  *o: its socket options, with our round trip hint, else the peer's;
+ * buffers cover the faster direction. */
+static uint64_t conn_link(const struct px_node *n, const tun_conn *c, struct tfo_opts *o)
+{
+	const tun_hello *h = tun_conn_hello(c);
+	uint64_t peer = h ? h->link_bps : 0, bps = n->rate_bps;
+	if (peer && (!bps || peer < bps))
+		bps = peer;
+	*o = (struct tfo_opts){ .cc = n->cc, .rate_bps = bps > n->rx_bps ? bps : n->rx_bps,
+				.rtt_us = n->rtt_us ? n->rtt_us : h ? h->link_rtt_us : 0 };
+	link_queues(bps, o);
+	return bps;
+}
+
+/* Mux turns and TLS queue for a link of bps (see px_node_start). */
+static void mux_link(uint64_t bps, size_t *quantum, size_t *out_buffer)
+{
+	*quantum = bps && bps < 10000000 ? 4096 : 0;
+	*out_buffer = !bps ? 0 : bps / 8 / 100 > 4096 ? bps / 8 / 100 : 4096;
+}
+
+void px_node_link_up(struct px_node *n, tun_conn *c)
+{
+	struct tfo_opts o;
+	uint64_t bps = conn_link(n, c, &o);
+	size_t quantum, out_buffer;
+	mux_link(bps, &quantum, &out_buffer);
+	tun_conn_set_link(c, bps, quantum, out_buffer);
+	const tun_hello *h = tun_conn_hello(c);
+	if (!h || (!h->link_bps && !h->link_rtt_us))
+		return; /* tuned at connect from our hints alone */
+	char err[256];
+	struct tfo_tuned t = { .bufsize = 0 };
+	int fd = tun_conn_fd(c);
+	if (fd >= 0 && tfo_set_link(fd, &o, &t, err, sizeof err)) {
+		log_warn("tunnel %s: link tuning: %s", tun_conn_peer(c), err);
+		return;
+	}
+	char told[64], pace[48], bufs[48];
+	snprintf(told, sizeof told, h->link_bps ? "%.3f Mbit/s" : "an unknown rate", (double)h->link_bps / 1e6);
+	snprintf(pace, sizeof pace, bps ? "%.3f Mbit/s (paced at 95 %%)" : "any rate (not paced)", (double)bps / 1e6);
+	snprintf(bufs, sizeof bufs, t.bufsize ? "%llu bytes" : "autotuned", (unsigned long long)t.bufsize);
+	log_info("tunnel %s: the peer receives at %s, round trip %.1f ms; sending at up to %s, buffers %s",
+		 tun_conn_peer(c), told, (double)h->link_rtt_us / 1e3, pace, bufs);
+}
+
 void px_node_retune(struct px_node *n, tun_conn *c)
 {
 	char err[256];
 	uint64_t size = 0;
 	int fd = tun_conn_fd(c);
-	if ((n->rate_bps && n->rtt_us) || fd < 0)
-		return; /* both hints: sized at connect, and that holds */
-	/* the rate hint, if given, with the measured min RTT */
-	struct tfo_opts o = { .cc = n->cc, .rate_bps = n->rate_bps };
+	struct tfo_opts o;
+	conn_link(n, c, &o);
+	if ((o.rate_bps && o.rtt_us) || fd < 0)
+		return; /* both hints: sized at connect or link_up, and that holds */
+	/* the rate hint, if any, with the measured min RTT */
 	int rc = tfo_retune(fd, &o, &size, err, sizeof err);
 	if (rc < 0)
 		log_debug("tunnel %s: retune: %s", tun_conn_peer(c), err);
@@ -177,6 +228,7 @@ int px_node_start(struct px_node *n, struct px_daemon *d, int role)
 		snprintf(n->name, sizeof n->name, "wanopt");
 	snprintf(n->cc, sizeof n->cc, "%s", conf_cc_name(conf_congestion(c)));
 	n->rate_bps = conf_link_rate(c);
+	n->rx_bps = conf_link_rate_rx(c);
 	n->rtt_us = conf_link_rtt(c);
 	tun_config *t = &n->tcfg;
 	memset(t, 0, sizeof *t);
@@ -187,15 +239,14 @@ int px_node_start(struct px_node *n, struct px_daemon *d, int role)
 	uint64_t id = dre_store_id(n->store);
 	memcpy(t->store_id, &id, sizeof id);
 	t->role = (uint8_t)role;
-	t->window = window_for(n->rate_bps, n->rtt_us);
+	t->window = window_for(n->rx_bps, n->rtt_us); /* what we grant: the receiving side's */
+	t->link_rx_bps = n->rx_bps;
+	t->link_rtt_us = n->rtt_us;
 	t->conns = conf_tunnels(c);
 	t->max_streams = conf_max_streams(c);
 	t->version_max = conf_protocol_max(c);
-	if (n->rate_bps) {
-		/* about 10 ms of link rate queued for TLS, and small turns on slow links */
-		t->out_buffer = n->rate_bps / 8 / 100 > 4096 ? n->rate_bps / 8 / 100 : 4096;
-		t->quantum = n->rate_bps < 10000000 ? 4096 : 0;
-	}
+	/* about 10 ms of link rate queued for TLS, and small turns on slow links */
+	mux_link(n->rate_bps, &t->quantum, &t->out_buffer);
 	n->env.base = px_daemon_base(d);
 	n->env.store = n->store;
 	n->env.stats = px_daemon_stats(d);

@@ -29,7 +29,8 @@ struct px_node {
 	uint64_t io_errors; /* the store's I/O error count at the last tick */
 	char name[64];
 	char cc[16];
-	uint64_t rate_bps;
+	uint64_t rate_bps; /* link_rate: what we send at (bit/s, 0: unknown) */
+	uint64_t rx_bps;   /* what we receive at */
 	uint32_t rtt_us;
 	unsigned (*tunnels_up)(void *arg); /* role's count of live tunnel connections */
 	uint64_t (*tunnel_rtt)(void *arg); /* role's tunnel RTT in us (0: unknown), or NULL */
@@ -51,6 +52,11 @@ void px_node_on_fd(void *arg, int fd, int phase);
  * it): without link hints, grow its buffers to 4 x delivery rate x min RTT
  * as TCP_INFO measures them, when the kernel's autotuning stopped short. */
 #define PX_RETUNE_S 10
+/* From the role's on_up: the connection's link is the slower of our send rate
+ * and the rate the peer receives at (its HELLO); pace, queue and (with a
+ * round trip known) size its socket for that, and record it for the streams'
+ * residual coders (tun_conn_link_bps). */
+void px_node_link_up(struct px_node *n, tun_conn *c);
 void px_node_retune(struct px_node *n, tun_conn *c);
 /* Publish conns[0..nc) (the connections one thread owns) as stats tunnel
  * slot `slot`: each with its peer and RTT.  Returns the smallest known RTT

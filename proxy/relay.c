@@ -443,7 +443,10 @@ static int make_codec(struct px_relay *r, tun_stream *s)
 	tun_conn *c = tun_stream_conn(s);
 	const tun_hello *h = c ? tun_conn_hello(c) : NULL;
 	int slot = h ? dre_store_peer(r->env->store, h->store_id) : -1;
-	uint64_t bps = r->env->link_bps;
+	/* the link this stream's tunnel connection sends on (ours, or the peer's
+	 * slower one); the node's hint for a connection not up */
+	uint64_t bps = c && tun_conn_link_bps(c) ? tun_conn_link_bps(c) : r->env->link_bps;
+	r->link_bps = bps;
 	dre_enc_opts o = { .link_bps = bps, .frame_max = FRAME_MAX, .retain = 1,
 			   .frame_lit_max = bps && bps <= DRE_LINK_SLOW_BPS ? FRAME_MAX_SLOW : 0,
 			   .no_dedup = r->policy == PROTO_POLICY_LZ, .peer = slot + 1,
@@ -501,7 +504,9 @@ struct px_relay *px_relay_new(struct px_relay_env *env, struct bufferevent *bev,
 	}
 	if (!connecting)
 		bufferevent_enable(bev, EV_READ | EV_WRITE);
-	log_info("open %s -> %s (%s)", src, dst, policy_name(policy));
+	char lz[16];
+	log_info("open %s -> %s (%s%s%s)", src, dst, policy_name(policy), r->enc ? ", " : "",
+		 r->enc ? dre_enc_lz_name(r->enc, lz, sizeof lz) : "");
 	return r;
 }
 

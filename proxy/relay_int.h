@@ -23,6 +23,7 @@ struct px_relay {
 	struct bufferevent *bev;  /* the LAN connection */
 	tun_stream *ts;
 	int policy;
+	uint64_t link_bps;        /* the residual coder's link rate (make_codec) */
 	dre_enc *enc;
 	dre_dec *dec;
 	struct stats_stream *st;

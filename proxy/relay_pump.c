@@ -89,7 +89,7 @@ static size_t pump_room(struct px_relay *r, int *err)
  * new data since its LZ input count was lz0 (*lz0 = that count if reset). */
 static int lz_budget_spent(struct px_relay *r, uint64_t *lz0, int reset)
 {
-	if (!r->env->link_bps || r->env->link_bps > DRE_LINK_SLOW_BPS)
+	if (!r->link_bps || r->link_bps > DRE_LINK_SLOW_BPS)
 		return 0;
 	dre_codec_stats cs;
 	dre_enc_get_stats(r->enc, &cs);
@@ -128,7 +128,7 @@ static const char *pump_direct(struct px_relay *r, int *code)
 		return NULL;
 	r->blocked = 0;
 	uint64_t lz0 = 0;
-	int slow = r->env->link_bps && r->env->link_bps <= DRE_LINK_SLOW_BPS;
+	int slow = r->link_bps && r->link_bps <= DRE_LINK_SLOW_BPS;
 	r->lz_full = 0;
 	lz_budget_spent(r, &lz0, 1);
 	for (size_t total = 0; total < DIRECT_MAX;) {

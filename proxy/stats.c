@@ -241,8 +241,12 @@ static struct stats_tunnel *stats_tunnels(struct stats *s, size_t *n)
 		struct stats_tunnel *last = *n ? &all[*n - 1] : NULL;
 		if (!last || strcmp(last->peer, all[i].peer))
 			all[(*n)++] = all[i];
-		else if (all[i].rtt_us && (!last->rtt_us || all[i].rtt_us < last->rtt_us))
-			last->rtt_us = all[i].rtt_us;
+		else {
+			if (all[i].rtt_us && (!last->rtt_us || all[i].rtt_us < last->rtt_us))
+				last->rtt_us = all[i].rtt_us;
+			if (all[i].link_bps > last->link_bps)
+				last->link_bps = all[i].link_bps;
+		}
 	}
 	return all;
 }
@@ -456,6 +460,15 @@ static void prom_tunnels(FILE *f, struct stats *s)
 		stats_escape(f, t[i].peer, 0);
 		fprintf(f, "\"} %.6f\n", (double)t[i].rtt_us / 1e6);
 	}
+	prom_head(f, "tunnel_peer_link_bits_per_second", "gauge",
+		  "The rate sent to each tunnel peer at (link_rate, or the slower one the peer told; unknown: absent).");
+	for (size_t i = 0; i < n && i < STATS_MAX_LISTED; i++) {
+		if (!t[i].link_bps)
+			continue;
+		fputs("wanopt_tunnel_peer_link_bits_per_second{peer=\"", f);
+		stats_escape(f, t[i].peer, 0);
+		fprintf(f, "\"} %llu\n", (unsigned long long)t[i].link_bps);
+	}
 	free(t);
 }
 
@@ -629,7 +642,8 @@ static void json_tunnels(FILE *f, struct stats *s)
 	for (size_t i = 0; i < n && i < STATS_MAX_LISTED; i++) {
 		fputs(i ? ",{\"peer\":\"" : "{\"peer\":\"", f);
 		stats_escape(f, t[i].peer, 1);
-		fprintf(f, "\",\"rtt_us\":%llu}", (unsigned long long)t[i].rtt_us);
+		fprintf(f, "\",\"rtt_us\":%llu,\"link_bps\":%llu}", (unsigned long long)t[i].rtt_us,
+			(unsigned long long)t[i].link_bps);
 	}
 	free(t);
 }

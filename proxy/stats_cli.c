@@ -33,7 +33,7 @@ struct scli_page {
 	double hit_ratio, larger[3], new_bytes; /* the store's, and the estimate for 2x, 4x, 8x */
 	struct scli_row *rows;
 	size_t nrows;
-	struct { char peer[64]; double rtt; } peers[8]; /* the first 8 tunnel peers */
+	struct { char peer[64]; double rtt, link; } peers[8]; /* the first 8 tunnel peers */
 	size_t npeers, morepeers;
 };
 
@@ -161,6 +161,10 @@ static void scli_total_sample(struct scli_page *pg, const struct scli_sample *sm
 		pg->peers[pg->npeers++].rtt = sm->v;
 	} else if (!strcmp(sm->name, "wanopt_tunnel_peer_rtt_seconds")) {
 		pg->morepeers++;
+	} else if (!strcmp(sm->name, "wanopt_tunnel_peer_link_bits_per_second")) {
+		for (size_t i = 0; i < pg->npeers; i++)
+			if (!strcmp(pg->peers[i].peer, sm->peer))
+				pg->peers[i].link = sm->v;
 	} else if (!strcmp(sm->name, "wanopt_store_larger_hit_ratio")) {
 		int i = !strcmp(sm->size, "2x") ? 0 : !strcmp(sm->size, "4x") ? 1 : !strcmp(sm->size, "8x") ? 2 : -1;
 		if (i >= 0)
@@ -202,9 +206,16 @@ static void scli_print(const struct scli_page *pg, const char *addr)
 	printf("wanopt %s at %s: up %ldh%02ldm%02lds, %s, tunnel RTT %.1f ms\n",
 	       pg->role[0] ? pg->role : "?", addr, up / 3600, up / 60 % 60, up % 60,
 	       pg->up > 0 ? "tunnel up" : "tunnel down", pg->rtt * 1000);
-	for (size_t i = 0; pg->npeers > 1 && i < pg->npeers; i++)
-		printf("%s%s %.1f ms%s", i ? ", " : "tunnel peers: ", pg->peers[i].peer, pg->peers[i].rtt * 1000,
-		       i + 1 < pg->npeers ? "" : pg->morepeers ? ", ...\n" : "\n");
+	int links = 0;
+	for (size_t i = 0; i < pg->npeers; i++)
+		links |= pg->peers[i].link > 0;
+	for (size_t i = 0; (pg->npeers > 1 || links) && i < pg->npeers; i++) {
+		char link[32] = "";
+		if (pg->peers[i].link > 0)
+			snprintf(link, sizeof link, ", sending at %.4g Mbit/s", pg->peers[i].link / 1e6);
+		printf("%s%s %.1f ms%s%s", i ? "; " : "tunnel peers: ", pg->peers[i].peer, pg->peers[i].rtt * 1000,
+		       link, i + 1 < pg->npeers ? "" : pg->morepeers ? "; ...\n" : "\n");
+	}
 	printf("store %s of %s (%.1f %%), %.0f evictions; streams %.0f active, %.0f opened\n",
 	       stats_bytes_str(pg->fill, 1, a, sizeof a), stats_bytes_str(pg->size, 1, b, sizeof b),
 	       pg->size > 0 ? 100 * pg->fill / pg->size : 0.0, pg->evict, pg->active, pg->opened);

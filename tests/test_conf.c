@@ -90,6 +90,8 @@ static const struct conf_case cases[] = {
 	{ CONF_CORE, CORE_MIN "max_streams = 16385\n", { NULL }, "t.conf:6: max_streams: out of range (1-16384)" },
 	{ CONF_CORE, "workers = x\n", { NULL }, "t.conf:1: workers: expected a number" },
 	{ CONF_EDGE, "link_rate = fast\n", { NULL }, "t.conf:1: link_rate: expected a rate in bit/s like 1.544M or 100Mbit" },
+	{ CONF_EDGE, "link_rate = 20M/x\n", { NULL }, "t.conf:1: link_rate: expected RATE or DOWN/UP in bit/s (1kbit to 10Tbit), like 1.544M or 20M/2M" },
+	{ CONF_CORE, "link_rate = 20M/2M/1M\n", { NULL }, "t.conf:1: link_rate: expected RATE or DOWN/UP in bit/s (1kbit to 10Tbit), like 1.544M or 20M/2M" },
 	{ CONF_EDGE, "link_rtt = 2h\n", { NULL }, "t.conf:1: link_rtt: expected a round-trip time like 40ms or 0.3s (units us, ms, s)" },
 	{ CONF_EDGE, "optimize = turbo\n", { NULL }, "t.conf:1: optimize: expected full, lz, tfo or passthrough, then optional CIDR[:PORTS], ..." },
 	{ CONF_EDGE, "optimize = lz 10.0.0.0/33\n", { NULL }, "t.conf:1: optimize: bad address or CIDR '10.0.0.0/33'" },
@@ -227,6 +229,34 @@ static void test_qos(void **state)
 	conf_free(c);
 	conf_free(c2);
 	conf_free(c0);
+}
+
+/* link_rate: one rate both ways, or DOWN/UP (units may hold a '/'); dump
+ * and restart follow both. */
+static void test_link_rate(void **state)
+{
+	char err[512], key[32];
+	char *a1[] = { "--link_rate=20Mb/s/2Mb/s" }, *a2[] = { "--link_rate=1.544Mb/s" }, *a3[] = { "--link_rate=30M/2M" };
+	struct conf *c1 = conf_parse(CONF_EDGE, "e.conf", EDGE_MIN, 1, a1, err, sizeof err);
+	struct conf *c2 = conf_parse(CONF_CORE, "c.conf", CORE_MIN, 1, a2, err, sizeof err);
+	struct conf *c3 = conf_parse(CONF_EDGE, "e.conf", EDGE_MIN, 1, a3, err, sizeof err);
+	assert_non_null(c1);
+	assert_non_null(c2);
+	assert_non_null(c3);
+	assert_int_equal(conf_link_rate_rx(c1), 20000000);
+	assert_int_equal(conf_link_rate(c1), 2000000);
+	assert_int_equal(conf_link_rate_rx(c2), 1544000);
+	assert_int_equal(conf_link_rate(c2), 1544000);
+	char *d1 = conf_dump(c1), *d2 = conf_dump(c2);
+	assert_non_null(strstr(d1, "link_rate = 20000000/2000000\n"));
+	assert_non_null(strstr(d2, "link_rate = 1544000\n"));
+	assert_int_equal(conf_restart_needed(c1, c3, key, sizeof key), 1);
+	assert_string_equal(key, "link_rate");
+	free(d1);
+	free(d2);
+	conf_free(c1);
+	conf_free(c2);
+	conf_free(c3);
 }
 
 /* Fills a sockaddr from a numeric address. */
@@ -601,6 +631,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_table),
 		cmocka_unit_test(test_values),
+		cmocka_unit_test(test_link_rate),
 		cmocka_unit_test(test_allow),
 		cmocka_unit_test(test_optimize),
 		cmocka_unit_test(test_qos),

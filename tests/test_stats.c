@@ -123,9 +123,9 @@ static void test_threads(void **state)
 static void test_tunnel_peers(void **state)
 {
 	struct stats *s = stats_create("core");
-	struct stats_tunnel w0[] = { { "10.0.2.1:40000", 300000 }, { "10.0.1.1:40000", 0 } };
-	struct stats_tunnel w1[] = { { "10.0.1.1:40000", 40100 }, { "[fd00::3]:40000", 90000 } };
-	struct stats_tunnel gone[] = { { "10.9.9.9:1", 1 } };
+	struct stats_tunnel w0[] = { { "10.0.2.1:40000", 300000, 0 }, { "10.0.1.1:40000", 0, 1544000 } };
+	struct stats_tunnel w1[] = { { "10.0.1.1:40000", 40100, 0 }, { "[fd00::3]:40000", 90000, 0 } };
+	struct stats_tunnel gone[] = { { "10.9.9.9:1", 1, 0 } };
 	assert_int_equal(stats_tunnels_set(s, 0, w0, 2), 0);
 	assert_int_equal(stats_tunnels_set(s, 1, gone, 1), 0);
 	assert_int_equal(stats_tunnels_set(s, 1, w1, 2), 0);
@@ -134,13 +134,15 @@ static void test_tunnel_peers(void **state)
 	const char *want = "wanopt_tunnel_peer_rtt_seconds{peer=\"10.0.1.1:40000\"} 0.040100\n"
 			   "wanopt_tunnel_peer_rtt_seconds{peer=\"10.0.2.1:40000\"} 0.300000\n"
 			   "wanopt_tunnel_peer_rtt_seconds{peer=\"[fd00::3]:40000\"} 0.090000\n";
-	if (!strstr(p, want) || strstr(p, "10.9.9.9"))
+	/* the link: known for one peer (from either of its connections) */
+	const char *link = "wanopt_tunnel_peer_link_bits_per_second{peer=\"10.0.1.1:40000\"} 1544000\n";
+	if (!strstr(p, want) || !strstr(p, link) || strstr(p, "10.9.9.9"))
 		fail_msg("tunnel peers in /metrics:\n%s", p);
 	free(p);
 	p = stats_render_json(s);
-	assert_non_null(strstr(p, "\"peers\":[{\"peer\":\"10.0.1.1:40000\",\"rtt_us\":40100},"
-				  "{\"peer\":\"10.0.2.1:40000\",\"rtt_us\":300000},"
-				  "{\"peer\":\"[fd00::3]:40000\",\"rtt_us\":90000}]"));
+	assert_non_null(strstr(p, "\"peers\":[{\"peer\":\"10.0.1.1:40000\",\"rtt_us\":40100,\"link_bps\":1544000},"
+				  "{\"peer\":\"10.0.2.1:40000\",\"rtt_us\":300000,\"link_bps\":0},"
+				  "{\"peer\":\"[fd00::3]:40000\",\"rtt_us\":90000,\"link_bps\":0}]"));
 	free(p);
 	assert_int_equal(stats_tunnels_set(s, 0, NULL, 0), 0);
 	assert_int_equal(stats_tunnels_set(s, 1, NULL, 0), 0);

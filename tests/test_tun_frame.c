@@ -19,9 +19,10 @@ static size_t valid_frames(tun_frame *t)
 
 	memset(t, 0, sizeof(*t) * 16);
 	t[n].type = PROTO_HELLO;
-	t[n].u.hello = (tun_hello){ .vmin = 1, .vmax = 3, .caps = 0xf, .window = 1 << 20,
+	t[n].u.hello = (tun_hello){ .vmin = 1, .vmax = 3, .caps = 0xf | PROTO_CAP_LINK, .window = 1 << 20,
 				    .max_streams = 100, .role = PROTO_ROLE_EDGE,
-				    .store_id = { 1, 2, 3 }, .name = "branch-1" };
+				    .store_id = { 1, 2, 3 }, .name = "branch-1",
+				    .link_bps = 1544000, .link_rtt_us = 40000 };
 	n++;
 	t[n].type = PROTO_OPEN; t[n].sid = 1;
 	tun_target_parse(&t[n].u.open.target, "10.1.2.3", 445);
@@ -215,6 +216,37 @@ static void test_hello_extension_and_encode_checks(void **state)
 	tun_fdec_init(&d);
 	assert_int_equal(tun_fdec_feed(&d, buf, (size_t)len + 3, &used, &out), 1);
 	assert_string_equal(out.u.hello.name, "core");
+	assert_true(out.u.hello.link_bps == 0 && out.u.hello.link_rtt_us == 0); /* no PROTO_CAP_LINK */
+	/* with PROTO_CAP_LINK: the link fields follow the name, then what a
+	 * later version appends is ignored */
+	f.u.hello.caps = 1 | PROTO_CAP_LINK;
+	f.u.hello.link_bps = 20000000;
+	f.u.hello.link_rtt_us = 300000;
+	len = tun_frame_encode(&f, buf, sizeof(buf));
+	assert_int_equal(len, 8 + PROTO_HELLO_NAME + 4 + PROTO_HELLO_LINK_LEN);
+	memcpy(buf + len, "\x01\x02", 2);
+	buf[3] = (uint8_t)(len - 8 + 2);
+	tun_fdec_init(&d);
+	assert_int_equal(tun_fdec_feed(&d, buf, (size_t)len + 2, &used, &out), 1);
+	assert_true(out.u.hello.link_bps == 20000000 && out.u.hello.link_rtt_us == 300000);
+	/* the cap without the fields (cut short), or out of range: refused */
+	buf[3] = (uint8_t)(len - 8 - 1);
+	tun_fdec_init(&d);
+	assert_int_equal(tun_fdec_feed(&d, buf, (size_t)len - 1, &used, &out), TUN_EPROTO);
+	assert_non_null(strstr(tun_fdec_error(&d), "link fields missing"));
+	f.u.hello.link_bps = PROTO_LINK_RATE_MAX + 1;
+	len = tun_frame_encode(&f, buf, sizeof(buf));
+	tun_fdec_init(&d);
+	assert_int_equal(tun_fdec_feed(&d, buf, (size_t)len, &used, &out), TUN_EPROTO);
+	assert_non_null(strstr(tun_fdec_error(&d), "link rate"));
+	f.u.hello.link_bps = 0;
+	f.u.hello.link_rtt_us = PROTO_LINK_RTT_MAX + 1;
+	len = tun_frame_encode(&f, buf, sizeof(buf));
+	tun_fdec_init(&d);
+	assert_int_equal(tun_fdec_feed(&d, buf, (size_t)len, &used, &out), TUN_EPROTO);
+	assert_non_null(strstr(tun_fdec_error(&d), "link round trip"));
+	f.u.hello.link_rtt_us = 0;
+	f.u.hello.caps = 1;
 	/* encoder refuses what the decoder would refuse */
 	f.u.hello.window = 1;
 	assert_int_equal(tun_frame_encode(&f, buf, sizeof(buf)), TUN_EINVAL);

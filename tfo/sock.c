@@ -129,6 +129,23 @@ int tfo_set_keepalive(int fd, int idle, int intvl, int cnt, char *err, size_t er
 /* o's value, or the default when o is NULL or the field is 0. */
 #define TFO_OPT(o, f, d) ((o) && (o)->f ? (o)->f : (d))
 
+/* The link-dependent part of tfo_tune_wan: buffers (with both hints), pacing
+ * cap, NOTSENT_LOWAT; t->bufsize and t->pace_bps say what was set. */
+int tfo_set_link(int fd, const struct tfo_opts *o, struct tfo_tuned *t, char *err, size_t errlen)
+{
+	t->bufsize = tfo_bdp_bytes(o ? o->rate_bps : 0, o ? o->rtt_us : 0);
+	if (t->bufsize && tfo_set_bufs(fd, t->bufsize, err, errlen) < 0)
+		return -1;
+	if (o && o->pace_bps) {
+		unsigned long rate = (unsigned long)(o->pace_bps / 8); /* bytes/s */
+		if (setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &rate, sizeof rate) < 0)
+			return tfo_err(err, errlen, "SO_MAX_PACING_RATE");
+		t->pace_bps = o->pace_bps;
+	}
+	return tfo_setint(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT,
+			  (int)TFO_OPT(o, notsent_lowat, TFO_NOTSENT_LOWAT_DEFAULT), "TCP_NOTSENT_LOWAT", err, errlen);
+}
+
 /* Congestion control, BDP buffers (with hints), NOTSENT_LOWAT, NODELAY,
  * keepalive and user timeout, stopping at the first failure. */
 int tfo_tune_wan(int fd, const struct tfo_opts *o, struct tfo_tuned *out, char *err, size_t errlen)
@@ -136,20 +153,8 @@ int tfo_tune_wan(int fd, const struct tfo_opts *o, struct tfo_tuned *out, char *
 	struct tfo_tuned t = { .bufsize = 0 };
 	const char *cc = o && o->cc ? o->cc : "bbr";
 
-	if (tfo_set_cc(fd, cc, t.cc, sizeof t.cc, &t.cc_fallback, err, errlen) < 0)
-		return -1;
-	t.bufsize = tfo_bdp_bytes(o ? o->rate_bps : 0, o ? o->rtt_us : 0);
-	if (t.bufsize && tfo_set_bufs(fd, t.bufsize, err, errlen) < 0)
-		return -1;
-	if (o && o->pace_bps) {
-		unsigned long rate = (unsigned long)(o->pace_bps / 8); /* bytes/s */
-		if (setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &rate, sizeof rate) < 0)
-			return tfo_err(err, errlen, "SO_MAX_PACING_RATE");
-		t.pace_bps = o->pace_bps;
-	}
-	if (tfo_setint(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT,
-		       (int)TFO_OPT(o, notsent_lowat, TFO_NOTSENT_LOWAT_DEFAULT),
-		       "TCP_NOTSENT_LOWAT", err, errlen) < 0 ||
+	if (tfo_set_cc(fd, cc, t.cc, sizeof t.cc, &t.cc_fallback, err, errlen) < 0 ||
+	    tfo_set_link(fd, o, &t, err, errlen) < 0 ||
 	    tfo_setint(fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY", err, errlen) < 0 ||
 	    tfo_set_keepalive(fd, TFO_OPT(o, keepidle, TFO_KEEPIDLE_DEFAULT),
 			      TFO_OPT(o, keepintvl, TFO_KEEPINTVL_DEFAULT),

@@ -69,6 +69,8 @@ struct tun_conn {
 	int shut_wr;                /* CLOSING: output flushed, TCP write side shut */
 	char goaway_text[PROTO_GOAWAY_TEXT_MAX + 1];
 	uint64_t last_rx_us, rtt_us;
+	uint64_t link_bps;          /* tun_conn_set_link's rate (0: none) */
+	size_t out_buffer;          /* frame bytes kept queued for TLS */
 	uint32_t ka_retrans, ka_ooo; /* TCP_INFO loss counters at the last keepalive tick */
 	uint64_t ka_loss_us;         /* when they last moved */
 	uint64_t ka_tick_us;         /* the last keepalive tick */
@@ -266,7 +268,7 @@ static void conn_pump(evutil_socket_t fd, short what, void *arg)
 	(void)fd; (void)what;
 	if (!c->m || c->state == CS_CLOSING)
 		return;
-	mux_output(c->m, bufferevent_get_output(c->bev), c->ep->cfg.out_buffer);
+	mux_output(c->m, bufferevent_get_output(c->bev), c->out_buffer);
 	if (c->state == CS_UP && (c->goaway_rcvd || c->goaway_sent) && mux_streams(c->m) == 0 && !mux_pending(c->m))
 		conn_fail(c, PROTO_GOAWAY_NORMAL, "drained after GOAWAY");
 }
@@ -327,7 +329,8 @@ static void conn_tls_up(tun_conn *c)
 {
 	const tun_config *cfg = &c->ep->cfg;
 	tun_hello h = { .vmin = cfg->version_min, .vmax = cfg->version_max, .caps = cfg->caps,
-			.window = cfg->window, .max_streams = cfg->max_streams, .role = cfg->role };
+			.window = cfg->window, .max_streams = cfg->max_streams, .role = cfg->role,
+			.link_bps = cfg->link_rx_bps, .link_rtt_us = cfg->link_rtt_us };
 	mux_cfg mc = { .conn = c, .odd = c->ep->client, .window = cfg->window,
 		       .max_streams = cfg->max_streams, .sendq_hiwat = cfg->sendq_hiwat,
 		       .sendq_max = cfg->sendq_max, .quantum = cfg->quantum };
@@ -518,6 +521,7 @@ static tun_conn *conn_new(struct tun_ep *ep, enum conn_state st, int fd, int slo
 	if (!c->pump || !c->hs_timer || !c->ka_timer)
 		goto err_1;
 	c->ep = ep;
+	c->out_buffer = ep->cfg.out_buffer;
 	c->state = st;
 	c->fd = fd;
 	c->slot = slot;
@@ -563,7 +567,7 @@ static void conn_start_tls(tun_conn *c)
 	bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
 	c->state = CS_TLS;
 	bufferevent_setcb(c->bev, conn_read, conn_write, conn_event, c);
-	bufferevent_setwatermark(c->bev, EV_WRITE, c->ep->cfg.out_buffer / 2, 0);
+	bufferevent_setwatermark(c->bev, EV_WRITE, c->out_buffer / 2, 0);
 	bufferevent_setwatermark(c->bev, EV_READ, 0, CONN_IN_MAX);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 }
@@ -691,6 +695,18 @@ tun_conn *tun_ep_least_loaded(struct tun_ep *ep)
 
 /* Accessors (see tun.h): plain reads of the connection's fields. */
 const char *tun_conn_peer(const tun_conn *c) { return c->peer; }
+void tun_conn_set_link(tun_conn *c, uint64_t bps, size_t quantum, size_t out_buffer)
+{
+	c->link_bps = bps;
+	c->out_buffer = out_buffer >= 1024 ? out_buffer : c->ep->cfg.out_buffer;
+	if (c->bev)
+		bufferevent_setwatermark(c->bev, EV_WRITE, c->out_buffer / 2, 0);
+	if (c->m)
+		mux_set_quantum(c->m, quantum ? quantum : c->ep->cfg.quantum);
+}
+
+uint64_t tun_conn_link_bps(const tun_conn *c) { return c->link_bps; }
+
 const tun_hello *tun_conn_hello(const tun_conn *c) { return c->state == CS_UP ? &c->hello : NULL; }
 unsigned tun_conn_version(const tun_conn *c) { return c->version; }
 uint32_t tun_conn_caps(const tun_conn *c) { return c->caps; }

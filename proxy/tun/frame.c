@@ -158,7 +158,13 @@ static size_t enc_hello(const tun_hello *h, uint8_t *p)
 	p[PROTO_HELLO_NAME_LEN] = (uint8_t)n;
 	memcpy(p + PROTO_HELLO_STORE_ID, h->store_id, PROTO_STORE_ID_LEN);
 	memcpy(p + PROTO_HELLO_NAME, h->name, n);
-	return PROTO_HELLO_NAME + n;
+	n += PROTO_HELLO_NAME;
+	if (h->caps & PROTO_CAP_LINK) {
+		put64(p + n + PROTO_HELLO_LINK_RATE, h->link_bps);
+		put32(p + n + PROTO_HELLO_LINK_RTT, h->link_rtt_us);
+		n += PROTO_HELLO_LINK_LEN;
+	}
+	return n;
 }
 
 /* Encode the OPEN payload into p; returns its length. */
@@ -271,6 +277,17 @@ static int parse_hello(const uint8_t *p, uint16_t len, tun_hello *h, char *err, 
 	    !nodename_ok(p + PROTO_HELLO_NAME, n))
 		return fail(err, el, "HELLO: bad node name (length %zu)", n);
 	memcpy(h->name, p + PROTO_HELLO_NAME, n);
+	if (!(h->caps & PROTO_CAP_LINK))
+		return TUN_OK;
+	n += PROTO_HELLO_NAME;
+	if (n + PROTO_HELLO_LINK_LEN > len)
+		return fail(err, el, "HELLO: link fields missing (%u bytes)", len);
+	h->link_bps = get64(p + n + PROTO_HELLO_LINK_RATE);
+	h->link_rtt_us = get32(p + n + PROTO_HELLO_LINK_RTT);
+	if (h->link_bps > PROTO_LINK_RATE_MAX)
+		return fail(err, el, "HELLO: link rate %llu bit/s out of range", (unsigned long long)h->link_bps);
+	if (h->link_rtt_us > PROTO_LINK_RTT_MAX)
+		return fail(err, el, "HELLO: link round trip %u us out of range", h->link_rtt_us);
 	return TUN_OK;
 }
 

@@ -616,6 +616,11 @@ int mux_send_hello(mux *m, const tun_hello *h)
 	return TUN_OK;
 }
 
+void mux_set_quantum(mux *m, size_t quantum)
+{
+	m->cfg.quantum = quantum && quantum <= PROTO_MAX_PAYLOAD ? quantum : PROTO_MAX_PAYLOAD;
+}
+
 /* Queue a PING. */
 void mux_ping(mux *m, uint64_t val)
 {

@@ -48,6 +48,8 @@ mux *mux_new(const mux_cfg *cfg, const mux_ops *ops, void *arg);
 void mux_free(mux *m);
 /* Queue our HELLO (first thing to send). */
 int mux_send_hello(mux *m, const tun_hello *h);
+/* DATA bytes per stream per scheduling turn from now on (1..PROTO_MAX_PAYLOAD). */
+void mux_set_quantum(mux *m, size_t quantum);
 /* Decode and dispatch every complete frame in `in` (drains what it used).
  * TUN_OK, or a tun_err with err filled and *goaway set to the PROTO_GOAWAY_*
  * code to send; then the connection must be closed. */

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# proxy_link.test.sh: each side's WAN link (link_rate, link_rtt), told to the
+# other in the tunnel HELLO, so that one core serves branches on different links.
+#
+#   client --> edge a (link_rate = 20M/1.544M, link_rtt = 40ms) ==TLS==> core (no hints) --> server
+#   client --> edge b (no hints)                                ==TLS==> core
+#   client --> edge c (link_rate = 20M)                         ==TLS==> core2 (link_rate = 10M)
+#
+# 1. Pacing: the core paces its connection to edge a at 95 % of a's download
+#    rate (19 Mbit/s) and sizes its buffers for a's round trip; edge a paces at
+#    95 % of its upload rate (1.4668 Mbit/s); edge b's connection is not paced.
+#    Each side takes the slower of its own rate and the peer's: core2 and edge
+#    c pace at 9.5 Mbit/s both ways.
+# 2. Streams take their residual coder from their connection's link: the core
+#    compresses downloads to edge a with zstd 9 (20 Mbit/s), to edge b with
+#    zstd 3 (unknown); edge a compresses uploads with zstd 16 (1.544 Mbit/s).
+# 3. Transfers through each stay exact both ways.
+set -eu
+cd "$(dirname "$0")/.."
+. tests/proxy/lib.sh
+px_setup
+
+P=$(px_port) P2=$(px_port) S1=$(px_port) S2=$(px_port) S3=$(px_port) S4=$(px_port) S5=$(px_port)
+LA=$(px_port) LB=$(px_port) LC=$(px_port)
+px_server srv
+SRV=$(cat "$T/srv.port")
+px_core core "$P" "$S1" --allow=127.0.0.0/8
+px_core core2 "$P2" "$S4" --allow=127.0.0.0/8 --link_rate=10M
+px_edge a "$P" "$S2" "--forward=127.0.0.1:$LA -> 127.0.0.1:$SRV" --link_rate=20M/1.544M --link_rtt=40ms
+px_edge b "$P" "$S3" "--forward=127.0.0.1:$LB -> 127.0.0.1:$SRV"
+px_edge c "$P2" "$S5" "--forward=127.0.0.1:$LC -> 127.0.0.1:$SRV" --link_rate=20M
+
+# The local port of NAME's tunnel connection to tunnel port PORT.
+edge_port() {  # name port
+	local addr
+	addr=$(ss -tnpH state established "( dport = :$2 )" | grep "pid=${PID[$1]}," | awk '{print $3}' | head -1)
+	echo "${addr##*:}"
+}
+# The pacing cap of the socket matching an ss filter, in bit/s ("none" when
+# the socket has none).
+pacing_cap() {  # ss-filter
+	local info
+	info=$(ss -tinH state established "$1" | tr -s ' \t\n' ' ')
+	[ -n "$info" ] || { echo "no socket"; return; }
+	echo "$info" | grep -o 'pacing_rate [0-9.]*[kMG]*bps/[0-9.]*[kMG]*bps' | head -1 | sed 's/.*\///' |
+		awk '/bps$/ { v = $0 + 0; m = 1; if ($0 ~ /kbps/) m = 1e3; if ($0 ~ /Mbps/) m = 1e6; if ($0 ~ /Gbps/) m = 1e9
+			printf "%d\n", v * m + 0.5 }' | grep . || echo none
+}
+check_cap() {  # description ss-filter want
+	local got
+	got=$(pacing_cap "$2")
+	[ "$got" = "$3" ] && ok "$1: pacing cap $got" || fail "$1: pacing cap $got, want $3"
+}
+
+# ---- 1. pacing ----
+pa=$(edge_port a "$P") pb=$(edge_port b "$P") pc=$(edge_port c "$P2")
+check_cap "core -> edge a (a receives at 20M)" "( sport = :$P and dport = :$pa )" 19000000
+check_cap "edge a -> core (a sends at 1.544M)" "( sport = :$pa and dport = :$P )" 1466800
+check_cap "core -> edge b (no hints)" "( sport = :$P and dport = :$pb )" none
+check_cap "core2 (10M) -> edge c (20M)" "( sport = :$P2 and dport = :$pc )" 9500000
+check_cap "edge c (20M) -> core2 (10M)" "( sport = :$pc and dport = :$P2 )" 9500000
+px_wait_log core "the peer receives at 20.000 Mbit/s, round trip 40.0 ms" 5 &&
+	ok "the core logged edge a's link" || fail "the core did not log edge a's link"
+grep -q "the peer receives at" "$T/b.log" &&
+	fail "edge b logged a link it was not told" || ok "edge b was told no link (the core has no hints)"
+px_wait_log c "the peer receives at 10.000 Mbit/s" 5 && ok "edge c logged core2's link" ||
+	fail "edge c did not log core2's link"
+# the stats list each peer with the rate sent to it (published once a second)
+for _ in $(seq 30); do
+	links=$(px_stat "$S1" 'sorted(p["link_bps"] for p in j["tunnel"]["peers"])')
+	[ "$links" = "[0, 20000000]" ] && break
+	sleep 0.1
+done
+[ "$links" = "[0, 20000000]" ] && ok "the core's stats: link_bps of its two peers $links" ||
+	fail "the core's stats: link_bps of its peers $links, want [0, 20000000]"
+bufs=$(grep -o "the peer receives at 20.000 Mbit/s.*buffers [0-9]* bytes" "$T/core.log" | grep -o '[0-9]* bytes' | head -1)
+[ "$bufs" = "400000 bytes" ] && ok "the core sized edge a's buffers to 4 x 20 Mbit/s x 40 ms: $bufs" ||
+	fail "edge a's buffers at the core: '$bufs', want 400000 bytes"
+
+# ---- 2. residual coder per connection, 3. exact transfers ----
+MB=$((1 << 20))
+expect "download through edge a" pxt get 127.0.0.1 "$LA" 11 $MB
+expect "upload through edge a" pxt put 127.0.0.1 "$LA" 12 $MB
+expect "download through edge b" pxt get 127.0.0.1 "$LB" 13 $MB
+expect "download through edge c" pxt get 127.0.0.1 "$LC" 14 $MB
+for want in "core (full, zstd 9)" "core (full, zstd 3)" "a (full, zstd 16)" "b (full, zstd 3)" \
+	"core2 (full, zstd 9)" "c (full, zstd 9)"; do
+	n=${want%% *} what=${want#* }
+	px_wait_log "$n" "$what" 5 && ok "$n: a stream coded with $(echo "${what#(full, }" | tr -d ")")" ||
+		fail "$n: no stream opened $what: $(grep -o 'open .*' "$T/$n.log" | head -3 | tr '\n' ';')"
+done
+px_done
