@@ -17,7 +17,7 @@ struct px_lag {
 	char name[48];
 };
 
-static uint64_t mono_us(void)
+uint64_t px_mono_us(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -29,7 +29,7 @@ static uint64_t mono_us(void)
 static void lag_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct px_lag *l = arg;
-	uint64_t now = mono_us(), late = now > l->due_us ? now - l->due_us : 0;
+	uint64_t now = px_mono_us(), late = now > l->due_us ? now - l->due_us : 0;
 
 	(void)fd; (void)what;
 	l->due_us = now + PX_LAG_TICK_MS * 1000u;
@@ -52,7 +52,7 @@ struct px_lag *px_lag_start(struct event_base *base, struct stats *s, const char
 		px_lag_free(l);
 		return NULL;
 	}
-	l->due_us = mono_us() + PX_LAG_TICK_MS * 1000u;
+	l->due_us = px_mono_us() + PX_LAG_TICK_MS * 1000u;
 	return l;
 }
 

@@ -8,8 +8,13 @@
 #ifndef WANOPT_LAG_H
 #define WANOPT_LAG_H
 
+#include <stdint.h>
+
 struct event_base;
 struct stats;
+/* Microseconds on the monotonic clock: for durations in logs and stats. */
+uint64_t px_mono_us(void);
+
 struct px_lag;
 
 #define PX_LAG_TICK_MS 100

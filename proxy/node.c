@@ -3,7 +3,6 @@
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -278,9 +277,7 @@ static void shrink_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	dre_store_stats ss;
 	dre_store_get_stats(n->store, &ss);
-	struct timespec t1;
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	double ms = (double)(t1.tv_sec - n->shrink_t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - n->shrink_t0.tv_nsec) / 1e6;
+	double ms = (double)(px_mono_us() - n->shrink_t0_us) / 1e3;
 	log_info("store: size limit now %llu bytes (%llu bytes evicted in %.0f ms)", to,
 		 (unsigned long long)(ss.evicted_bytes - n->shrink_evicted0), ms);
 }
@@ -295,7 +292,7 @@ void px_node_reload(struct px_node *n, const struct conf *c)
 		dre_store_stats ss;
 		dre_store_get_stats(n->store, &ss);
 		n->shrink_evicted0 = ss.evicted_bytes;
-		clock_gettime(CLOCK_MONOTONIC, &n->shrink_t0);
+		n->shrink_t0_us = px_mono_us();
 	}
 	n->shrink_to = conf_store_size(c);
 	struct timeval now = { 0, 0 };

@@ -4,7 +4,6 @@
 #ifndef WANOPT_NODE_H
 #define WANOPT_NODE_H
 
-#include <time.h>
 
 #include "conf.h"
 #include "dre.h"
@@ -24,7 +23,7 @@ struct px_node {
 	struct px_lag *lag; /* watches the daemon's main event loop */
 	struct event *shrink; /* steps a store_size change, a file per loop pass */
 	uint64_t shrink_to, shrink_evicted0; /* its target; evicted bytes at its start */
-	struct timespec shrink_t0;
+	uint64_t shrink_t0_us; /* its start (px_mono_us) */
 	unsigned ticks;
 	uint64_t io_errors; /* the store's I/O error count at the last tick */
 	char name[64];

@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -27,6 +26,7 @@
 
 #include "bev_fill.h"
 #include "dre_proto.h"
+#include "lag.h"
 #include "log.h"
 #include "relay.h"
 #include "relay_int.h"
@@ -48,11 +48,10 @@ static void finish_lan(struct px_relay *r);
 static void lan_write_cb(struct bufferevent *bev, void *arg);
 static void lan_event_cb(struct bufferevent *bev, short what, void *arg);
 
-static double since(const struct timespec *t0)
+/* Seconds since t0_us (px_mono_us). */
+static double since(uint64_t t0_us)
 {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+	return (double)(px_mono_us() - t0_us) / 1e6;
 }
 
 static const char *policy_name(int p)
@@ -86,10 +85,10 @@ static void relay_free(struct px_relay *r, int rst, const char *why)
 	stats_stream_summary(r->st, sum, sizeof sum);
 	if (why)
 		log_info("close %s -> %s (%s): reset: %s; %s in %.3f s", r->src, r->dst, policy_name(r->policy),
-			 why, sum, since(&r->t0));
+			 why, sum, since(r->t0_us));
 	else
 		log_info("close %s -> %s (%s): %s in %.3f s", r->src, r->dst, policy_name(r->policy), sum,
-			 since(&r->t0));
+			 since(r->t0_us));
 	if (r->bev && bufferevent_getfd(r->bev) < 0) {
 		/* a pair (warm): a clean end already gave the feeder EOF; after a
 		 * reset, freeing alone would leave it waiting forever */
@@ -483,7 +482,7 @@ struct px_relay *px_relay_new(struct px_relay_env *env, struct bufferevent *bev,
 	r->policy = policy;
 	r->connecting = connecting;
 	r->direct = DIRECT_MIN;
-	clock_gettime(CLOCK_MONOTONIC, &r->t0);
+	r->t0_us = px_mono_us();
 	snprintf(r->src, sizeof r->src, "%s", src);
 	snprintf(r->dst, sizeof r->dst, "%s", dst);
 	r->st = stats_stream_open(env->stats, src, dst, policy_name(policy));

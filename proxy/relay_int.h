@@ -51,7 +51,7 @@ struct px_relay {
 	unsigned enc_rested : 1;  /* the encoder gave its memory back, and stayed quiet */
 	unsigned dec_rested : 1;  /* the same for the decoder */
 	uint32_t direct;          /* pump_direct's read size: DIRECT_MIN .. READ_CHUNK */
-	struct timespec t0;
+	uint64_t t0_us;           /* when it opened (px_mono_us) */
 	char src[96], dst[300];
 };
 
