@@ -693,8 +693,8 @@ tun_conn *tun_ep_least_loaded(struct tun_ep *ep)
 	return best;
 }
 
-/* Accessors (see tun.h): plain reads of the connection's fields. */
-const char *tun_conn_peer(const tun_conn *c) { return c->peer; }
+/* See tun.h: the rate is the owner's record; the turn and TLS queue apply
+ * from the next pump. */
 void tun_conn_set_link(tun_conn *c, uint64_t bps, size_t quantum, size_t out_buffer)
 {
 	c->link_bps = bps;
@@ -705,8 +705,9 @@ void tun_conn_set_link(tun_conn *c, uint64_t bps, size_t quantum, size_t out_buf
 		mux_set_quantum(c->m, quantum ? quantum : c->ep->cfg.quantum);
 }
 
+/* Accessors (see tun.h): plain reads of the connection's fields. */
+const char *tun_conn_peer(const tun_conn *c) { return c->peer; }
 uint64_t tun_conn_link_bps(const tun_conn *c) { return c->link_bps; }
-
 const tun_hello *tun_conn_hello(const tun_conn *c) { return c->state == CS_UP ? &c->hello : NULL; }
 unsigned tun_conn_version(const tun_conn *c) { return c->version; }
 uint32_t tun_conn_caps(const tun_conn *c) { return c->caps; }
