@@ -71,7 +71,8 @@ enum proto_type {
 	PROTO_PING = 9,    /* stream 0: keepalive / RTT probe, answered by PONG */
 	PROTO_PONG = 10,   /* stream 0: echo of a PING's payload */
 	PROTO_GOAWAY = 11, /* stream 0: no new streams; connection closes after the current ones */
-	PROTO_TYPE_MAX = 11,
+	PROTO_LINK = 12,   /* stream 0: the sender's link changed (to a peer with PROTO_CAP_LINK) */
+	PROTO_TYPE_MAX = 12,
 };
 
 /* Header flags (byte 1).  No frame type defines a flag yet: all must be 0. */
@@ -119,7 +120,7 @@ enum proto_cap {
 	PROTO_CAP_ZSTD = 1u << 2, /* zstd residual compression */
 	PROTO_CAP_ASK = 1u << 3,  /* ASK/LEARN recovery of missing segments */
 	PROTO_CAP_DSCP = 1u << 4, /* OPEN may carry the client's DiffServ class (PROTO_OPEN_F_DSCP) */
-	PROTO_CAP_LINK = 1u << 5, /* this HELLO carries the link fields after the name */
+	PROTO_CAP_LINK = 1u << 5, /* this HELLO carries the link fields after the name; LINK frames */
 	PROTO_CAP_ALL = 0x3f,     /* everything this build implements */
 };
 
@@ -175,6 +176,9 @@ enum proto_addr {
  * PING:   u64 opaque (the sender's clock); PONG echoes it unchanged.
  * GOAWAY: u32 last stream id the sender accepted from the receiver, u32 code
  *         (enum proto_goaway), then 0..PROTO_GOAWAY_TEXT_MAX bytes of text.
+ * LINK:   the HELLO link fields again (u64 rate, u32 round trip), when the
+ *         sender's link hints changed (a reload); sent only to a peer whose
+ *         HELLO had PROTO_CAP_LINK.
  */
 enum proto_len {
 	PROTO_RESET_LEN = 4,
@@ -183,6 +187,7 @@ enum proto_len {
 	PROTO_ACK_LEN = 12,
 	PROTO_PING_LEN = 8,
 	PROTO_GOAWAY_MIN_LEN = 8,
+	PROTO_LINK_LEN = PROTO_HELLO_LINK_LEN,
 };
 
 enum proto_reset {

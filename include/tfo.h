@@ -66,7 +66,8 @@ int tfo_tune_wan(int fd, const struct tfo_opts *o, struct tfo_tuned *out, char *
 /* What of tfo_tune_wan depends on the link, for a connected socket whose link
  * became known later: buffers (4 x rate x rtt, when both are given), the
  * pacing cap (o->pace_bps, if set) and TCP_NOTSENT_LOWAT.  t receives the
- * buffer size and pacing cap set. */
+ * buffer size and pacing cap set (no pace_bps: a cap set before is lifted;
+ * buffers once set stay). */
 int tfo_set_link(int fd, const struct tfo_opts *o, struct tfo_tuned *t, char *err, size_t errlen);
 /* LAN side: TCP_NODELAY and keepalive only; buffers stay autotuned. */
 int tfo_tune_lan(int fd, char *err, size_t errlen);

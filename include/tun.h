@@ -185,6 +185,9 @@ typedef struct tun_cbs {
 	void (*on_error)(void *arg, const char *msg);
 	/* Socket tuning hook: fd in phase (enum tun_fd_phase). */
 	void (*on_fd)(void *arg, int fd, int phase);
+	/* The peer's link fields changed (a LINK frame): tun_conn_hello(c) has
+	 * the new ones.  May be NULL. */
+	void (*on_link)(tun_conn *c, void *arg);
 } tun_cbs;
 
 /* Most parallel TLS connections a client keeps to one server. */
@@ -286,6 +289,10 @@ tun_stream *tun_client_open(tun_client *c, const tun_open_info *o,
 			    const tun_stream_cbs *cbs, void *arg, int *err);
 /* Number of connections up. */
 unsigned tun_client_up(const tun_client *c);
+/* Our link fields (tun_config's link_rx_bps, link_rtt_us) changed: later
+ * connections' HELLOs carry the new ones, and connections up to a peer with
+ * PROTO_CAP_LINK get a LINK frame. */
+void tun_client_set_link(tun_client *c, uint64_t rx_bps, uint32_t rtt_us);
 /* Drain (SIGTERM): GOAWAY on every connection, no redialing; connections
  * close as their streams finish (tun_client_up reaches 0). */
 void tun_client_drain(tun_client *c, const char *text);
@@ -302,6 +309,8 @@ unsigned tun_server_up(const tun_server *s);
 /* Drain (SIGTERM): stop accepting, GOAWAY on every connection; they close
  * as their streams finish (tun_server_up reaches 0). */
 void tun_server_drain(tun_server *s, const char *text);
+/* As tun_client_set_link, for a server's connections. */
+void tun_server_set_link(tun_server *s, uint64_t rx_bps, uint32_t rtt_us);
 /* Close the listening socket (new connections are refused at once, so peers
  * back off instead of reconnecting to be sent away); connections stay. */
 void tun_server_unlisten(tun_server *s);

@@ -107,6 +107,31 @@ static void conn_down(tun_conn *c, void *arg, const char *why)
 	}
 }
 
+/* An edge's link changed (LINK frame). */
+static void conn_link_changed(tun_conn *c, void *arg)
+{
+	struct worker *k = arg;
+	px_node_link_up(&k->k->node, c);
+}
+
+/* On a worker's thread, after a reload changed the link hints: tell its
+ * edges, and retune its connections. */
+static void worker_relink(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	struct px_node *n = &w->k->node;
+	tun_server_set_link(w->srv, n->rx_bps, n->rtt_us);
+	for (size_t i = 0; i < w->nconns; i++)
+		px_node_link_up(n, w->conns[i]);
+}
+
+static void core_relink(void *arg)
+{
+	struct px_core *k = arg;
+	for (int i = 0; i < k->nw; i++)
+		event_base_once(k->w[i].env.base, -1, EV_TIMEOUT, worker_relink, &k->w[i], NULL);
+}
+
 static void conn_error(void *arg, const char *msg)
 {
 	log_warn("tunnel refused: %s", msg);
@@ -311,7 +336,7 @@ static int worker_init(struct px_core *k, struct worker *w, struct event_base *b
 	if (!(w->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS)))
 		log_warn("no DNS resolver configured: host-name targets will fail");
 	tun_cbs cbs = { .on_up = conn_up, .on_down = conn_down, .on_stream = core_stream,
-			.on_error = conn_error, .on_fd = worker_fd };
+			.on_error = conn_error, .on_fd = worker_fd, .on_link = conn_link_changed };
 	w->srv = tun_server_new(base, &k->node.tcfg, l->host, l->port, &cbs, w, err, sizeof err);
 	if (!w->srv) {
 		log_error("tunnel listener %s:%u: %s", l->host, l->port, err);
@@ -360,6 +385,7 @@ static int core_start(struct px_daemon *d, void *arg)
 	k->node.tunnels_up = core_tunnels_up;
 	k->node.tunnel_rtt = core_tunnel_rtt;
 	k->node.role = k;
+	k->node.relink = core_relink;
 	if (px_node_start(&k->node, d, PROTO_ROLE_CORE))
 		return -1;
 	k->nw = worker_count(c);

@@ -52,6 +52,23 @@ static void tun_up(tun_conn *c, void *arg)
 		e->up[e->nup++] = c;
 }
 
+/* The core's link changed (LINK frame). */
+static void tun_link(tun_conn *c, void *arg)
+{
+	struct px_edge_lane *l = arg;
+	px_node_link_up(&l->e->node, c);
+}
+
+/* A reload changed our link hints: tell the core, and retune each connection. */
+static void edge_relink(void *arg)
+{
+	struct px_edge *e = arg;
+	for (int i = 0; i < e->nlane; i++)
+		tun_client_set_link(e->lane[i].tc, e->node.rx_bps, e->node.rtt_us);
+	for (int i = 0; i < e->nup; i++)
+		px_node_link_up(&e->node, e->up[i]);
+}
+
 static void tun_down(tun_conn *c, void *arg, const char *why)
 {
 	struct px_edge_lane *l = arg;
@@ -117,7 +134,7 @@ static unsigned edge_tunnels_up(void *arg)
 static int lanes_start(struct px_edge *e, const struct conf *c)
 {
 	tun_cbs cbs = { .on_up = tun_up, .on_down = tun_down, .on_stream = px_edge_on_stream,
-			.on_error = tun_error, .on_fd = tun_fd };
+			.on_error = tun_error, .on_fd = tun_fd, .on_link = tun_link };
 	const struct conf_addr *p = conf_peer(c);
 	const uint8_t *cls;
 	size_t n = conf_dscp_tunnels(c, &cls);
@@ -454,6 +471,7 @@ static int edge_start(struct px_daemon *d, void *arg)
 	e->node.tunnels_up = edge_tunnels_up;
 	e->node.tunnel_rtt = edge_tunnel_rtt;
 	e->node.retune = edge_retune;
+	e->node.relink = edge_relink;
 	e->node.role = e;
 	if (px_node_start(&e->node, d, PROTO_ROLE_EDGE))
 		return -1;

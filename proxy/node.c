@@ -158,9 +158,6 @@ void px_node_link_up(struct px_node *n, tun_conn *c)
 	size_t quantum, out_buffer;
 	mux_link(bps, &quantum, &out_buffer);
 	tun_conn_set_link(c, bps, quantum, out_buffer);
-	const tun_hello *h = tun_conn_hello(c);
-	if (!h || (!h->link_bps && !h->link_rtt_us))
-		return; /* tuned at connect from our hints alone */
 	char err[256];
 	struct tfo_tuned t = { .bufsize = 0 };
 	int fd = tun_conn_fd(c);
@@ -168,6 +165,9 @@ void px_node_link_up(struct px_node *n, tun_conn *c)
 		log_warn("tunnel %s: link tuning: %s", tun_conn_peer(c), err);
 		return;
 	}
+	const tun_hello *h = tun_conn_hello(c);
+	if (!h || (!h->link_bps && !h->link_rtt_us))
+		return; /* our own hints alone: nothing new to say */
 	char told[64], pace[48], bufs[48];
 	snprintf(told, sizeof told, h->link_bps ? "%.3f Mbit/s" : "an unknown rate", (double)h->link_bps / 1e6);
 	snprintf(pace, sizeof pace, bps ? "%.3f Mbit/s (paced at 95 %%)" : "any rate (not paced)", (double)bps / 1e6);
@@ -282,8 +282,29 @@ static void shrink_cb(evutil_socket_t fd, short what, void *arg)
 		 (unsigned long long)(ss.evicted_bytes - n->shrink_evicted0), ms);
 }
 
+/* New link hints: ours to send with, and told to the peers (role's relink). */
+static void reload_link(struct px_node *n, const struct conf *c)
+{
+	uint64_t tx = conf_link_rate(c), rx = conf_link_rate_rx(c);
+	uint32_t rtt = conf_link_rtt(c);
+	if (tx == n->rate_bps && rx == n->rx_bps && rtt == n->rtt_us)
+		return;
+	n->rate_bps = tx;
+	n->rx_bps = rx;
+	n->rtt_us = rtt;
+	n->env.link_bps = tx;
+	n->tcfg.link_rx_bps = rx;
+	n->tcfg.link_rtt_us = rtt;
+	log_info("link hints now: sending at %.3f Mbit/s, receiving at %.3f Mbit/s, round trip %.1f ms (0: unknown);"
+		 " applied to the tunnel connections and told to their peers", (double)tx / 1e6, (double)rx / 1e6,
+		 (double)rtt / 1e3);
+	if (n->relink)
+		n->relink(n->role);
+}
+
 void px_node_reload(struct px_node *n, const struct conf *c)
 {
+	reload_link(n, c);
 	if (!n->shrink && !(n->shrink = event_new(n->env.base, -1, 0, shrink_cb, n))) {
 		log_warn("store: cannot apply store_size: out of memory");
 		return;

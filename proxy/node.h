@@ -28,20 +28,26 @@ struct px_node {
 	uint64_t io_errors; /* the store's I/O error count at the last tick */
 	char name[64];
 	char cc[16];
-	uint64_t rate_bps; /* link_rate: what we send at (bit/s, 0: unknown) */
-	uint64_t rx_bps;   /* what we receive at */
-	uint32_t rtt_us;
+	/* link hints, set by the main thread (start, reload), read by workers */
+	_Atomic uint64_t rate_bps; /* link_rate: what we send at (bit/s, 0: unknown) */
+	_Atomic uint64_t rx_bps;   /* what we receive at */
+	_Atomic uint32_t rtt_us;
 	unsigned (*tunnels_up)(void *arg); /* role's count of live tunnel connections */
 	uint64_t (*tunnel_rtt)(void *arg); /* role's tunnel RTT in us (0: unknown), or NULL */
 	void (*retune)(void *arg);         /* role's px_node_retune of its connections, or NULL */
+	/* after a reload changed the link hints: the role tells its tunnel
+	 * endpoints (tun_*_set_link) and re-runs px_node_link_up on each
+	 * connection, each on its own thread; or NULL */
+	void (*relink)(void *arg);
 	void *role;
 };
 
 /* Open the store and set up the tunnel config, tuning and gauges for the
  * daemon's configuration.  0, or -1 after logging why. */
 int px_node_start(struct px_node *n, struct px_daemon *d, int role);
-/* Apply a reloaded configuration's store_size: at once if larger, else a
- * data file per event loop pass (no stream waits on a large shrink). */
+/* Apply a reloaded configuration's store_size (at once if larger, else a data
+ * file per event loop pass: no stream waits on a large shrink) and link hints
+ * (through the role's relink). */
 void px_node_reload(struct px_node *n, const struct conf *c);
 /* Sync and close the store, stop the timer. */
 void px_node_stop(struct px_node *n);
@@ -51,7 +57,8 @@ void px_node_on_fd(void *arg, int fd, int phase);
  * it): without link hints, grow its buffers to 4 x delivery rate x min RTT
  * as TCP_INFO measures them, when the kernel's autotuning stopped short. */
 #define PX_RETUNE_S 10
-/* From the role's on_up: the connection's link is the slower of our send rate
+/* From the role's on_up and on_link (and relink after a reload), on the
+ * connection's thread: the connection's link is the slower of our send rate
  * and the rate the peer receives at (its HELLO); pace, queue and (with a
  * round trip known) size its socket for that, and record it for the streams'
  * residual coders (tun_conn_link_bps). */

@@ -15,6 +15,11 @@
 #    compresses downloads to edge a with zstd 9 (20 Mbit/s), to edge b with
 #    zstd 3 (unknown); edge a compresses uploads with zstd 16 (1.544 Mbit/s).
 # 3. Transfers through each stay exact both ways.
+# 4. SIGHUP with new hints at edge a (50M/2M): the same tunnel connection, now
+#    paced at 1.9 Mbit/s by edge a and, told by a LINK frame, at 47.5 Mbit/s by
+#    the core, whose new streams to a take zstd 3; a download running across
+#    the reload stays exact.  SIGHUP with link_rate = 5M at core2 (its workers'
+#    threads): both ends of edge c's connection pace at 4.75 Mbit/s.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/proxy/lib.sh
@@ -25,8 +30,10 @@ LA=$(px_port) LB=$(px_port) LC=$(px_port)
 px_server srv
 SRV=$(cat "$T/srv.port")
 px_core core "$P" "$S1" --allow=127.0.0.0/8
-px_core core2 "$P2" "$S4" --allow=127.0.0.0/8 --link_rate=10M
-px_edge a "$P" "$S2" "--forward=127.0.0.1:$LA -> 127.0.0.1:$SRV" --link_rate=20M/1.544M --link_rtt=40ms
+printf 'link_rate = 10M\n' >"$T/core2.conf"
+px_core core2 "$P2" "$S4" --allow=127.0.0.0/8 --config="$T/core2.conf"
+printf 'link_rate = 20M/1.544M\nlink_rtt = 40ms\n' >"$T/a.conf"
+px_edge a "$P" "$S2" "--forward=127.0.0.1:$LA -> 127.0.0.1:$SRV" --config="$T/a.conf"
 px_edge b "$P" "$S3" "--forward=127.0.0.1:$LB -> 127.0.0.1:$SRV"
 px_edge c "$P2" "$S5" "--forward=127.0.0.1:$LC -> 127.0.0.1:$SRV" --link_rate=20M
 
@@ -89,4 +96,30 @@ for want in "core (full, zstd 9)" "core (full, zstd 3)" "a (full, zstd 16)" "b (
 	px_wait_log "$n" "$what" 5 && ok "$n: a stream coded with $(echo "${what#(full, }" | tr -d ")")" ||
 		fail "$n: no stream opened $what: $(grep -o 'open .*' "$T/$n.log" | head -3 | tr '\n' ';')"
 done
+# ---- 4. reload ----
+ups=$(px_count_log a "tunnel up")
+zc=$(px_count_log core "(full, zstd 3)")
+px_bg across get 127.0.0.1 "$LA" 21 $((8 * MB))
+sleep 0.3
+printf 'link_rate = 50M/2M\nlink_rtt = 40ms\n' >"$T/a.conf"
+kill -HUP "${PID[a]}"
+px_wait_log a "link hints now: sending at 2.000 Mbit/s, receiving at 50.000 Mbit/s" 5 &&
+	ok "edge a applied the new hints on SIGHUP" || fail "edge a did not log its new hints"
+px_wait_log core "the peer receives at 50.000 Mbit/s" 5 && ok "the core heard edge a's new link" ||
+	fail "the core did not hear edge a's new link"
+check_cap "after the reload: core -> edge a" "( sport = :$P and dport = :$pa )" 47500000
+check_cap "after the reload: edge a -> core" "( sport = :$pa and dport = :$P )" 1900000
+px_bg_wait across 60
+[ "$BG_RC" = 0 ] && ok "a download across the reload: $BG_OUT" || fail "a download across the reload: $BG_OUT"
+expect "download through edge a after the reload" pxt get 127.0.0.1 "$LA" 22 $MB
+[ "$(px_count_log core "(full, zstd 3)")" -gt "$zc" ] && ok "the core's new stream to edge a took zstd 3 (50 Mbit/s)" ||
+	fail "no new zstd 3 stream at the core after the reload"
+printf 'link_rate = 5M\n' >"$T/core2.conf"
+kill -HUP "${PID[core2]}"
+px_wait_log c "the peer receives at 5.000 Mbit/s" 5 && ok "edge c heard core2's new link" ||
+	fail "edge c did not hear core2's new link"
+check_cap "after core2's reload: core2 -> edge c" "( sport = :$P2 and dport = :$pc )" 4750000
+check_cap "after core2's reload: edge c -> core2" "( sport = :$pc and dport = :$P2 )" 4750000
+[ "$(px_count_log a "tunnel up")" = "$ups" ] && [ "$(px_count_log a "tunnel down")" = 0 ] &&
+	ok "the tunnel stayed up through the reload" || fail "the tunnel went down or reconnected on reload"
 px_done

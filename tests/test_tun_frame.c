@@ -17,7 +17,7 @@ static size_t valid_frames(tun_frame *t)
 {
 	size_t n = 0;
 
-	memset(t, 0, sizeof(*t) * 16);
+	memset(t, 0, sizeof(*t) * 20);
 	t[n].type = PROTO_HELLO;
 	t[n].u.hello = (tun_hello){ .vmin = 1, .vmax = 3, .caps = 0xf | PROTO_CAP_LINK, .window = 1 << 20,
 				    .max_streams = 100, .role = PROTO_ROLE_EDGE,
@@ -49,6 +49,7 @@ static size_t valid_frames(tun_frame *t)
 	t[n].type = PROTO_ACK; t[n].sid = 7; t[n].u.ack.seq = 42; t[n].u.ack.credit = 0; n++;
 	t[n].type = PROTO_PING; t[n].u.ping = ~0ull; n++;
 	t[n].type = PROTO_PONG; t[n].u.ping = 1; n++;
+	t[n].type = PROTO_LINK; t[n].u.link.bps = 20000000; t[n].u.link.rtt_us = 300000; n++;
 	t[n].type = PROTO_GOAWAY; t[n].u.goaway.last_sid = 9; t[n].u.goaway.code = PROTO_GOAWAY_VERSION;
 	strcpy(t[n].u.goaway.text, "no common version"); n++;
 	return n;
@@ -69,7 +70,7 @@ static void assert_frame_eq(const tun_frame *a, const tun_frame *b)
 
 static void test_roundtrip_whole_and_split(void **state)
 {
-	static tun_frame t[16];
+	static tun_frame t[20];
 	static uint8_t buf[TUN_FRAME_MAX];
 	static tun_fdec d;
 	tun_frame out;
@@ -100,7 +101,7 @@ static void test_roundtrip_whole_and_split(void **state)
 
 static void test_byte_by_byte_stream(void **state)
 {
-	static tun_frame t[16];
+	static tun_frame t[20];
 	static uint8_t stream[16 * TUN_FRAME_MAX];
 	static tun_fdec d;
 	size_t n = valid_frames(t), total = 0, got = 0, used;
@@ -131,7 +132,11 @@ struct bad {
 
 static const struct bad bad_frames[] = {
 	{ "0000000000000000", "unknown frame type 0" },
-	{ "0c00000000000000", "unknown frame type 12" },
+	{ "0d00000000000000", "unknown frame type 13" },
+	{ "0c00000b00000000" "0000000000000000000000", "LINK: payload is 11 bytes" },
+	{ "0c00000c00000001" "000000000000000000000000", "frame type 12 on stream 1" },
+	{ "0c00000c00000000" "ffffffffffffffff00000000", "LINK: link rate" },
+	{ "0c00000c00000000" "0000000000000000ffffffff", "LINK: link round trip" },
 	{ "ff00000000000000", "unknown frame type 255" },
 	{ "0301000100000001" "00", "unknown flags" },
 	{ "0300400100000001", "over limit" },
@@ -234,18 +239,20 @@ static void test_hello_extension_and_encode_checks(void **state)
 	tun_fdec_init(&d);
 	assert_int_equal(tun_fdec_feed(&d, buf, (size_t)len - 1, &used, &out), TUN_EPROTO);
 	assert_non_null(strstr(tun_fdec_error(&d), "link fields missing"));
+	buf[3] = (uint8_t)(len - 8);
+	memset(buf + len - PROTO_HELLO_LINK_LEN, 0xff, 8); /* rate beyond PROTO_LINK_RATE_MAX */
+	tun_fdec_init(&d);
+	assert_int_equal(tun_fdec_feed(&d, buf, (size_t)len, &used, &out), TUN_EPROTO);
+	assert_non_null(strstr(tun_fdec_error(&d), "HELLO: link rate"));
+	memset(buf + len - PROTO_HELLO_LINK_LEN, 0, 8);
+	memset(buf + len - 4, 0xff, 4); /* round trip beyond PROTO_LINK_RTT_MAX */
+	tun_fdec_init(&d);
+	assert_int_equal(tun_fdec_feed(&d, buf, (size_t)len, &used, &out), TUN_EPROTO);
+	assert_non_null(strstr(tun_fdec_error(&d), "HELLO: link round trip"));
+	/* ... and the encoder refuses them */
 	f.u.hello.link_bps = PROTO_LINK_RATE_MAX + 1;
-	len = tun_frame_encode(&f, buf, sizeof(buf));
-	tun_fdec_init(&d);
-	assert_int_equal(tun_fdec_feed(&d, buf, (size_t)len, &used, &out), TUN_EPROTO);
-	assert_non_null(strstr(tun_fdec_error(&d), "link rate"));
+	assert_int_equal(tun_frame_encode(&f, buf, sizeof(buf)), TUN_EINVAL);
 	f.u.hello.link_bps = 0;
-	f.u.hello.link_rtt_us = PROTO_LINK_RTT_MAX + 1;
-	len = tun_frame_encode(&f, buf, sizeof(buf));
-	tun_fdec_init(&d);
-	assert_int_equal(tun_fdec_feed(&d, buf, (size_t)len, &used, &out), TUN_EPROTO);
-	assert_non_null(strstr(tun_fdec_error(&d), "link round trip"));
-	f.u.hello.link_rtt_us = 0;
 	f.u.hello.caps = 1;
 	/* encoder refuses what the decoder would refuse */
 	f.u.hello.window = 1;

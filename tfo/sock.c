@@ -136,12 +136,11 @@ int tfo_set_link(int fd, const struct tfo_opts *o, struct tfo_tuned *t, char *er
 	t->bufsize = tfo_bdp_bytes(o ? o->rate_bps : 0, o ? o->rtt_us : 0);
 	if (t->bufsize && tfo_set_bufs(fd, t->bufsize, err, errlen) < 0)
 		return -1;
-	if (o && o->pace_bps) {
-		unsigned long rate = (unsigned long)(o->pace_bps / 8); /* bytes/s */
-		if (setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &rate, sizeof rate) < 0)
-			return tfo_err(err, errlen, "SO_MAX_PACING_RATE");
-		t->pace_bps = o->pace_bps;
-	}
+	/* bytes/s; none is ~0 (a cap set before is lifted) */
+	unsigned long rate = o && o->pace_bps ? (unsigned long)(o->pace_bps / 8) : ~0UL;
+	if (setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &rate, sizeof rate) < 0)
+		return tfo_err(err, errlen, "SO_MAX_PACING_RATE");
+	t->pace_bps = o && o->pace_bps ? o->pace_bps : 0;
 	return tfo_setint(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT,
 			  (int)TFO_OPT(o, notsent_lowat, TFO_NOTSENT_LOWAT_DEFAULT), "TCP_NOTSENT_LOWAT", err, errlen);
 }

@@ -231,6 +231,17 @@ static void ops_pong(void *arg, uint64_t val)
 	c->rtt_us = c->rtt_us ? (7 * c->rtt_us + rtt) / 8 : rtt;
 }
 
+/* The peer's link changed: keep its fields with its HELLO; tell the owner. */
+static void ops_link(void *arg, uint64_t bps, uint32_t rtt_us)
+{
+	tun_conn *c = arg;
+
+	c->hello.link_bps = bps;
+	c->hello.link_rtt_us = rtt_us;
+	if (c->state == CS_UP && c->ep->cbs.on_link)
+		c->ep->cbs.on_link(c, c->ep->arg);
+}
+
 /* c takes no new streams: its client slot dials a replacement now. */
 static void conn_detach_slot(tun_conn *c)
 {
@@ -255,7 +266,7 @@ static void ops_goaway(void *arg, uint32_t code, const char *text)
 
 static const mux_ops conn_mux_ops = {
 	.kick = ops_kick, .on_hello = ops_hello, .on_stream = ops_stream,
-	.on_pong = ops_pong, .on_goaway = ops_goaway,
+	.on_pong = ops_pong, .on_goaway = ops_goaway, .on_link = ops_link,
 };
 
 /* ---- event callbacks ----------------------------------------------------- */
@@ -677,6 +688,19 @@ void tun_ep_goaway(struct tun_ep *ep, const char *text)
 		next = TAILQ_NEXT(c, link);
 		tun_conn_goaway(c, text);
 	}
+}
+
+/* New link fields: for the HELLOs of later connections, and in a LINK frame
+ * on each connection up whose peer reads them. */
+void tun_ep_set_link(struct tun_ep *ep, uint64_t rx_bps, uint32_t rtt_us)
+{
+	tun_conn *c;
+
+	ep->cfg.link_rx_bps = rx_bps;
+	ep->cfg.link_rtt_us = rtt_us;
+	TAILQ_FOREACH(c, &ep->conns, link)
+		if (c->state == CS_UP && (c->hello.caps & PROTO_CAP_LINK))
+			mux_send_link(c->m, rx_bps, rtt_us);
 }
 
 /* The up connection taking new streams with the fewest streams, or NULL. */

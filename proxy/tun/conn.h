@@ -51,5 +51,8 @@ void tun_ep_close_all(struct tun_ep *ep);
 void tun_ep_goaway(struct tun_ep *ep, const char *text);
 /* The up connection taking new streams with the fewest streams, or NULL. */
 tun_conn *tun_ep_least_loaded(struct tun_ep *ep);
+/* The link fields we tell peers changed: later HELLOs carry them, and a LINK
+ * frame goes out on each connection up to a peer with PROTO_CAP_LINK. */
+void tun_ep_set_link(struct tun_ep *ep, uint64_t rx_bps, uint32_t rtt_us);
 
 #endif

@@ -192,6 +192,11 @@ void tun_client_drain(tun_client *c, const char *text)
 	tun_ep_goaway(&c->ep, text);
 }
 
+void tun_client_set_link(tun_client *c, uint64_t rx_bps, uint32_t rtt_us)
+{
+	tun_ep_set_link(&c->ep, rx_bps, rtt_us);
+}
+
 /* ---- server ------------------------------------------------------------- */
 
 /* A connection arrived. */
@@ -291,6 +296,11 @@ void tun_server_drain(tun_server *s, const char *text)
 	if (s->lis)
 		evconnlistener_disable(s->lis);
 	tun_ep_goaway(&s->ep, text);
+}
+
+void tun_server_set_link(tun_server *s, uint64_t rx_bps, uint32_t rtt_us)
+{
+	tun_ep_set_link(&s->ep, rx_bps, rtt_us);
 }
 
 void tun_server_unlisten(tun_server *s)

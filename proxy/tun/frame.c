@@ -216,6 +216,10 @@ static long enc_payload(const tun_frame *f, uint8_t *p)
 		put32(p + 8, f->u.ack.credit);
 		return PROTO_ACK_LEN;
 	case PROTO_PING: case PROTO_PONG: put64(p, f->u.ping); return PROTO_PING_LEN;
+	case PROTO_LINK:
+		put64(p + PROTO_HELLO_LINK_RATE, f->u.link.bps);
+		put32(p + PROTO_HELLO_LINK_RTT, f->u.link.rtt_us);
+		return PROTO_LINK_LEN;
 	case PROTO_GOAWAY:
 		n = strnlen(f->u.goaway.text, PROTO_GOAWAY_TEXT_MAX + 1);
 		if (n > PROTO_GOAWAY_TEXT_MAX)
@@ -245,6 +249,18 @@ int tun_frame_encode(const tun_frame *f, uint8_t *buf, size_t cap)
 			    &chk, NULL, 0) != TUN_OK)
 		return TUN_EINVAL;
 	return (int)(PROTO_HDR_LEN + n);
+}
+
+/* Decode and validate link fields (HELLO's or LINK's) at p; what names them in errors. */
+static int parse_link(const uint8_t *p, uint64_t *bps, uint32_t *rtt_us, const char *what, char *err, size_t el)
+{
+	*bps = get64(p + PROTO_HELLO_LINK_RATE);
+	*rtt_us = get32(p + PROTO_HELLO_LINK_RTT);
+	if (*bps > PROTO_LINK_RATE_MAX)
+		return fail(err, el, "%s: link rate %llu bit/s out of range", what, (unsigned long long)*bps);
+	if (*rtt_us > PROTO_LINK_RTT_MAX)
+		return fail(err, el, "%s: link round trip %u us out of range", what, *rtt_us);
+	return TUN_OK;
 }
 
 /* Decode and validate a HELLO payload. */
@@ -282,13 +298,7 @@ static int parse_hello(const uint8_t *p, uint16_t len, tun_hello *h, char *err, 
 	n += PROTO_HELLO_NAME;
 	if (n + PROTO_HELLO_LINK_LEN > len)
 		return fail(err, el, "HELLO: link fields missing (%u bytes)", len);
-	h->link_bps = get64(p + n + PROTO_HELLO_LINK_RATE);
-	h->link_rtt_us = get32(p + n + PROTO_HELLO_LINK_RTT);
-	if (h->link_bps > PROTO_LINK_RATE_MAX)
-		return fail(err, el, "HELLO: link rate %llu bit/s out of range", (unsigned long long)h->link_bps);
-	if (h->link_rtt_us > PROTO_LINK_RTT_MAX)
-		return fail(err, el, "HELLO: link round trip %u us out of range", h->link_rtt_us);
-	return TUN_OK;
+	return parse_link(p + n, &h->link_bps, &h->link_rtt_us, "HELLO", err, el);
 }
 
 /* Decode and validate an OPEN payload. */
@@ -389,6 +399,10 @@ static int parse_conn(const uint8_t *p, uint16_t len, tun_frame *f, char *err, s
 			return TUN_EPROTO;
 		f->u.ping = get64(p);
 		return TUN_OK;
+	case PROTO_LINK:
+		if (want_len(len, PROTO_LINK_LEN, "LINK", err, el))
+			return TUN_EPROTO;
+		return parse_link(p, &f->u.link.bps, &f->u.link.rtt_us, "LINK", err, el);
 	case PROTO_GOAWAY:
 		if (len < PROTO_GOAWAY_MIN_LEN || len > PROTO_GOAWAY_MIN_LEN + PROTO_GOAWAY_TEXT_MAX)
 			return fail(err, el, "GOAWAY: bad length %u", len);
@@ -411,7 +425,7 @@ int tun_frame_parse(uint8_t type, uint8_t flags, uint32_t sid, const uint8_t *p,
 		    uint16_t len, tun_frame *f, char *err, size_t errlen)
 {
 	int conn_frame = type == PROTO_HELLO || type == PROTO_PING ||
-			 type == PROTO_PONG || type == PROTO_GOAWAY;
+			 type == PROTO_PONG || type == PROTO_GOAWAY || type == PROTO_LINK;
 
 	memset(f, 0, sizeof(*f));
 	f->type = type;

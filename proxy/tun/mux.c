@@ -404,6 +404,10 @@ static int dispatch(mux *m, const tun_frame *f, char *err, size_t errlen)
 	case PROTO_GOAWAY:
 		in_goaway(m, f);
 		return TUN_OK;
+	case PROTO_LINK:
+		if (m->ops.on_link)
+			m->ops.on_link(m->arg, f->u.link.bps, f->u.link.rtt_us);
+		return TUN_OK;
 	}
 	s = tab_find(m, f->sid);
 	if (!s) {
@@ -614,6 +618,13 @@ int mux_send_hello(mux *m, const tun_hello *h)
 		return TUN_EINVAL;
 	mux_ctl_frame(m, &f);
 	return TUN_OK;
+}
+
+void mux_send_link(mux *m, uint64_t bps, uint32_t rtt_us)
+{
+	tun_frame f = { .type = PROTO_LINK, .u.link = { bps, rtt_us } };
+
+	mux_ctl_frame(m, &f);
 }
 
 void mux_set_quantum(mux *m, size_t quantum)

@@ -29,6 +29,8 @@ typedef struct mux_ops {
 	void (*on_pong)(void *arg, uint64_t val);
 	/* The peer sent GOAWAY. */
 	void (*on_goaway)(void *arg, uint32_t code, const char *text);
+	/* The peer sent LINK: its link fields are now bps, rtt_us. */
+	void (*on_link)(void *arg, uint64_t bps, uint32_t rtt_us);
 } mux_ops;
 
 typedef struct mux_cfg {
@@ -48,6 +50,8 @@ mux *mux_new(const mux_cfg *cfg, const mux_ops *ops, void *arg);
 void mux_free(mux *m);
 /* Queue our HELLO (first thing to send). */
 int mux_send_hello(mux *m, const tun_hello *h);
+/* Queue a LINK frame (our link fields changed). */
+void mux_send_link(mux *m, uint64_t bps, uint32_t rtt_us);
 /* DATA bytes per stream per scheduling turn from now on (1..PROTO_MAX_PAYLOAD). */
 void mux_set_quantum(mux *m, size_t quantum);
 /* Decode and dispatch every complete frame in `in` (drains what it used).
