@@ -107,8 +107,9 @@ enum proto_hello_off {
 
 enum proto_hello_link_off {
 	PROTO_HELLO_LINK_RATE = 0,    /* u64 bit/s the sender's side of the link receives at */
-	PROTO_HELLO_LINK_RTT = 8,     /* u32 the link's round trip in microseconds */
-	PROTO_HELLO_LINK_LEN = 12,
+	PROTO_HELLO_LINK_TX = 8,      /* u64 bit/s it sends at */
+	PROTO_HELLO_LINK_RTT = 16,    /* u32 the link's round trip in microseconds */
+	PROTO_HELLO_LINK_LEN = 20,
 };
 #define PROTO_LINK_RATE_MAX 10000000000000ULL /* 10 Tbit/s: larger is an error */
 #define PROTO_LINK_RTT_MAX 60000000u           /* 60 s: longer is an error */
@@ -176,7 +177,7 @@ enum proto_addr {
  * PING:   u64 opaque (the sender's clock); PONG echoes it unchanged.
  * GOAWAY: u32 last stream id the sender accepted from the receiver, u32 code
  *         (enum proto_goaway), then 0..PROTO_GOAWAY_TEXT_MAX bytes of text.
- * LINK:   the HELLO link fields again (u64 rate, u32 round trip), when the
+ * LINK:   the HELLO link fields again (u64 rates in and out, u32 round trip), when the
  *         sender's link hints changed (a reload); sent only to a peer whose
  *         HELLO had PROTO_CAP_LINK.
  */

@@ -80,6 +80,7 @@ typedef struct tun_hello {
 	uint8_t store_id[PROTO_STORE_ID_LEN];
 	char name[PROTO_NAME_MAX + 1];
 	uint64_t link_bps;          /* PROTO_CAP_LINK: rate the peer receives at (0: unknown) */
+	uint64_t link_tx_bps;       /* PROTO_CAP_LINK: rate the peer sends at (0: unknown) */
 	uint32_t link_rtt_us;       /* PROTO_CAP_LINK: the link's round trip (0: unknown) */
 } tun_hello;
 
@@ -224,6 +225,7 @@ typedef struct tun_config {
 	uint16_t version_min, version_max; /* protocol versions spoken (0: this build's) */
 	uint64_t link_rx_bps;       /* told to peers in HELLO: the rate our side of the WAN link
 	                             * receives at, bit/s (0: unknown) */
+	uint64_t link_tx_bps;       /* told to peers in HELLO: the rate it sends at (0: unknown) */
 	uint32_t link_rtt_us;       /* told to peers in HELLO: the link's round trip (0: unknown) */
 } tun_config;
 
@@ -256,6 +258,10 @@ uint64_t tun_conn_rtt_us(const tun_conn *c);
  * the peer's HELLO): each stream gets at most `quantum` DATA bytes a turn and
  * about `out_buffer` frame bytes are kept queued for TLS (0: the config's). */
 void tun_conn_set_link(tun_conn *c, uint64_t bps, size_t quantum, size_t out_buffer);
+/* From now on, grant each stream the peer opens on c `window` bytes of credit
+ * (PROTO_MAX_WINDOW at most) rather than our HELLO's: the difference goes out
+ * as CREDIT right after its OPEN.  Never less than the HELLO's. */
+void tun_conn_set_recv_window(tun_conn *c, uint32_t window);
 /* The rate set by tun_conn_set_link (0: none). */
 uint64_t tun_conn_link_bps(const tun_conn *c);
 /* The connection's socket (for tuning, e.g. tfo_retune), or -1. */
@@ -289,10 +295,10 @@ tun_stream *tun_client_open(tun_client *c, const tun_open_info *o,
 			    const tun_stream_cbs *cbs, void *arg, int *err);
 /* Number of connections up. */
 unsigned tun_client_up(const tun_client *c);
-/* Our link fields (tun_config's link_rx_bps, link_rtt_us) changed: later
+/* Our link fields (tun_config's link_rx_bps, link_tx_bps, link_rtt_us) changed: later
  * connections' HELLOs carry the new ones, and connections up to a peer with
  * PROTO_CAP_LINK get a LINK frame. */
-void tun_client_set_link(tun_client *c, uint64_t rx_bps, uint32_t rtt_us);
+void tun_client_set_link(tun_client *c, uint64_t rx_bps, uint64_t tx_bps, uint32_t rtt_us);
 /* Drain (SIGTERM): GOAWAY on every connection, no redialing; connections
  * close as their streams finish (tun_client_up reaches 0). */
 void tun_client_drain(tun_client *c, const char *text);
@@ -310,7 +316,7 @@ unsigned tun_server_up(const tun_server *s);
  * as their streams finish (tun_server_up reaches 0). */
 void tun_server_drain(tun_server *s, const char *text);
 /* As tun_client_set_link, for a server's connections. */
-void tun_server_set_link(tun_server *s, uint64_t rx_bps, uint32_t rtt_us);
+void tun_server_set_link(tun_server *s, uint64_t rx_bps, uint64_t tx_bps, uint32_t rtt_us);
 /* Close the listening socket (new connections are refused at once, so peers
  * back off instead of reconnecting to be sent away); connections stay. */
 void tun_server_unlisten(tun_server *s);

@@ -120,7 +120,7 @@ static void worker_relink(evutil_socket_t fd, short what, void *arg)
 {
 	struct worker *w = arg;
 	struct px_node *n = &w->k->node;
-	tun_server_set_link(w->srv, n->rx_bps, n->rtt_us);
+	tun_server_set_link(w->srv, n->rx_bps, n->rate_bps, n->rtt_us);
 	for (size_t i = 0; i < w->nconns; i++)
 		px_node_link_up(n, w->conns[i]);
 }

@@ -64,7 +64,7 @@ static void edge_relink(void *arg)
 {
 	struct px_edge *e = arg;
 	for (int i = 0; i < e->nlane; i++)
-		tun_client_set_link(e->lane[i].tc, e->node.rx_bps, e->node.rtt_us);
+		tun_client_set_link(e->lane[i].tc, e->node.rx_bps, e->node.rate_bps, e->node.rtt_us);
 	for (int i = 0; i < e->nup; i++)
 		px_node_link_up(&e->node, e->up[i]);
 }

@@ -128,20 +128,28 @@ void px_node_on_fd(void *arg, int fd, int phase)
 	}
 }
 
-/* The link a tunnel connection sends on, in bit/s (0: unknown): the slower of
- * our send rate and the rate the peer told us it receives at (HELLO), where
- * known.  *o: its socket options, with our round trip hint, else the peer's;
- * buffers cover the faster direction. */
-static uint64_t conn_link(const struct px_node *n, const tun_conn *c, struct tfo_opts *o)
+/* The slower of two rates, where known (0: neither is). */
+static uint64_t slower(uint64_t a, uint64_t b)
+{
+	return !a ? b : !b ? a : a < b ? a : b;
+}
+
+/* A tunnel connection's link: what it sends at (the slower of our send rate
+ * and the rate the peer told us it receives at, where known), what it
+ * receives at (likewise), the round trip (our hint, else the peer's); *o gets
+ * its socket options, buffers covering the faster direction. */
+struct conn_link {
+	uint64_t tx, rx;
+	uint32_t rtt_us;
+};
+static struct conn_link conn_link(const struct px_node *n, const tun_conn *c, struct tfo_opts *o)
 {
 	const tun_hello *h = tun_conn_hello(c);
-	uint64_t peer = h ? h->link_bps : 0, bps = n->rate_bps;
-	if (peer && (!bps || peer < bps))
-		bps = peer;
-	*o = (struct tfo_opts){ .cc = n->cc, .rate_bps = bps > n->rx_bps ? bps : n->rx_bps,
-				.rtt_us = n->rtt_us ? n->rtt_us : h ? h->link_rtt_us : 0 };
-	link_queues(bps, o);
-	return bps;
+	struct conn_link l = { slower(n->rate_bps, h ? h->link_bps : 0), slower(n->rx_bps, h ? h->link_tx_bps : 0),
+			       n->rtt_us ? n->rtt_us : h ? h->link_rtt_us : 0 };
+	*o = (struct tfo_opts){ .cc = n->cc, .rate_bps = l.tx > l.rx ? l.tx : l.rx, .rtt_us = l.rtt_us };
+	link_queues(l.tx, o);
+	return l;
 }
 
 /* Mux turns and TLS queue for a link of bps (see px_node_start). */
@@ -151,13 +159,26 @@ static void mux_link(uint64_t bps, size_t *quantum, size_t *out_buffer)
 	*out_buffer = !bps ? 0 : bps / 8 / 100 > 4096 ? bps / 8 / 100 : 4096;
 }
 
+/* Stream window: at least the default, or 4 x bandwidth x delay when known. */
+static uint32_t window_for(uint64_t rate_bps, uint32_t rtt_us)
+{
+	uint64_t w = tfo_bdp_bytes(rate_bps, rtt_us);
+	if (w < PROTO_INITIAL_WINDOW)
+		w = PROTO_INITIAL_WINDOW;
+	if (w > (64u << 20))
+		w = 64u << 20;
+	return (uint32_t)w;
+}
+
 void px_node_link_up(struct px_node *n, tun_conn *c)
 {
 	struct tfo_opts o;
-	uint64_t bps = conn_link(n, c, &o);
+	struct conn_link l = conn_link(n, c, &o);
 	size_t quantum, out_buffer;
-	mux_link(bps, &quantum, &out_buffer);
-	tun_conn_set_link(c, bps, quantum, out_buffer);
+	mux_link(l.tx, &quantum, &out_buffer);
+	tun_conn_set_link(c, l.tx, quantum, out_buffer);
+	uint32_t window = window_for(l.rx, l.rtt_us);
+	tun_conn_set_recv_window(c, window);
 	char err[256];
 	struct tfo_tuned t = { .bufsize = 0 };
 	int fd = tun_conn_fd(c);
@@ -166,14 +187,16 @@ void px_node_link_up(struct px_node *n, tun_conn *c)
 		return;
 	}
 	const tun_hello *h = tun_conn_hello(c);
-	if (!h || (!h->link_bps && !h->link_rtt_us))
+	if (!h || (!h->link_bps && !h->link_tx_bps && !h->link_rtt_us))
 		return; /* our own hints alone: nothing new to say */
-	char told[64], pace[48], bufs[48];
-	snprintf(told, sizeof told, h->link_bps ? "%.3f Mbit/s" : "an unknown rate", (double)h->link_bps / 1e6);
-	snprintf(pace, sizeof pace, bps ? "%.3f Mbit/s (paced at 95 %%)" : "any rate (not paced)", (double)bps / 1e6);
+	char in[32], out[32], pace[48], bufs[32];
+	snprintf(in, sizeof in, h->link_bps ? "%.3f Mbit/s" : "an unknown rate", (double)h->link_bps / 1e6);
+	snprintf(out, sizeof out, h->link_tx_bps ? "%.3f Mbit/s" : "an unknown rate", (double)h->link_tx_bps / 1e6);
+	snprintf(pace, sizeof pace, l.tx ? "%.3f Mbit/s (paced at 95 %%)" : "any rate (not paced)", (double)l.tx / 1e6);
 	snprintf(bufs, sizeof bufs, t.bufsize ? "%llu bytes" : "autotuned", (unsigned long long)t.bufsize);
-	log_info("tunnel %s: the peer receives at %s, round trip %.1f ms; sending at up to %s, buffers %s",
-		 tun_conn_peer(c), told, (double)h->link_rtt_us / 1e3, pace, bufs);
+	log_info("tunnel %s: the peer receives at %s and sends at %s, round trip %.1f ms; sending at up to %s,"
+		 " buffers %s, stream window %u bytes", tun_conn_peer(c), in, out, (double)h->link_rtt_us / 1e3, pace,
+		 bufs, window);
 }
 
 void px_node_retune(struct px_node *n, tun_conn *c)
@@ -195,17 +218,6 @@ void px_node_retune(struct px_node *n, tun_conn *c)
 	else
 		log_debug("tunnel %s: buffers %llu bytes cover the measured bandwidth x delay",
 			  tun_conn_peer(c), (unsigned long long)size);
-}
-
-/* Stream window: at least the default, or 4 x bandwidth x delay when known. */
-static uint32_t window_for(uint64_t rate_bps, uint32_t rtt_us)
-{
-	uint64_t w = tfo_bdp_bytes(rate_bps, rtt_us);
-	if (w < PROTO_INITIAL_WINDOW)
-		w = PROTO_INITIAL_WINDOW;
-	if (w > (64u << 20))
-		w = 64u << 20;
-	return (uint32_t)w;
 }
 
 int px_node_start(struct px_node *n, struct px_daemon *d, int role)
@@ -240,6 +252,7 @@ int px_node_start(struct px_node *n, struct px_daemon *d, int role)
 	t->role = (uint8_t)role;
 	t->window = window_for(n->rx_bps, n->rtt_us); /* what we grant: the receiving side's */
 	t->link_rx_bps = n->rx_bps;
+	t->link_tx_bps = n->rate_bps;
 	t->link_rtt_us = n->rtt_us;
 	t->conns = conf_tunnels(c);
 	t->max_streams = conf_max_streams(c);
@@ -294,6 +307,7 @@ static void reload_link(struct px_node *n, const struct conf *c)
 	n->rtt_us = rtt;
 	n->env.link_bps = tx;
 	n->tcfg.link_rx_bps = rx;
+	n->tcfg.link_tx_bps = tx;
 	n->tcfg.link_rtt_us = rtt;
 	log_info("link hints now: sending at %.3f Mbit/s, receiving at %.3f Mbit/s, round trip %.1f ms (0: unknown);"
 		 " applied to the tunnel connections and told to their peers", (double)tx / 1e6, (double)rx / 1e6,

@@ -4,13 +4,14 @@
 #
 #   client --> edge a (link_rate = 20M/1.544M, link_rtt = 40ms) ==TLS==> core (no hints) --> server
 #   client --> edge b (no hints)                                ==TLS==> core
-#   client --> edge c (link_rate = 20M)                         ==TLS==> core2 (link_rate = 10M)
+#   client --> edge c (link_rate = 20M, link_rtt = 300ms)       ==TLS==> core2 (link_rate = 10M)
 #
 # 1. Pacing: the core paces its connection to edge a at 95 % of a's download
 #    rate (19 Mbit/s) and sizes its buffers for a's round trip; edge a paces at
 #    95 % of its upload rate (1.4668 Mbit/s); edge b's connection is not paced.
 #    Each side takes the slower of its own rate and the peer's: core2 and edge
-#    c pace at 9.5 Mbit/s both ways.
+#    c pace at 9.5 Mbit/s both ways, and core2 grants each stream edge c opens
+#    4 x 10 Mbit/s x 300 ms of credit (1.5 MB, above the 1 MiB of its HELLO).
 # 2. Streams take their residual coder from their connection's link: the core
 #    compresses downloads to edge a with zstd 9 (20 Mbit/s), to edge b with
 #    zstd 3 (unknown); edge a compresses uploads with zstd 16 (1.544 Mbit/s).
@@ -35,7 +36,7 @@ px_core core2 "$P2" "$S4" --allow=127.0.0.0/8 --config="$T/core2.conf"
 printf 'link_rate = 20M/1.544M\nlink_rtt = 40ms\n' >"$T/a.conf"
 px_edge a "$P" "$S2" "--forward=127.0.0.1:$LA -> 127.0.0.1:$SRV" --config="$T/a.conf"
 px_edge b "$P" "$S3" "--forward=127.0.0.1:$LB -> 127.0.0.1:$SRV"
-px_edge c "$P2" "$S5" "--forward=127.0.0.1:$LC -> 127.0.0.1:$SRV" --link_rate=20M
+px_edge c "$P2" "$S5" "--forward=127.0.0.1:$LC -> 127.0.0.1:$SRV" --link_rate=20M --link_rtt=300ms
 
 # The local port of NAME's tunnel connection to tunnel port PORT.
 edge_port() {  # name port
@@ -66,12 +67,16 @@ check_cap "edge a -> core (a sends at 1.544M)" "( sport = :$pa and dport = :$P )
 check_cap "core -> edge b (no hints)" "( sport = :$P and dport = :$pb )" none
 check_cap "core2 (10M) -> edge c (20M)" "( sport = :$P2 and dport = :$pc )" 9500000
 check_cap "edge c (20M) -> core2 (10M)" "( sport = :$pc and dport = :$P2 )" 9500000
-px_wait_log core "the peer receives at 20.000 Mbit/s, round trip 40.0 ms" 5 &&
+px_wait_log core "the peer receives at 20.000 Mbit/s and sends at 1.544 Mbit/s, round trip 40.0 ms" 5 &&
 	ok "the core logged edge a's link" || fail "the core did not log edge a's link"
 grep -q "the peer receives at" "$T/b.log" &&
 	fail "edge b logged a link it was not told" || ok "edge b was told no link (the core has no hints)"
 px_wait_log c "the peer receives at 10.000 Mbit/s" 5 && ok "edge c logged core2's link" ||
 	fail "edge c did not log core2's link"
+px_wait_log core2 "the peer receives at 20.000 Mbit/s and sends at 20.000 Mbit/s, round trip 300.0 ms;" 5 &&
+	grep -q "round trip 300.0 ms;.*stream window 1500000 bytes" "$T/core2.log" &&
+	ok "core2 grants edge c's streams a 1.5 MB window" ||
+	fail "core2's window for edge c: $(grep -o 'stream window [0-9]* bytes' "$T/core2.log" | head -1)"
 # the stats list each peer with the rate sent to it (published once a second)
 for _ in $(seq 30); do
 	links=$(px_stat "$S1" 'sorted(p["link_bps"] for p in j["tunnel"]["peers"])')
@@ -90,6 +95,7 @@ expect "download through edge a" pxt get 127.0.0.1 "$LA" 11 $MB
 expect "upload through edge a" pxt put 127.0.0.1 "$LA" 12 $MB
 expect "download through edge b" pxt get 127.0.0.1 "$LB" 13 $MB
 expect "download through edge c" pxt get 127.0.0.1 "$LC" 14 $MB
+expect "upload through edge c (the larger window)" pxt put 127.0.0.1 "$LC" 15 $((4 * MB))
 for want in "core (full, zstd 9)" "core (full, zstd 3)" "a (full, zstd 16)" "b (full, zstd 3)" \
 	"core2 (full, zstd 9)" "c (full, zstd 9)"; do
 	n=${want%% *} what=${want#* }

@@ -22,7 +22,7 @@ static size_t valid_frames(tun_frame *t)
 	t[n].u.hello = (tun_hello){ .vmin = 1, .vmax = 3, .caps = 0xf | PROTO_CAP_LINK, .window = 1 << 20,
 				    .max_streams = 100, .role = PROTO_ROLE_EDGE,
 				    .store_id = { 1, 2, 3 }, .name = "branch-1",
-				    .link_bps = 1544000, .link_rtt_us = 40000 };
+				    .link_bps = 1544000, .link_tx_bps = 768000, .link_rtt_us = 40000 };
 	n++;
 	t[n].type = PROTO_OPEN; t[n].sid = 1;
 	tun_target_parse(&t[n].u.open.target, "10.1.2.3", 445);
@@ -49,7 +49,8 @@ static size_t valid_frames(tun_frame *t)
 	t[n].type = PROTO_ACK; t[n].sid = 7; t[n].u.ack.seq = 42; t[n].u.ack.credit = 0; n++;
 	t[n].type = PROTO_PING; t[n].u.ping = ~0ull; n++;
 	t[n].type = PROTO_PONG; t[n].u.ping = 1; n++;
-	t[n].type = PROTO_LINK; t[n].u.link.bps = 20000000; t[n].u.link.rtt_us = 300000; n++;
+	t[n].type = PROTO_LINK; t[n].u.link.bps = 20000000; t[n].u.link.tx_bps = 2000000;
+	t[n].u.link.rtt_us = 300000; n++;
 	t[n].type = PROTO_GOAWAY; t[n].u.goaway.last_sid = 9; t[n].u.goaway.code = PROTO_GOAWAY_VERSION;
 	strcpy(t[n].u.goaway.text, "no common version"); n++;
 	return n;
@@ -133,10 +134,11 @@ struct bad {
 static const struct bad bad_frames[] = {
 	{ "0000000000000000", "unknown frame type 0" },
 	{ "0d00000000000000", "unknown frame type 13" },
-	{ "0c00000b00000000" "0000000000000000000000", "LINK: payload is 11 bytes" },
-	{ "0c00000c00000001" "000000000000000000000000", "frame type 12 on stream 1" },
-	{ "0c00000c00000000" "ffffffffffffffff00000000", "LINK: link rate" },
-	{ "0c00000c00000000" "0000000000000000ffffffff", "LINK: link round trip" },
+	{ "0c00001300000000" "00000000000000000000000000000000000000", "LINK: payload is 19 bytes" },
+	{ "0c00001400000001" "0000000000000000000000000000000000000000", "frame type 12 on stream 1" },
+	{ "0c00001400000000" "ffffffffffffffff000000000000000000000000", "LINK: link rate" },
+	{ "0c00001400000000" "0000000000000000ffffffffffffffff00000000", "LINK: link rate" },
+	{ "0c00001400000000" "00000000000000000000000000000000ffffffff", "LINK: link round trip" },
 	{ "ff00000000000000", "unknown frame type 255" },
 	{ "0301000100000001" "00", "unknown flags" },
 	{ "0300400100000001", "over limit" },
@@ -226,6 +228,7 @@ static void test_hello_extension_and_encode_checks(void **state)
 	 * later version appends is ignored */
 	f.u.hello.caps = 1 | PROTO_CAP_LINK;
 	f.u.hello.link_bps = 20000000;
+	f.u.hello.link_tx_bps = 2000000;
 	f.u.hello.link_rtt_us = 300000;
 	len = tun_frame_encode(&f, buf, sizeof(buf));
 	assert_int_equal(len, 8 + PROTO_HELLO_NAME + 4 + PROTO_HELLO_LINK_LEN);
@@ -233,7 +236,8 @@ static void test_hello_extension_and_encode_checks(void **state)
 	buf[3] = (uint8_t)(len - 8 + 2);
 	tun_fdec_init(&d);
 	assert_int_equal(tun_fdec_feed(&d, buf, (size_t)len + 2, &used, &out), 1);
-	assert_true(out.u.hello.link_bps == 20000000 && out.u.hello.link_rtt_us == 300000);
+	assert_true(out.u.hello.link_bps == 20000000 && out.u.hello.link_tx_bps == 2000000 &&
+		    out.u.hello.link_rtt_us == 300000);
 	/* the cap without the fields (cut short), or out of range: refused */
 	buf[3] = (uint8_t)(len - 8 - 1);
 	tun_fdec_init(&d);
@@ -244,7 +248,7 @@ static void test_hello_extension_and_encode_checks(void **state)
 	tun_fdec_init(&d);
 	assert_int_equal(tun_fdec_feed(&d, buf, (size_t)len, &used, &out), TUN_EPROTO);
 	assert_non_null(strstr(tun_fdec_error(&d), "HELLO: link rate"));
-	memset(buf + len - PROTO_HELLO_LINK_LEN, 0, 8);
+	memset(buf + len - PROTO_HELLO_LINK_LEN, 0, 16);
 	memset(buf + len - 4, 0xff, 4); /* round trip beyond PROTO_LINK_RTT_MAX */
 	tun_fdec_init(&d);
 	assert_int_equal(tun_fdec_feed(&d, buf, (size_t)len, &used, &out), TUN_EPROTO);
@@ -253,6 +257,8 @@ static void test_hello_extension_and_encode_checks(void **state)
 	f.u.hello.link_bps = PROTO_LINK_RATE_MAX + 1;
 	assert_int_equal(tun_frame_encode(&f, buf, sizeof(buf)), TUN_EINVAL);
 	f.u.hello.link_bps = 0;
+	f.u.hello.link_tx_bps = 0;
+	f.u.hello.link_rtt_us = 0;
 	f.u.hello.caps = 1;
 	/* encoder refuses what the decoder would refuse */
 	f.u.hello.window = 1;

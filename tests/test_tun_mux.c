@@ -335,6 +335,38 @@ static void test_slow_receiver_bounds_sender(void **state)
 	pair_stop(&p);
 }
 
+/* A larger window set on the connection after HELLO (tun_conn_set_recv_window,
+ * for a peer that told us a long fat link): streams the peer opens get it as
+ * CREDIT after their OPEN; the receiver holding, it got exactly that much;
+ * draining, everything flows exact (credit comes back in its quarters). */
+static void test_recv_window_per_connection(void **state)
+{
+	static struct owner so[1], co;
+	struct pair p = { .accept = accept_owner, .sowners = so };
+	const uint32_t window = 64 * 1024, larger = 320 * 1024;
+	const size_t total = 8 << 20;
+	int never = 0;
+
+	(void)state;
+	memset(so, 0, sizeof(so));
+	co = (struct owner){ .to_send = total, .seed_out = 3 };
+	so[0] = (struct owner){ .expect = total, .seed_in = 3, .hold = 1 };
+	pair_start(&p, window, 128 * 1024);
+	tun_conn_set_recv_window(p.sconn, 1000);  /* never below the HELLO's */
+	tun_conn_set_recv_window(p.sconn, larger);
+	owner_open(&p, &co, 0);
+	tt_run_until(p.base, tt_flag, &never, 500);
+	assert_int_equal(so[0].got, larger);
+	so[0].hold = 0;
+	tun_stream_consumed(so[0].s, so[0].held);
+	assert_true(tt_run_until(p.base, tt_flag, &so[0].closed_rcvd, 30000));
+	assert_int_equal(so[0].got, total);
+	assert_false(so[0].bad);
+	tun_stream_free(co.s);
+	tun_stream_free(so[0].s);
+	pair_stop(&p);
+}
+
 /* ---- interactive vs bulk ------------------------------------------------- */
 
 struct rtt_probe {
@@ -646,6 +678,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_many_streams_byte_exact),
 		cmocka_unit_test(test_slow_receiver_bounds_sender),
+		cmocka_unit_test(test_recv_window_per_connection),
 		cmocka_unit_test(test_interactive_not_stalled_by_bulk),
 		cmocka_unit_test(test_round_robin_fair),
 		cmocka_unit_test(test_sparse_stream_first),

@@ -232,11 +232,12 @@ static void ops_pong(void *arg, uint64_t val)
 }
 
 /* The peer's link changed: keep its fields with its HELLO; tell the owner. */
-static void ops_link(void *arg, uint64_t bps, uint32_t rtt_us)
+static void ops_link(void *arg, uint64_t bps, uint64_t tx_bps, uint32_t rtt_us)
 {
 	tun_conn *c = arg;
 
 	c->hello.link_bps = bps;
+	c->hello.link_tx_bps = tx_bps;
 	c->hello.link_rtt_us = rtt_us;
 	if (c->state == CS_UP && c->ep->cbs.on_link)
 		c->ep->cbs.on_link(c, c->ep->arg);
@@ -341,7 +342,8 @@ static void conn_tls_up(tun_conn *c)
 	const tun_config *cfg = &c->ep->cfg;
 	tun_hello h = { .vmin = cfg->version_min, .vmax = cfg->version_max, .caps = cfg->caps,
 			.window = cfg->window, .max_streams = cfg->max_streams, .role = cfg->role,
-			.link_bps = cfg->link_rx_bps, .link_rtt_us = cfg->link_rtt_us };
+			.link_bps = cfg->link_rx_bps, .link_tx_bps = cfg->link_tx_bps,
+			.link_rtt_us = cfg->link_rtt_us };
 	mux_cfg mc = { .conn = c, .odd = c->ep->client, .window = cfg->window,
 		       .max_streams = cfg->max_streams, .sendq_hiwat = cfg->sendq_hiwat,
 		       .sendq_max = cfg->sendq_max, .quantum = cfg->quantum };
@@ -692,15 +694,16 @@ void tun_ep_goaway(struct tun_ep *ep, const char *text)
 
 /* New link fields: for the HELLOs of later connections, and in a LINK frame
  * on each connection up whose peer reads them. */
-void tun_ep_set_link(struct tun_ep *ep, uint64_t rx_bps, uint32_t rtt_us)
+void tun_ep_set_link(struct tun_ep *ep, uint64_t rx_bps, uint64_t tx_bps, uint32_t rtt_us)
 {
 	tun_conn *c;
 
 	ep->cfg.link_rx_bps = rx_bps;
+	ep->cfg.link_tx_bps = tx_bps;
 	ep->cfg.link_rtt_us = rtt_us;
 	TAILQ_FOREACH(c, &ep->conns, link)
 		if (c->state == CS_UP && (c->hello.caps & PROTO_CAP_LINK))
-			mux_send_link(c->m, rx_bps, rtt_us);
+			mux_send_link(c->m, rx_bps, tx_bps, rtt_us);
 }
 
 /* The up connection taking new streams with the fewest streams, or NULL. */
@@ -727,6 +730,12 @@ void tun_conn_set_link(tun_conn *c, uint64_t bps, size_t quantum, size_t out_buf
 		bufferevent_setwatermark(c->bev, EV_WRITE, c->out_buffer / 2, 0);
 	if (c->m)
 		mux_set_quantum(c->m, quantum ? quantum : c->ep->cfg.quantum);
+}
+
+void tun_conn_set_recv_window(tun_conn *c, uint32_t window)
+{
+	if (c->m)
+		mux_set_recv_window(c->m, window);
 }
 
 /* Accessors (see tun.h): plain reads of the connection's fields. */

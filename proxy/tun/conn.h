@@ -53,6 +53,6 @@ void tun_ep_goaway(struct tun_ep *ep, const char *text);
 tun_conn *tun_ep_least_loaded(struct tun_ep *ep);
 /* The link fields we tell peers changed: later HELLOs carry them, and a LINK
  * frame goes out on each connection up to a peer with PROTO_CAP_LINK. */
-void tun_ep_set_link(struct tun_ep *ep, uint64_t rx_bps, uint32_t rtt_us);
+void tun_ep_set_link(struct tun_ep *ep, uint64_t rx_bps, uint64_t tx_bps, uint32_t rtt_us);
 
 #endif

@@ -192,9 +192,9 @@ void tun_client_drain(tun_client *c, const char *text)
 	tun_ep_goaway(&c->ep, text);
 }
 
-void tun_client_set_link(tun_client *c, uint64_t rx_bps, uint32_t rtt_us)
+void tun_client_set_link(tun_client *c, uint64_t rx_bps, uint64_t tx_bps, uint32_t rtt_us)
 {
-	tun_ep_set_link(&c->ep, rx_bps, rtt_us);
+	tun_ep_set_link(&c->ep, rx_bps, tx_bps, rtt_us);
 }
 
 /* ---- server ------------------------------------------------------------- */
@@ -298,9 +298,9 @@ void tun_server_drain(tun_server *s, const char *text)
 	tun_ep_goaway(&s->ep, text);
 }
 
-void tun_server_set_link(tun_server *s, uint64_t rx_bps, uint32_t rtt_us)
+void tun_server_set_link(tun_server *s, uint64_t rx_bps, uint64_t tx_bps, uint32_t rtt_us)
 {
-	tun_ep_set_link(&s->ep, rx_bps, rtt_us);
+	tun_ep_set_link(&s->ep, rx_bps, tx_bps, rtt_us);
 }
 
 void tun_server_unlisten(tun_server *s)

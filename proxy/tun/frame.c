@@ -161,6 +161,7 @@ static size_t enc_hello(const tun_hello *h, uint8_t *p)
 	n += PROTO_HELLO_NAME;
 	if (h->caps & PROTO_CAP_LINK) {
 		put64(p + n + PROTO_HELLO_LINK_RATE, h->link_bps);
+		put64(p + n + PROTO_HELLO_LINK_TX, h->link_tx_bps);
 		put32(p + n + PROTO_HELLO_LINK_RTT, h->link_rtt_us);
 		n += PROTO_HELLO_LINK_LEN;
 	}
@@ -218,6 +219,7 @@ static long enc_payload(const tun_frame *f, uint8_t *p)
 	case PROTO_PING: case PROTO_PONG: put64(p, f->u.ping); return PROTO_PING_LEN;
 	case PROTO_LINK:
 		put64(p + PROTO_HELLO_LINK_RATE, f->u.link.bps);
+		put64(p + PROTO_HELLO_LINK_TX, f->u.link.tx_bps);
 		put32(p + PROTO_HELLO_LINK_RTT, f->u.link.rtt_us);
 		return PROTO_LINK_LEN;
 	case PROTO_GOAWAY:
@@ -252,12 +254,15 @@ int tun_frame_encode(const tun_frame *f, uint8_t *buf, size_t cap)
 }
 
 /* Decode and validate link fields (HELLO's or LINK's) at p; what names them in errors. */
-static int parse_link(const uint8_t *p, uint64_t *bps, uint32_t *rtt_us, const char *what, char *err, size_t el)
+static int parse_link(const uint8_t *p, uint64_t *bps, uint64_t *tx_bps, uint32_t *rtt_us, const char *what,
+		      char *err, size_t el)
 {
 	*bps = get64(p + PROTO_HELLO_LINK_RATE);
+	*tx_bps = get64(p + PROTO_HELLO_LINK_TX);
 	*rtt_us = get32(p + PROTO_HELLO_LINK_RTT);
-	if (*bps > PROTO_LINK_RATE_MAX)
-		return fail(err, el, "%s: link rate %llu bit/s out of range", what, (unsigned long long)*bps);
+	if (*bps > PROTO_LINK_RATE_MAX || *tx_bps > PROTO_LINK_RATE_MAX)
+		return fail(err, el, "%s: link rate %llu bit/s out of range", what,
+			    (unsigned long long)(*bps > *tx_bps ? *bps : *tx_bps));
 	if (*rtt_us > PROTO_LINK_RTT_MAX)
 		return fail(err, el, "%s: link round trip %u us out of range", what, *rtt_us);
 	return TUN_OK;
@@ -298,7 +303,7 @@ static int parse_hello(const uint8_t *p, uint16_t len, tun_hello *h, char *err, 
 	n += PROTO_HELLO_NAME;
 	if (n + PROTO_HELLO_LINK_LEN > len)
 		return fail(err, el, "HELLO: link fields missing (%u bytes)", len);
-	return parse_link(p + n, &h->link_bps, &h->link_rtt_us, "HELLO", err, el);
+	return parse_link(p + n, &h->link_bps, &h->link_tx_bps, &h->link_rtt_us, "HELLO", err, el);
 }
 
 /* Decode and validate an OPEN payload. */
@@ -402,7 +407,7 @@ static int parse_conn(const uint8_t *p, uint16_t len, tun_frame *f, char *err, s
 	case PROTO_LINK:
 		if (want_len(len, PROTO_LINK_LEN, "LINK", err, el))
 			return TUN_EPROTO;
-		return parse_link(p, &f->u.link.bps, &f->u.link.rtt_us, "LINK", err, el);
+		return parse_link(p, &f->u.link.bps, &f->u.link.tx_bps, &f->u.link.rtt_us, "LINK", err, el);
 	case PROTO_GOAWAY:
 		if (len < PROTO_GOAWAY_MIN_LEN || len > PROTO_GOAWAY_MIN_LEN + PROTO_GOAWAY_TEXT_MAX)
 			return fail(err, el, "GOAWAY: bad length %u", len);

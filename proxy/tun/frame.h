@@ -28,7 +28,7 @@ typedef struct tun_frame {
 		uint64_t seq;            /* ASK */
 		struct { uint64_t seq; uint32_t credit; } ack; /* ACK */
 		uint64_t ping;           /* PING, PONG */
-		struct { uint64_t bps; uint32_t rtt_us; } link; /* LINK */
+		struct { uint64_t bps, tx_bps; uint32_t rtt_us; } link; /* LINK */
 		struct {
 			uint32_t last_sid, code;
 			char text[PROTO_GOAWAY_TEXT_MAX + 1];

@@ -228,7 +228,8 @@ static tun_stream *stream_new(mux *m, uint32_t sid)
 	s->m = m;
 	s->sid = sid;
 	s->send_credit = m->peer_window;
-	s->recv_left = m->cfg.window;
+	s->window = m->cfg.window;
+	s->recv_left = s->window;
 	s->flags = SF_COUNTED;
 	if (sid_ours(m, sid))
 		m->n_ours++;
@@ -296,6 +297,12 @@ static int in_open(mux *m, const tun_frame *f, char *err, size_t errlen)
 		rst.u.reset = PROTO_RST_INTERNAL;
 		mux_ctl_frame(m, &rst);
 		return TUN_OK;
+	}
+	if (m->recv_window > s->window) { /* a larger window than our HELLO's */
+		tun_frame cr = { .type = PROTO_CREDIT, .sid = f->sid, .u.credit = m->recv_window - s->window };
+		s->recv_left += cr.u.credit;
+		s->window = m->recv_window;
+		mux_ctl_frame(m, &cr);
 	}
 	m->ops.on_stream(m->arg, s, &f->u.open);
 	return TUN_OK;
@@ -406,7 +413,7 @@ static int dispatch(mux *m, const tun_frame *f, char *err, size_t errlen)
 		return TUN_OK;
 	case PROTO_LINK:
 		if (m->ops.on_link)
-			m->ops.on_link(m->arg, f->u.link.bps, f->u.link.rtt_us);
+			m->ops.on_link(m->arg, f->u.link.bps, f->u.link.tx_bps, f->u.link.rtt_us);
 		return TUN_OK;
 	}
 	s = tab_find(m, f->sid);
@@ -620,11 +627,16 @@ int mux_send_hello(mux *m, const tun_hello *h)
 	return TUN_OK;
 }
 
-void mux_send_link(mux *m, uint64_t bps, uint32_t rtt_us)
+void mux_send_link(mux *m, uint64_t bps, uint64_t tx_bps, uint32_t rtt_us)
 {
-	tun_frame f = { .type = PROTO_LINK, .u.link = { bps, rtt_us } };
+	tun_frame f = { .type = PROTO_LINK, .u.link = { bps, tx_bps, rtt_us } };
 
 	mux_ctl_frame(m, &f);
+}
+
+void mux_set_recv_window(mux *m, uint32_t window)
+{
+	m->recv_window = window < m->cfg.window ? m->cfg.window : window > PROTO_MAX_WINDOW ? PROTO_MAX_WINDOW : window;
 }
 
 void mux_set_quantum(mux *m, size_t quantum)

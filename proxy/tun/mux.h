@@ -29,8 +29,8 @@ typedef struct mux_ops {
 	void (*on_pong)(void *arg, uint64_t val);
 	/* The peer sent GOAWAY. */
 	void (*on_goaway)(void *arg, uint32_t code, const char *text);
-	/* The peer sent LINK: its link fields are now bps, rtt_us. */
-	void (*on_link)(void *arg, uint64_t bps, uint32_t rtt_us);
+	/* The peer sent LINK: its link fields are now bps (in), tx_bps, rtt_us. */
+	void (*on_link)(void *arg, uint64_t bps, uint64_t tx_bps, uint32_t rtt_us);
 } mux_ops;
 
 typedef struct mux_cfg {
@@ -51,7 +51,10 @@ void mux_free(mux *m);
 /* Queue our HELLO (first thing to send). */
 int mux_send_hello(mux *m, const tun_hello *h);
 /* Queue a LINK frame (our link fields changed). */
-void mux_send_link(mux *m, uint64_t bps, uint32_t rtt_us);
+void mux_send_link(mux *m, uint64_t bps, uint64_t tx_bps, uint32_t rtt_us);
+/* Credit granted to each stream the peer opens from now on (see
+ * tun_conn_set_recv_window). */
+void mux_set_recv_window(mux *m, uint32_t window);
 /* DATA bytes per stream per scheduling turn from now on (1..PROTO_MAX_PAYLOAD). */
 void mux_set_quantum(mux *m, size_t quantum);
 /* Decode and dispatch every complete frame in `in` (drains what it used).

@@ -33,6 +33,7 @@ struct tun_stream {
 	void *arg;
 	struct evbuffer *sendq;    /* owner bytes not yet framed */
 	uint64_t send_credit;      /* DATA bytes we may still send */
+	uint32_t window;           /* our receive window: credit granted back in quarters of it */
 	uint32_t recv_left;        /* DATA bytes the peer may still send */
 	uint64_t recv_held;        /* delivered to the owner, not consumed yet */
 	uint32_t recv_grant;       /* consumed, not yet granted back */
@@ -57,6 +58,7 @@ struct mux {
 	uint32_t peer_last;        /* highest stream id the peer opened */
 	int hello_rcvd;
 	uint32_t peer_window, peer_max_streams;
+	uint32_t recv_window;      /* granted to streams the peer opens (>= cfg.window) */
 	int goaway_sent, goaway_rcvd;
 	uint32_t goaway_last;      /* peer's GOAWAY: last of our ids it accepted */
 	struct evbuffer *ctl;      /* encoded control frames, sent first */

@@ -89,7 +89,7 @@ void tun_stream_consumed(tun_stream *s, size_t n)
 		n = (size_t)s->recv_held;
 	s->recv_held -= n;
 	s->recv_grant += (uint32_t)n;
-	if (s->flags & SF_FIN_RCVD || s->recv_grant < s->m->cfg.window / 4)
+	if (s->flags & SF_FIN_RCVD || s->recv_grant < s->window / 4)
 		return;
 	f.u.credit = s->recv_grant;
 	s->recv_left += s->recv_grant;
