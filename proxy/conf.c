@@ -259,26 +259,11 @@ static int set_congestion(struct conf *c, const char *v, char *msg, size_t len)
 	return 0;
 }
 
-/* link_rate = RATE, or DOWN/UP (bit/s): this host's WAN link, one rate both
- * ways or the rates it receives and sends at.  A unit may be "b/s", so the
- * two rates are split at the first '/' that leaves a rate on each side. */
+/* link_rate = RATE, or DOWN/UP (bit/s). */
 static int set_link_rate(struct conf *c, const char *v, char *msg, size_t len)
 {
-	const char *e = conf_rate_parse(v, &c->link_rate);
-	if (!e || !strchr(v, '/')) {
-		c->link_rate_rx = c->link_rate;
-		return e ? conf_fail(msg, len, e) : 0;
-	}
-	for (const char *up = strchr(v, '/'); up; up = strchr(up + 1, '/')) {
-		char down[64];
-		if ((size_t)(up - v) >= sizeof down)
-			break;
-		memcpy(down, v, (size_t)(up - v));
-		down[up - v] = 0;
-		if (!conf_rate_parse(down, &c->link_rate_rx) && !(e = conf_rate_parse(up + 1, &c->link_rate)))
-			return 0;
-	}
-	return conf_fail(msg, len, "expected RATE or DOWN/UP in bit/s (1kbit to 10Tbit), like 1.544M or 20M/2M");
+	const char *e = conf_link_rate_parse(v, &c->link_rate_rx, &c->link_rate);
+	return e ? conf_fail(msg, len, e) : 0;
 }
 
 /* link_rtt = DURATION. */

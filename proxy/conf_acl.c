@@ -190,6 +190,27 @@ const char *conf_rate_parse(const char *s, uint64_t *out)
 	return NULL;
 }
 
+/* A link: RATE (both ways) or DOWN/UP.  A unit may be "b/s", so the two
+ * rates are split at the first '/' that leaves a rate on each side. */
+const char *conf_link_rate_parse(const char *s, uint64_t *down, uint64_t *up)
+{
+	const char *e = conf_rate_parse(s, up);
+	if (!e || !strchr(s, '/')) {
+		*down = *up;
+		return e;
+	}
+	for (const char *u = strchr(s, '/'); u; u = strchr(u + 1, '/')) {
+		char d[64];
+		if ((size_t)(u - s) >= sizeof d)
+			break;
+		memcpy(d, s, (size_t)(u - s));
+		d[u - s] = 0;
+		if (!conf_rate_parse(d, down) && !conf_rate_parse(u + 1, up))
+			return NULL;
+	}
+	return "expected RATE or DOWN/UP in bit/s (1kbit to 10Tbit), like 1.544M or 20M/2M";
+}
+
 /* Durations: decimal with us, ms (default) or s. */
 const char *conf_rtt_parse(const char *s, uint32_t *out)
 {

@@ -37,6 +37,8 @@ void conf_tlist_clear(struct conf_tlist *l);
 int conf_tlist_match(const struct conf_tlist *l, const struct sockaddr *addr, uint16_t port);
 /* Parses a rate ("1.544M", "100Mbit", "10G") in bit/s; NULL or a message. */
 const char *conf_rate_parse(const char *s, uint64_t *out);
+/* Parses a link's rates: "RATE" (*down = *up) or "DOWN/UP"; NULL or a message. */
+const char *conf_link_rate_parse(const char *s, uint64_t *down, uint64_t *up);
 /* Parses a duration ("40ms", "0.3s", "500us"; bare numbers are ms) in us. */
 const char *conf_rtt_parse(const char *s, uint32_t *out);
 /* Parses an unsigned decimal in [lo, hi]; NULL or a message. */
