@@ -302,6 +302,20 @@ static void test_many_streams_byte_exact(void **state)
 
 /* ---- slow receiver ------------------------------------------------------- */
 
+/* A holding receiver r drains: all total bytes from sender c flow, exact;
+ * then both streams and the pair are freed. */
+static void drain_exact(struct pair *p, struct owner *r, struct owner *c, size_t total)
+{
+	r->hold = 0;
+	tun_stream_consumed(r->s, r->held);
+	assert_true(tt_run_until(p->base, tt_flag, &r->closed_rcvd, 30000));
+	assert_int_equal(r->got, total);
+	assert_false(r->bad);
+	tun_stream_free(c->s);
+	tun_stream_free(r->s);
+	pair_stop(p);
+}
+
 static void test_slow_receiver_bounds_sender(void **state)
 {
 	static struct owner so[1], co;
@@ -324,15 +338,7 @@ static void test_slow_receiver_bounds_sender(void **state)
 	assert_true(co.sent <= window + hiwat);
 	fprintf(stderr, "  receiver held %zu, sender queued %zu, produced %zu of %zu\n",
 		so[0].got, tun_stream_queued(co.s), co.sent, total);
-	/* the receiver drains: everything flows, exact */
-	so[0].hold = 0;
-	tun_stream_consumed(so[0].s, so[0].held);
-	assert_true(tt_run_until(p.base, tt_flag, &so[0].closed_rcvd, 30000));
-	assert_int_equal(so[0].got, total);
-	assert_false(so[0].bad);
-	tun_stream_free(co.s);
-	tun_stream_free(so[0].s);
-	pair_stop(&p);
+	drain_exact(&p, &so[0], &co, total);
 }
 
 /* A larger window set on the connection after HELLO (tun_conn_set_recv_window,
@@ -357,14 +363,7 @@ static void test_recv_window_per_connection(void **state)
 	owner_open(&p, &co, 0);
 	tt_run_until(p.base, tt_flag, &never, 500);
 	assert_int_equal(so[0].got, larger);
-	so[0].hold = 0;
-	tun_stream_consumed(so[0].s, so[0].held);
-	assert_true(tt_run_until(p.base, tt_flag, &so[0].closed_rcvd, 30000));
-	assert_int_equal(so[0].got, total);
-	assert_false(so[0].bad);
-	tun_stream_free(co.s);
-	tun_stream_free(so[0].s);
-	pair_stop(&p);
+	drain_exact(&p, &so[0], &co, total);
 }
 
 /* ---- interactive vs bulk ------------------------------------------------- */
