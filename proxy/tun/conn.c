@@ -231,11 +231,14 @@ static void ops_pong(void *arg, uint64_t val)
 	c->rtt_us = c->rtt_us ? (7 * c->rtt_us + rtt) / 8 : rtt;
 }
 
-/* The peer's link changed: keep its fields with its HELLO; tell the owner. */
+/* The peer's link changed: keep its fields with its HELLO; tell the owner
+ * (not for a repeat of what it said last). */
 static void ops_link(void *arg, uint64_t bps, uint64_t tx_bps, uint32_t rtt_us)
 {
 	tun_conn *c = arg;
 
+	if (c->hello.link_bps == bps && c->hello.link_tx_bps == tx_bps && c->hello.link_rtt_us == rtt_us)
+		return;
 	c->hello.link_bps = bps;
 	c->hello.link_tx_bps = tx_bps;
 	c->hello.link_rtt_us = rtt_us;
