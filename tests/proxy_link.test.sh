@@ -54,9 +54,15 @@ pacing_cap() {  # ss-filter
 		awk '/bps$/ { v = $0 + 0; m = 1; if ($0 ~ /kbps/) m = 1e3; if ($0 ~ /Mbps/) m = 1e6; if ($0 ~ /Gbps/) m = 1e9
 			printf "%d\n", v * m + 0.5 }' | grep . || echo none
 }
+# Polls up to 5 s: each side applies what the other's HELLO or LINK said
+# when that arrives, which may be after this side saw its own tunnel up.
 check_cap() {  # description ss-filter want
-	local got
-	got=$(pacing_cap "$2")
+	local got i
+	for i in $(seq 50); do
+		got=$(pacing_cap "$2")
+		[ "$got" = "$3" ] && break
+		sleep 0.1
+	done
 	[ "$got" = "$3" ] && ok "$1: pacing cap $got" || fail "$1: pacing cap $got, want $3"
 }
 
