@@ -93,6 +93,13 @@ int dre_store_forked(dre_store *st, uint64_t tag)
 	return t && tag && __atomic_load_n(&t[tag & (FORK_SLOTS - 1)], __ATOMIC_RELAXED) == fork_key(tag);
 }
 
+void dre_store_forked_prefetch(dre_store *st, uint64_t tag)
+{
+	uint32_t *t = __atomic_load_n(&st->forks, __ATOMIC_ACQUIRE);
+	if (t)
+		__builtin_prefetch(&t[tag & (FORK_SLOTS - 1)]);
+}
+
 #define PNEXT_SLOTS (1u << 15) /* 512 KiB: (peer, chunk) key, successor */
 
 /* The slot key of chunk a at peer slot `slot`, never 0. */

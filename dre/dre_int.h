@@ -197,6 +197,8 @@ uint64_t dre_store_alt_get(dre_store *st, uint64_t key);
  * successor (store lock held); 1 if it is noted as such (lossy, no lock). */
 void dre_store_fork_locked(dre_store *st, uint64_t tag);
 int dre_store_forked(dre_store *st, uint64_t tag);
+/* Start loading what dre_store_forked(st, tag) reads (it is coming). */
+void dre_store_forked_prefetch(dre_store *st, uint64_t tag);
 /* Successors at a peer (alt.c): chunk b follows chunk a in the store of
  * peer slot `slot`, where ours holds another; the one noted, or 0 (lossy). */
 void dre_store_peer_next_set(dre_store *st, int slot, uint64_t a, uint64_t b);

@@ -367,6 +367,11 @@ int dre_store_match(dre_store *st, uint64_t tag, const void *p, size_t max, uint
 	if (cur && cur->len <= max && (!bits || (cur->peers & bits))) {
 		*out = *cur;
 		st->hits++;
+		/* a run next looks up the successor, and whether this chunk is a
+		 * fork: both load during the compare */
+		if (cur->next)
+			dre_idx_prefetch(&st->idx, cur->next);
+		dre_store_forked_prefetch(st, tag);
 		eq = equal_locked(st, cur, p, scratch);
 	}
 	pthread_mutex_unlock(&st->mu);
