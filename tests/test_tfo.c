@@ -88,6 +88,7 @@ static void test_bdp(void **state)
 		{ 1000000000ull, 100000, 50000000 },             /* 1 Gbit/s x 100 ms */
 		{ 100000000ull, 300000, 15000000 },              /* 100 Mbit/s x 300 ms */
 		{ 10000000000000ull, 60000000, TFO_BUF_MAX },    /* capped */
+		{ 8ull << 38, 1u << 26, TFO_BUF_MAX },          /* rate/8 x rtt = 2^64: no wrap to 0 */
 	};
 	for (size_t i = 0; i < sizeof bc / sizeof bc[0]; i++)
 		if (tfo_bdp_bytes(bc[i].rate, bc[i].rtt) != bc[i].want)

@@ -82,9 +82,8 @@ uint64_t tfo_bdp_bytes(uint64_t rate_bps, uint32_t rtt_us)
 	 * TCP_NOTSENT_LOWAT.  At x2 (3 Mbit/s, 300 ms, 0.2 % loss) the sender
 	 * was window-limited, which kept BBR in startup, overshooting the
 	 * bottleneck's queue: 11 % of the bytes were sent twice, 12 % slower. */
-	uint64_t bdp = rate_bps / 8 * rtt_us / 1000000 * 4;
-	if (rate_bps > UINT64_MAX / 1000000)
-		bdp = TFO_BUF_MAX;
+	unsigned __int128 b = (unsigned __int128)(rate_bps / 8) * rtt_us / 1000000 * 4; /* no overflow */
+	uint64_t bdp = b > TFO_BUF_MAX ? TFO_BUF_MAX : (uint64_t)b;
 	if (bdp < TFO_BUF_MIN)
 		bdp = TFO_BUF_MIN;
 	if (bdp > TFO_BUF_MAX)
