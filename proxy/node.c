@@ -152,11 +152,15 @@ static struct conn_link conn_link(const struct px_node *n, const tun_conn *c, st
 	return l;
 }
 
-/* Mux turns and TLS queue for a link of bps (see px_node_start). */
+#define OUT_BUFFER_MAX (16u << 20) /* 10 ms of 13 Gbit/s: a told rate beyond gets no more */
+
+/* Mux turns and TLS queue for a link of bps (see px_node_start): about 10 ms
+ * of the rate, 4 KiB to OUT_BUFFER_MAX. */
 static void mux_link(uint64_t bps, size_t *quantum, size_t *out_buffer)
 {
+	uint64_t q = bps / 8 / 100;
 	*quantum = bps && bps < 10000000 ? 4096 : 0;
-	*out_buffer = !bps ? 0 : bps / 8 / 100 > 4096 ? bps / 8 / 100 : 4096;
+	*out_buffer = !bps ? 0 : q < 4096 ? 4096 : q > OUT_BUFFER_MAX ? OUT_BUFFER_MAX : (size_t)q;
 }
 
 /* Stream window: at least the default, or 4 x bandwidth x delay when known. */
