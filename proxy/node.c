@@ -152,6 +152,7 @@ static struct conn_link conn_link(const struct px_node *n, const tun_conn *c, st
 	return l;
 }
 
+#define PEER_WINDOW_MAX (16u << 20) /* stream window from a peer's told link: 447 Mbit/s at 300 ms */
 #define OUT_BUFFER_MAX (16u << 20) /* 10 ms of 13 Gbit/s: a told rate beyond gets no more */
 
 /* Mux turns and TLS queue for a link of bps (see px_node_start): about 10 ms
@@ -182,6 +183,8 @@ void px_node_link_up(struct px_node *n, tun_conn *c)
 	mux_link(l.tx, &quantum, &out_buffer);
 	tun_conn_set_link(c, l.tx, quantum, out_buffer);
 	uint32_t window = window_for(l.rx, l.rtt_us);
+	if ((!n->rx_bps || !n->rtt_us) && window > PEER_WINDOW_MAX)
+		window = PEER_WINDOW_MAX; /* from what the peer told: a bound on what it can make us hold */
 	tun_conn_set_recv_window(c, window);
 	char err[256];
 	struct tfo_tuned t = { .bufsize = 0 };
