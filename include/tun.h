@@ -260,8 +260,9 @@ uint64_t tun_conn_rtt_us(const tun_conn *c);
 void tun_conn_set_link(tun_conn *c, uint64_t bps, size_t quantum, size_t out_buffer);
 /* From now on, grant each stream the peer opens on c `window` bytes of credit
  * (PROTO_MAX_WINDOW at most) rather than our HELLO's: the difference goes out
- * as CREDIT right after its OPEN.  Never less than the HELLO's. */
-void tun_conn_set_recv_window(tun_conn *c, uint32_t window);
+ * as CREDIT right after its OPEN.  Never less than the HELLO's.  Returns the
+ * window now granted (0: c is not up). */
+uint32_t tun_conn_set_recv_window(tun_conn *c, uint32_t window);
 /* The rate set by tun_conn_set_link (0: none). */
 uint64_t tun_conn_link_bps(const tun_conn *c);
 /* The connection's socket (for tuning, e.g. tfo_retune), or -1. */

@@ -185,7 +185,7 @@ void px_node_link_up(struct px_node *n, tun_conn *c)
 	uint32_t window = window_for(l.rx, l.rtt_us);
 	if ((!n->rx_bps || !n->rtt_us) && window > PEER_WINDOW_MAX)
 		window = PEER_WINDOW_MAX; /* from what the peer told: a bound on what it can make us hold */
-	tun_conn_set_recv_window(c, window);
+	window = tun_conn_set_recv_window(c, window);
 	char err[256];
 	struct tfo_tuned t = { .bufsize = 0 };
 	int fd = tun_conn_fd(c);

@@ -735,10 +735,9 @@ void tun_conn_set_link(tun_conn *c, uint64_t bps, size_t quantum, size_t out_buf
 		mux_set_quantum(c->m, quantum ? quantum : c->ep->cfg.quantum);
 }
 
-void tun_conn_set_recv_window(tun_conn *c, uint32_t window)
+uint32_t tun_conn_set_recv_window(tun_conn *c, uint32_t window)
 {
-	if (c->m)
-		mux_set_recv_window(c->m, window);
+	return c->m ? mux_set_recv_window(c->m, window) : 0;
 }
 
 /* Accessors (see tun.h): plain reads of the connection's fields. */

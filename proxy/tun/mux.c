@@ -634,9 +634,10 @@ void mux_send_link(mux *m, uint64_t bps, uint64_t tx_bps, uint32_t rtt_us)
 	mux_ctl_frame(m, &f);
 }
 
-void mux_set_recv_window(mux *m, uint32_t window)
+uint32_t mux_set_recv_window(mux *m, uint32_t window)
 {
 	m->recv_window = window < m->cfg.window ? m->cfg.window : window > PROTO_MAX_WINDOW ? PROTO_MAX_WINDOW : window;
+	return m->recv_window;
 }
 
 void mux_set_quantum(mux *m, size_t quantum)

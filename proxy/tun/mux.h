@@ -54,7 +54,7 @@ int mux_send_hello(mux *m, const tun_hello *h);
 void mux_send_link(mux *m, uint64_t bps, uint64_t tx_bps, uint32_t rtt_us);
 /* Credit granted to each stream the peer opens from now on (see
  * tun_conn_set_recv_window). */
-void mux_set_recv_window(mux *m, uint32_t window);
+uint32_t mux_set_recv_window(mux *m, uint32_t window);
 /* DATA bytes per stream per scheduling turn from now on (1..PROTO_MAX_PAYLOAD). */
 void mux_set_quantum(mux *m, size_t quantum);
 /* Decode and dispatch every complete frame in `in` (drains what it used).
