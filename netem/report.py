@@ -17,7 +17,8 @@ LABEL = {"1": "(1) no optimizer", "legacy": "    plain TCP, 64 KiB window",
          "seen": "    wanopt, v1 seen", "3": "(3) wanopt hot",
          "4": "(4) wanopt pre-positioned", "5": "(5) local, no link"}
 FILES = {"ref": "reference file, 3,367,936 bytes", "big": "100 MiB file",
-         "edit": "100 MiB file, edited second version"}
+         "edit": "100 MiB file, edited second version",
+         "small": "100 small files of 16 KiB, a connection each, one after the other"}
 DIRS = {"down": "Download (datacenter -> branch)", "up": "Upload (branch -> datacenter)"}
 COLOR = {"1": "#888888", "legacy": "#bbbbbb", "zstd": "#e0a030", "2": "#6fa8dc",
          "seen": "#3d85c6", "3": "#2a9d2a", "4": "#1b6e1b", "5": "#444444"}

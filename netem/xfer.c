@@ -1,10 +1,14 @@
 /* xfer.c: timed TCP transfers.
  *
  * serve: accepts one connection at a time.  --send: writes the source to the
- * client and closes.  --recv: reads to EOF, stores the bytes, answers with the
- * byte count as 8 big-endian bytes, closes.
+ * client and closes; with --slice=N, connection k gets the file's bytes from
+ * k x N (mod its size) on, N of them (wrapping): many small files.  --recv:
+ * reads to EOF, stores the bytes, answers with the byte count as 8 big-endian
+ * bytes, closes.
  * get: the client side; it times from before connect() to the last byte
- * (download) or to the receipt (upload) and prints one JSON line. */
+ * (download) or to the receipt (upload) and prints one JSON line.  With
+ * --count=K (download) it fetches K times, one connection after the other,
+ * into one sink, and times them all. */
 #include "xfer.h"
 
 #include <errno.h>
@@ -20,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,6 +37,9 @@ struct xopt {
 	int         window;       /* TCP_WINDOW_CLAMP, 0 = kernel default */
 	int         once;
 	double      max_time, steady_after;
+	long long   slice;        /* serve: bytes per connection, from k x slice on (0: all) */
+	unsigned long long served; /* serve --slice: connections served so far */
+	long long   count;        /* get: sequential downloads (default 1) */
 };
 
 /* Seconds on CLOCK_MONOTONIC. */
@@ -256,14 +264,50 @@ static int open_sink(const char *path)
 	return fd < 0 ? -2 : fd;
 }
 
+/* --slice: sends connection number o->served its slice of the file o->send
+ * (o->slice bytes from served x slice, modulo the file's size, wrapping).
+ * Returns 0 when all was sent, -1 on error. */
+static int send_slice(const struct xopt *o, int fd, double deadline)
+{
+	static char buf[WN_BUF];
+	struct stat st;
+	int in = open(o->send, O_RDONLY | O_CLOEXEC), rc = 0;
+
+	if (in < 0 || fstat(in, &st) < 0 || st.st_size <= 0) {
+		fprintf(stderr, "wanem serve: %s: %s\n", o->send, in < 0 ? strerror(errno) : "empty or unreadable");
+		if (in >= 0)
+			close(in);
+		return -1;
+	}
+	off_t at = (off_t)((o->served * (unsigned long long)o->slice) % (unsigned long long)st.st_size);
+	for (long long left = o->slice; left > 0 && rc == 0;) {
+		size_t want = left < (long long)sizeof buf ? (size_t)left : sizeof buf;
+		if ((off_t)want > st.st_size - at)
+			want = (size_t)(st.st_size - at);
+		ssize_t n = pread(in, buf, want, at);
+		if (n <= 0) {
+			rc = -1;
+			break;
+		}
+		rc = send_all(fd, buf, (size_t)n, deadline) ? -1 : 0;
+		left -= n;
+		at = (at + n) % st.st_size;
+	}
+	close(in);
+	return rc;
+}
+
 /* Serves one accepted connection. */
-static void serve_one(const struct xopt *o, int c)
+static void serve_one(struct xopt *o, int c)
 {
 	double deadline = wn_mono() + 86400;   /* bounded in practice by the idle limit */
 	long long n = 0;
 
 	tune(c, o);
-	if (o->send) {
+	if (o->send && o->slice) {
+		send_slice(o, c, deadline);
+		o->served++;
+	} else if (o->send) {
 		send_source(o, c, &n, deadline);
 	} else {
 		int out = open_sink(o->recv);
@@ -293,7 +337,7 @@ static int parse_opts(int argc, char **argv, struct xopt *o, const char *addrkey
 		{ "listen", 1, 0, 'l' }, { "connect", 1, 0, 'c' }, { "send", 1, 0, 's' },
 		{ "recv", 1, 0, 'r' }, { "send-zero", 1, 0, 'z' }, { "window", 1, 0, 'w' },
 		{ "once", 0, 0, '1' }, { "max-time", 1, 0, 't' }, { "steady-after", 1, 0, 'a' },
-		{ "progress", 0, 0, 'p' }, { "help", 0, 0, 'h' },
+		{ "progress", 0, 0, 'p' }, { "help", 0, 0, 'h' }, { "slice", 1, 0, 'S' }, { "count", 1, 0, 'n' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -316,11 +360,14 @@ static int parse_opts(int argc, char **argv, struct xopt *o, const char *addrkey
 		case 't': o->max_time = atof(optarg); break;
 		case 'a': o->steady_after = atof(optarg); break;
 		case 'p': prog.on = isatty(2) ? 2 : 1; break;
+		case 'S': o->slice = atoll(optarg); break;
+		case 'n': o->count = atoll(optarg); break;
 		default: return -1;
 		}
 	}
 	if (optind != argc || !o->addr || !!o->send == !!o->recv || o->zero < 0 ||
-	    o->window < 0 || o->max_time <= 0)
+	    o->window < 0 || o->max_time <= 0 || o->slice < 0 || (o->slice && (o->zero || !strcmp(o->send, "-"))) ||
+	    o->count < 0 || (o->count > 1 && !o->recv))
 		return -1;
 	return 0;
 }
@@ -335,7 +382,7 @@ int wn_serve_main(int argc, char **argv)
 	int rc = parse_opts(argc, argv, &o, "listen");
 
 	rc = wn_cli_start(rc,
-			      "serve --listen=HOST:PORT (--send=FILE | --send-zero=BYTES | --recv=FILE) "
+			      "serve --listen=HOST:PORT (--send=FILE [--slice=BYTES] | --send-zero=BYTES | --recv=FILE) "
 			      "[--window=BYTES] [--once]", "serve", o.addr, &ss, &len);
 	if (rc >= 0)
 		return rc;
@@ -389,7 +436,7 @@ int wn_get_main(int argc, char **argv)
 	int prc = parse_opts(argc, argv, &o, "connect");
 
 	prc = wn_cli_start(prc,
-			       "get --connect=HOST:PORT (--recv=FILE | --send=FILE | --send-zero=BYTES) "
+			       "get --connect=HOST:PORT (--recv=FILE [--count=K] | --send=FILE | --send-zero=BYTES) "
 			       "[--window=BYTES] [--max-time=S] [--steady-after=S] [--progress]", "get", o.addr, &ss, &len);
 	if (prc >= 0)
 		return prc;
@@ -406,6 +453,18 @@ int wn_get_main(int argc, char **argv)
 	}
 	if (o.recv) {
 		rc = recv_sink(&o, s, out, &n, t0, &ts, &bs, deadline);
+		/* --count: the next downloads, each on a connection of its own */
+		for (long long k = 1; rc == 0 && k < o.count; k++) {
+			close(s);
+			if ((s = dial(&o, &ss, len, deadline)) < 0) {
+				fprintf(stderr, "wanem get: connect %s (download %lld): %s\n", o.addr, k + 1,
+					strerror(errno));
+				rc = -1;
+				s = socket(AF_INET, SOCK_STREAM, 0); /* closed below */
+				break;
+			}
+			rc = recv_sink(&o, s, out, &n, t0, &ts, &bs, deadline);
+		}
 	} else {
 		unsigned char r[8];
 		long long acked = 0;
