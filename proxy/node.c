@@ -110,14 +110,37 @@ static void link_queues(uint64_t rate_bps, struct tfo_opts *o)
 	o->pace_bps = rate_bps / 100 * LINK_PACE_PCT;
 }
 
+/* The slower of two rates, where known (0: neither is). */
+static uint64_t slower(uint64_t a, uint64_t b)
+{
+	return !a ? b : !b ? a : a < b ? a : b;
+}
+
+/* A tunnel connection's link, from our hints and h, the peer's HELLO (NULL:
+ * none yet): what it sends at (the slower of our send rate and the rate the
+ * peer told us it receives at, where known), what it receives at (likewise),
+ * the round trip (our hint, else the peer's); *o gets its socket options,
+ * buffers covering the faster direction. */
+struct conn_link {
+	uint64_t tx, rx;
+	uint32_t rtt_us;
+};
+static struct conn_link conn_link(const struct px_node *n, const tun_hello *h, struct tfo_opts *o)
+{
+	struct conn_link l = { slower(n->rate_bps, h ? h->link_bps : 0), slower(n->rx_bps, h ? h->link_tx_bps : 0),
+			       n->rtt_us ? n->rtt_us : h ? h->link_rtt_us : 0 };
+	*o = (struct tfo_opts){ .cc = n->cc, .rate_bps = l.tx > l.rx ? l.tx : l.rx, .rtt_us = l.rtt_us };
+	link_queues(l.tx, o);
+	return l;
+}
+
 void px_node_on_fd(void *arg, int fd, int phase)
 {
 	struct px_node *n = arg;
 	char err[256];
 	if (phase == TUN_FD_LISTEN || phase == TUN_FD_PRE_CONNECT) {
-		uint64_t bufs_bps = n->rate_bps > n->rx_bps ? n->rate_bps : n->rx_bps;
-		struct tfo_opts o = { .cc = n->cc, .rate_bps = bufs_bps, .rtt_us = n->rtt_us };
-		link_queues(n->rate_bps, &o);
+		struct tfo_opts o;
+		conn_link(n, NULL, &o); /* our hints alone, before any HELLO */
 		struct tfo_tuned t;
 		if (tfo_tune_wan(fd, &o, &t, err, sizeof err))
 			log_warn("WAN socket tuning: %s", err);
@@ -126,30 +149,6 @@ void px_node_on_fd(void *arg, int fd, int phase)
 				  t.cc_fallback ? " (fallback)" : "", (unsigned long long)t.bufsize,
 				  (unsigned long long)t.pace_bps);
 	}
-}
-
-/* The slower of two rates, where known (0: neither is). */
-static uint64_t slower(uint64_t a, uint64_t b)
-{
-	return !a ? b : !b ? a : a < b ? a : b;
-}
-
-/* A tunnel connection's link: what it sends at (the slower of our send rate
- * and the rate the peer told us it receives at, where known), what it
- * receives at (likewise), the round trip (our hint, else the peer's); *o gets
- * its socket options, buffers covering the faster direction. */
-struct conn_link {
-	uint64_t tx, rx;
-	uint32_t rtt_us;
-};
-static struct conn_link conn_link(const struct px_node *n, const tun_conn *c, struct tfo_opts *o)
-{
-	const tun_hello *h = tun_conn_hello(c);
-	struct conn_link l = { slower(n->rate_bps, h ? h->link_bps : 0), slower(n->rx_bps, h ? h->link_tx_bps : 0),
-			       n->rtt_us ? n->rtt_us : h ? h->link_rtt_us : 0 };
-	*o = (struct tfo_opts){ .cc = n->cc, .rate_bps = l.tx > l.rx ? l.tx : l.rx, .rtt_us = l.rtt_us };
-	link_queues(l.tx, o);
-	return l;
 }
 
 #define PEER_WINDOW_MAX (16u << 20) /* stream window from a peer's told link: 447 Mbit/s at 300 ms */
@@ -178,7 +177,7 @@ static uint32_t window_for(uint64_t rate_bps, uint32_t rtt_us)
 void px_node_link_up(struct px_node *n, tun_conn *c)
 {
 	struct tfo_opts o;
-	struct conn_link l = conn_link(n, c, &o);
+	struct conn_link l = conn_link(n, tun_conn_hello(c), &o);
 	size_t quantum, out_buffer;
 	mux_link(l.tx, &quantum, &out_buffer);
 	tun_conn_set_link(c, l.tx, quantum, out_buffer);
@@ -212,7 +211,7 @@ void px_node_retune(struct px_node *n, tun_conn *c)
 	uint64_t size = 0;
 	int fd = tun_conn_fd(c);
 	struct tfo_opts o;
-	conn_link(n, c, &o);
+	conn_link(n, tun_conn_hello(c), &o);
 	if ((o.rate_bps && o.rtt_us) || fd < 0)
 		return; /* both hints: sized at connect or link_up, and that holds */
 	/* the rate hint, if any, with the measured min RTT */
@@ -313,9 +312,6 @@ static void reload_link(struct px_node *n, const struct conf *c)
 	n->rx_bps = rx;
 	n->rtt_us = rtt;
 	n->env.link_bps = tx;
-	n->tcfg.link_rx_bps = rx;
-	n->tcfg.link_tx_bps = tx;
-	n->tcfg.link_rtt_us = rtt;
 	log_info("link hints now: sending at %.3f Mbit/s, receiving at %.3f Mbit/s, round trip %.1f ms (0: unknown);"
 		 " applied to the tunnel connections and told to their peers", (double)tx / 1e6, (double)rx / 1e6,
 		 (double)rtt / 1e3);

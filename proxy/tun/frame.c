@@ -143,6 +143,15 @@ void tun_frame_header(uint8_t *hdr, uint8_t type, uint32_t sid, uint16_t len)
 	put32(hdr + 4, sid);
 }
 
+/* Encode link fields (HELLO's or LINK's) at p; returns their length. */
+static size_t enc_link(uint8_t *p, uint64_t bps, uint64_t tx_bps, uint32_t rtt_us)
+{
+	put64(p + PROTO_HELLO_LINK_RATE, bps);
+	put64(p + PROTO_HELLO_LINK_TX, tx_bps);
+	put32(p + PROTO_HELLO_LINK_RTT, rtt_us);
+	return PROTO_HELLO_LINK_LEN;
+}
+
 /* Encode the HELLO payload into p; returns its length. */
 static size_t enc_hello(const tun_hello *h, uint8_t *p)
 {
@@ -159,12 +168,8 @@ static size_t enc_hello(const tun_hello *h, uint8_t *p)
 	memcpy(p + PROTO_HELLO_STORE_ID, h->store_id, PROTO_STORE_ID_LEN);
 	memcpy(p + PROTO_HELLO_NAME, h->name, n);
 	n += PROTO_HELLO_NAME;
-	if (h->caps & PROTO_CAP_LINK) {
-		put64(p + n + PROTO_HELLO_LINK_RATE, h->link_bps);
-		put64(p + n + PROTO_HELLO_LINK_TX, h->link_tx_bps);
-		put32(p + n + PROTO_HELLO_LINK_RTT, h->link_rtt_us);
-		n += PROTO_HELLO_LINK_LEN;
-	}
+	if (h->caps & PROTO_CAP_LINK)
+		n += enc_link(p + n, h->link_bps, h->link_tx_bps, h->link_rtt_us);
 	return n;
 }
 
@@ -217,11 +222,7 @@ static long enc_payload(const tun_frame *f, uint8_t *p)
 		put32(p + 8, f->u.ack.credit);
 		return PROTO_ACK_LEN;
 	case PROTO_PING: case PROTO_PONG: put64(p, f->u.ping); return PROTO_PING_LEN;
-	case PROTO_LINK:
-		put64(p + PROTO_HELLO_LINK_RATE, f->u.link.bps);
-		put64(p + PROTO_HELLO_LINK_TX, f->u.link.tx_bps);
-		put32(p + PROTO_HELLO_LINK_RTT, f->u.link.rtt_us);
-		return PROTO_LINK_LEN;
+	case PROTO_LINK: return (long)enc_link(p, f->u.link.bps, f->u.link.tx_bps, f->u.link.rtt_us);
 	case PROTO_GOAWAY:
 		n = strnlen(f->u.goaway.text, PROTO_GOAWAY_TEXT_MAX + 1);
 		if (n > PROTO_GOAWAY_TEXT_MAX)
