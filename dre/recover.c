@@ -161,7 +161,7 @@ int dre_store_rotate(dre_store *st)
 	 * then dropped.  The writer thread writes the .idx after the data. */
 	struct dre_sfile *f = &st->files[st->nfiles - 1];
 	uint32_t num = f->num;
-	int rc = dre_wq_seal_idx(st, num, f->size, &st->act);
+	int rc = dre_wq_seal_idx(st, f, &st->act);
 	if (rc)
 		return rc;
 	return new_file(st, num + 1);

@@ -679,6 +679,8 @@ void dre_store_close(dre_store *st)
 	if (!st)
 		return;
 	dre_wq_stop(st);
+	if (st->nfiles && !st->readonly)
+		dre_wq_trim(st->files[st->nfiles - 1].fd, st->files[st->nfiles - 1].size);
 	dre_sizing_save(st, NULL);
 	dre_sizing_close(st);
 	for (size_t i = 0; i < st->nfiles; i++)

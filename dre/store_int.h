@@ -86,6 +86,8 @@ struct dre_store {
 	uint64_t map_read;        /* bytes read through mappings since their pages were let go */
 	struct dre_wjob *wq_spare; /* written data blocks kept for reuse */
 	unsigned wq_nspare;
+	uint32_t wq_pre_file;     /* writer only: blocks of this file are reserved... */
+	uint64_t wq_pre_end;      /* ...up to here */
 	uint64_t (*alt)[2];       /* chunks that broke runs (alt.c), allocated on first use */
 	uint32_t *forks;          /* chunks with more than one successor (alt.c), likewise */
 	uint64_t (*pnext)[2];     /* successors known at a peer (alt.c), likewise */
@@ -147,9 +149,13 @@ void dre_wq_stop(dre_store *st);
  * the caller then advances f->size.  0 or DRE_ENOMEM. */
 int dre_wq_append(dre_store *st, const struct dre_sfile *f, const uint8_t *hdr, const void *payload,
 		  uint32_t len);
-/* Queue the writing of sealed file `file`'s .idx (covering size bytes) from
- * the entries in ents, which the queue takes over (ents is left empty). */
-int dre_wq_seal_idx(dre_store *st, uint32_t file, uint64_t size, dre_buf *ents);
+/* Queue the writing of sealed file f's .idx (covering its f->size bytes)
+ * from the entries in ents, which the queue takes over (ents is left empty);
+ * the blocks reserved past its end are given back first. */
+int dre_wq_seal_idx(dre_store *st, const struct dre_sfile *f, dre_buf *ents);
+/* Give back the blocks reserved past the end of data file fd, if it is `size`
+ * bytes long (any thread; the writer must be done with the file). */
+void dre_wq_trim(int fd, uint64_t size);
 /* Queue an fdatasync of file f and a save of peer knowledge. */
 int dre_wq_sync_later(dre_store *st, const struct dre_sfile *f);
 /* If the record at off of file is still queued, copy its header (and len

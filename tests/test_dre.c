@@ -1,6 +1,8 @@
 /* test_dre.c: the DRE codec and store, end to end through real store directories. */
 #include <pthread.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -276,6 +278,63 @@ static void put_random(dre_store *st, dre_fp *fp, int n)
 		assert_int_equal(dre_fp_sha256(fp, p, sizeof p, h), 0);
 		assert_true(dre_store_put_after(st, h, p, sizeof p, 0, &e) >= 0);
 	}
+}
+
+/* Bytes allocated to DIR/NNNNNNNN.dat of file num, its size in *size. */
+static uint64_t dat_alloc(const char *dir, unsigned num, uint64_t *size)
+{
+	char path[512];
+	struct stat sb;
+	snprintf(path, sizeof path, "%s/%08x.dat", dir, num);
+	assert_int_equal(stat(path, &sb), 0);
+	*size = (uint64_t)sb.st_size;
+	return (uint64_t)sb.st_blocks * 512;
+}
+
+/* Whether the file system under dir reserves blocks past a file's end. */
+static int can_reserve(const char *dir)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/probe", dir);
+	int fd = open(path, O_RDWR | O_CREAT, 0644);
+	assert_true(fd >= 0);
+	int ok = fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 1 << 20) == 0;
+	close(fd);
+	unlink(path);
+	return ok;
+}
+
+/* The writer reserves the active data file's blocks ahead of its writes
+ * (never past the file's bound), and gives back what is left past the end
+ * when the file is sealed and when the store closes: sizes on the disk stay
+ * what the store counts. */
+static void test_store_reserve(void **state)
+{
+	(void)state;
+	char d[64];
+	uint64_t limit = 64 << 20, file_max = 2 << 20, size, round;
+	dre_store *st = t_store(d, limit);
+	assert_non_null(st);
+	dre_fp *fp = dre_fp_new();
+	put_random(st, fp, 100); /* 400 KiB into file 1 */
+	dre_store_flush(st);
+	uint64_t a = dat_alloc(d, 1, &size);
+	if (can_reserve(d))
+		assert_true(a >= file_max);
+	assert_true(a <= file_max + 65536);
+	put_random(st, fp, 600); /* file 1 sealed, file 2 active */
+	dre_store_flush(st);
+	a = dat_alloc(d, 1, &size);
+	round = (size + 4095) & ~4095ULL;
+	assert_true(size > file_max / 2 && size <= file_max);
+	assert_true(a <= round + 8192);
+	dre_store_close(st);
+	a = dat_alloc(d, 2, &size);
+	round = (size + 4095) & ~4095ULL;
+	assert_true(size > 0);
+	assert_true(a <= round + 8192);
+	dre_fp_free(fp);
+	t_rmstore(d);
 }
 
 /* dre_store_shrink_step evicts at most one data file per call, says 1 while
@@ -747,6 +806,7 @@ int main(void)
 		cmocka_unit_test(test_restart_keeps_cache),
 		cmocka_unit_test(test_crash_torn_record),
 		cmocka_unit_test(test_eviction_tiny_store),
+		cmocka_unit_test(test_store_reserve),
 		cmocka_unit_test(test_shrink_steps),
 		cmocka_unit_test(test_horizon),
 		cmocka_unit_test(test_store_concurrent),
