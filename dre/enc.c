@@ -530,7 +530,7 @@ static int enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *
 			continue;
 		}
 		uint32_t plen = 0;
-		const uint8_t *h = e->prep.n ? dre_enc_prep_get(e, pos, &plen) : NULL;
+		const uint8_t *h = e->prep.n || e->prep.pending ? dre_enc_prep_get(e, pos, &plen) : NULL;
 		c = h ? plen
 		      : e->o.no_dedup ? (n - pos < e->cdc.max ? n - pos : e->cdc.max)
 				      : dre_cdc_cut(&e->cdc, p + pos, n - pos, final);
@@ -543,6 +543,9 @@ static int enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *
 		if (fs_on)
 			dre_fsum_feed(&fs, p, pos);
 	}
+	int prc = dre_enc_prep_end(e); /* the helper is done with this frame */
+	if (!rc)
+		rc = prc;
 	/* hash the next frame ahead if most of this one was new data */
 	e->prep_want = 2 * (e->st_lit + e->st_delta - fresh) > pos;
 	if (!rc)

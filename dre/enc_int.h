@@ -37,6 +37,8 @@ struct dre_prep {
 	size_t n, next;          /* chunks, lookup cursor */
 	struct dre_prep_ch *hch; /* the helper's chunks, cut from `from` */
 	size_t hn, from;
+	size_t pos;              /* where our cuts of the first half ended */
+	int pending, err;        /* the helper's half not yet taken in; first error */
 	const uint8_t *base;     /* the input: len bytes, final or not */
 	size_t len;
 	int final;
@@ -144,13 +146,18 @@ void dre_enc_pend_next(dre_enc *e);
 int dre_enc_eops_run(dre_store *st, const dre_buf *eops, const dre_buf *data, const dre_buf *lits,
 		     uint32_t peer_bit);
 void dre_enc_work_stop(dre_enc *e);
-/* Hash-ahead (enc_prep.c): start/stop its helper thread; cut p[0..n) (as
- * enc_frame would from position 0) and hash the chunks on two threads; the
- * hash and length of the precomputed chunk starting at pos, or NULL. */
+/* Hash-ahead (enc_prep.c): start/stop its helper thread.  dre_enc_prep
+ * cuts p[0..n) (as enc_frame would from position 0) and hashes the chunks
+ * on two threads: it returns once our half is done, the helper's going on
+ * (0 or an error).  dre_enc_prep_get: the hash and length of the
+ * precomputed chunk starting at pos, or NULL; past our half it waits for
+ * the helper's.  dre_enc_prep_end, before the frame is done: waits for the
+ * helper if it was not needed; the first error, or 0. */
 int dre_enc_prep_start(dre_enc *e);
 void dre_enc_prep_stop(dre_enc *e);
 int dre_enc_prep(dre_enc *e, const uint8_t *p, size_t n, int final);
 const uint8_t *dre_enc_prep_get(dre_enc *e, size_t pos, uint32_t *len);
+int dre_enc_prep_end(dre_enc *e);
 /* Retained frames (learn.c), when e->o.retain: note a chunk of the frame
  * being built (held: sent as a reference to a chunk the peer held before;
  * else its bytes went in this frame, which the peer may not have stored if

@@ -9,7 +9,11 @@
  * starts, so every chunk the helper finds is exactly what cutting at its
  * start would give, and once our cuts reach one of the helper's starts the
  * two sequences are the same from there on (within a chunk or two, for all
- * but uniform data: then we just go on cutting alone).  The encoding loop
+ * but uniform data: then we just go on cutting alone).  We do not wait for
+ * the helper once our half is cut: the encoding loop goes through our chunks
+ * (index lookups, store writes) meanwhile, and only waits where it needs
+ * the helper's (the helper shares a processor with the emit and store
+ * threads, so it tends to finish last).  The encoding loop
  * takes the chunk and hash found for its position; positions it reaches
  * otherwise (after a run of chunks matched from the store) are cut and hashed
  * inline as before.  Repeated data is left to the run fast path, which needs
@@ -99,6 +103,8 @@ void dre_enc_prep_stop(dre_enc *e)
 	memset(pr, 0, sizeof *pr);
 }
 
+static void prep_join(dre_enc *e);
+
 int dre_enc_prep(dre_enc *e, const uint8_t *p, size_t n, int final)
 {
 	struct dre_prep *pr = &e->prep;
@@ -106,32 +112,55 @@ int dre_enc_prep(dre_enc *e, const uint8_t *p, size_t n, int final)
 	pr->base = p;
 	pr->len = n;
 	pr->final = final;
+	pr->pending = pr->err = 0;
 	if (!pr->t.running)
 		return 0;
 	size_t end = n < e->o.frame_max ? n : e->o.frame_max, j = 0;
-	int err = 0;
 	pr->from = end >= PREP_SPLIT ? end / 2 : end;
-	if (pr->from < end)
+	if (pr->from < end) {
 		dre_worker_kick(&pr->t);
-	size_t pos = cut_hash(e, e->fp, 0, pr->from, pr->ch, &pr->n, NULL, 0, &j, &err);
-	int rc = pr->from < end ? dre_worker_wait(&pr->t) : 0;
-	if (err || rc)
-		return err ? err : rc;
-	/* go on until our cuts meet the helper's, then take the helper's */
-	j = 0;
-	pos = cut_hash(e, e->fp, pos, e->o.frame_max, pr->ch, &pr->n, pr->hch, pr->hn, &j, &err);
+		pr->pending = 1;
+	}
+	pr->pos = cut_hash(e, e->fp, 0, pr->from, pr->ch, &pr->n, NULL, 0, &j, &pr->err);
+	return pr->err ? dre_enc_prep_end(e) : 0;
+}
+
+/* Wait for the helper's half (the encoding loop has used ours meanwhile),
+ * then go on cutting from where ours ended until our cuts meet the
+ * helper's, and take the helper's from there. */
+static void prep_join(dre_enc *e)
+{
+	struct dre_prep *pr = &e->prep;
+	pr->pending = 0;
+	int rc = dre_worker_wait(&pr->t);
+	if (rc || pr->err) {
+		pr->err = pr->err ? pr->err : rc;
+		return;
+	}
+	size_t j = 0, pos = cut_hash(e, e->fp, pr->pos, e->o.frame_max, pr->ch, &pr->n, pr->hch, pr->hn, &j, &pr->err);
 	for (; j < pr->hn && pr->hch[j].off == pos && pr->n < PREP_MAX; j++) {
 		pr->ch[pr->n++] = pr->hch[j];
 		pos += pr->hch[j].len;
 	}
-	return err;
+}
+
+int dre_enc_prep_end(dre_enc *e)
+{
+	if (e->prep.pending)
+		prep_join(e);
+	return e->prep.err;
 }
 
 const uint8_t *dre_enc_prep_get(dre_enc *e, size_t pos, uint32_t *len)
 {
 	struct dre_prep *pr = &e->prep;
-	while (pr->next < pr->n && pr->ch[pr->next].off < pos)
-		pr->next++;
+	for (;;) {
+		while (pr->next < pr->n && pr->ch[pr->next].off < pos)
+			pr->next++;
+		if (pr->next < pr->n || !pr->pending)
+			break;
+		prep_join(e);
+	}
 	if (pr->next == pr->n || pr->ch[pr->next].off != pos)
 		return NULL;
 	*len = pr->ch[pr->next].len;
