@@ -103,8 +103,6 @@ void dre_enc_prep_stop(dre_enc *e)
 	memset(pr, 0, sizeof *pr);
 }
 
-static void prep_join(dre_enc *e);
-
 int dre_enc_prep(dre_enc *e, const uint8_t *p, size_t n, int final)
 {
 	struct dre_prep *pr = &e->prep;

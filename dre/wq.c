@@ -34,10 +34,10 @@
 #define WQ_CAP (32u << 20)        /* appenders wait beyond this many bytes queued */
 #define WQ_LINGER_NS 2000000      /* an idle writer waits this long for a block to fill */
 #define WQ_WRITEBACK (8u << 20)   /* start kernel writeback every 8 MiB of a file */
-#define WQ_PREALLOC (8u << 20)  /* blocks reserved ahead of the writes, 8 MiB at a time */
-#define WQ_SPARE (WQ_CAP / WQ_BLOCK) /* written blocks kept for reuse while busy: fresh
-				     memory costs a page fault every 4 KiB, more than the copy into it */
-#define WQ_SPARE_IDLE 4           /* ...and once the writer has been idle WQ_IDLE_S */
+#define WQ_PREALLOC (8u << 20)    /* blocks reserved ahead of the writes, 8 MiB at a time */
+#define WQ_SPARE (WQ_CAP / WQ_BLOCK) /* written blocks kept for reuse while busy: fresh memory
+					costs a page fault every 4 KiB, more than the copy into it */
+#define WQ_SPARE_IDLE 4           /* ...and once the writer has been idle WQ_IDLE_S seconds */
 #define WQ_IDLE_S 1
 
 enum wq_kind {
