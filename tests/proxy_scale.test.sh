@@ -131,9 +131,15 @@ t1=$(cpu_ticks edge3)
 cpu=$(( (t1 - t0) * 1000 / $(getconf CLK_TCK) ))
 n=$(px_count_log edge3 "cannot accept")
 all=$(grep -ci "accept" "$T/edge3.log" || true)
-[ "$cpu" -lt 1500 ] && [ "$n" -ge 1 ] && [ "$all" -le 5 ] &&
-	ok "out of descriptors: $(cat "$T/h4.out"); edge CPU $cpu ms, $all log lines about accept" ||
+if [ "$cpu" -lt 1500 ] && [ "$n" -ge 1 ] && [ "$all" -le 5 ]; then
+	ok "out of descriptors: $(cat "$T/h4.out"); edge CPU $cpu ms, $all log lines about accept"
+else
 	fail "out of descriptors: $(cat "$T/h4.out"); edge CPU $cpu ms, $all log lines about accept ($n 'cannot accept')"
+	# what the edge was doing: its longest loop stall, threads' CPU, last words
+	echo "     edge loop stall max $(px_stat "$S5" 'j["loop_lag_max_us"] // 1000') ms; threads (name, user and system ticks):"
+	for f in /proc/"${PID[edge3]}"/task/*/stat; do awk '{print "       " $2, $14, $15}' "$f"; done
+	grep -v " edge info: \(open\|close\) " "$T/edge3.log" | tail -n 20 | sed 's/^/     | /'
+fi
 expect "out of descriptors: serves again once they close" pxt echo 127.0.0.1 "$LF" 4 100000
 grep -q "open files limit is 200" "$T/edge3.log" && ok "the edge warned of its low descriptor limit" ||
 	fail "no warning of the low descriptor limit"
