@@ -31,6 +31,14 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
+def warm(path):
+    """Read a file through, into the page cache."""
+    with open(path, "rb", buffering=0) as f:
+        buf = bytearray(8 << 20)
+        while f.readinto(buf):
+            pass
+
+
 def run(cmd, stdin_path, stdout_path):
     """Run cmd with files as stdin/stdout; return (wall seconds, peak RSS KiB).
     Peak RSS comes from /usr/bin/time, since a child forked from this (large)
@@ -38,7 +46,11 @@ def run(cmd, stdin_path, stdout_path):
     (ours, zstd's, sha256's) starts once what earlier steps wrote is on disk
     (sync): on 2 cores the kernel writing back an earlier step's gigabytes
     would otherwise take CPU from whichever command runs next.  A command's
-    own writes still count: its wall time ends when it exits."""
+    own writes still count: its wall time ends when it exits.  Its input is
+    read once first, so every command finds it in the page cache: this VM
+    pages out page cache left unused for a minute (DAMON), so the first
+    command of a corpus, always ours, would otherwise read it from the disk."""
+    warm(stdin_path)
     with tempfile.NamedTemporaryFile(prefix="wanopt-rss-") as rss, \
             open(stdin_path, "rb") as fi, open(stdout_path, "wb") as fo:
         os.sync()
