@@ -16,7 +16,7 @@
 
 #define READ_CHUNK (1u << 20)    /* LAN bytes read and fed to the encoder at a time */
 #define DIRECT_MIN (16u << 10)   /* ... read straight into the encoder: from this much a read */
-#define FRAME_MAX_SLOW (64u << 10) /* new data per frame and per pump on a slow link (zstd -16) */
+#define FRAME_MAX_SLOW (16u << 10) /* new data per frame and per pump on a slow link (zstd -16) */
 
 struct px_relay {
 	struct px_relay_env *env;
