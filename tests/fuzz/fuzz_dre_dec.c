@@ -3,6 +3,7 @@
  * resolve), plain or threaded, with or without an ask path.  Nothing may
  * crash, hang or read out of bounds, and whatever the decoder outputs must
  * have passed a frame checksum. */
+#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,13 +21,32 @@ static int sink(void *arg, const void *p, size_t n)
 	return 0;
 }
 
+static char dir[] = "/tmp/wanopt-fuzz-XXXXXX";
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+/* At exit (libFuzzer exits when its time is up): close the store and
+ * remove its directory. */
+static void teardown(void)
+{
+	dre_store_close(st);
+	st = NULL;
+	nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+}
+
 /* Make a store in a temporary directory and teach it a little data. */
 static void setup(void)
 {
-	static char dir[] = "/tmp/wanopt-fuzz-XXXXXX";
 	char err[256];
 	if (!mkdtemp(dir))
 		abort();
+	atexit(teardown);
 	dre_store_opts o = { .size_limit = 64 << 20, .create = 1 };
 	st = dre_store_open(dir, &o, err, sizeof err);
 	if (!st)
