@@ -208,6 +208,18 @@ static int run_job(dre_store *st, struct dre_wjob *j)
 	return rc;
 }
 
+/* Wait on wq_cv for at most ns nanoseconds; pthread_cond_timedwait's result.
+ * Lock held. */
+static int wait_ns(dre_store *st, long long ns)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ns += ts.tv_nsec;
+	ts.tv_sec += (time_t)(ns / 1000000000);
+	ts.tv_nsec = (long)(ns % 1000000000);
+	return pthread_cond_timedwait(&st->wq_cv, &st->mu, &ts);
+}
+
 /* Take the next job, waiting for one; NULL when told to stop and all is done.
  * Lock held. */
 static struct dre_wjob *next_job(dre_store *st)
@@ -230,21 +242,11 @@ static struct dre_wjob *next_job(dre_store *st)
 			return NULL;
 		if (have) {
 			/* let a trickle of small records gather into one write */
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += WQ_LINGER_NS;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
-			pthread_cond_timedwait(&st->wq_cv, &st->mu, &ts);
+			wait_ns(st, WQ_LINGER_NS);
 			lingered = 1;
 		} else if (st->wq_nspare > WQ_SPARE_IDLE) {
 			/* idle with a burst's blocks kept: give them back after a while */
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += WQ_IDLE_S;
-			if (pthread_cond_timedwait(&st->wq_cv, &st->mu, &ts) == ETIMEDOUT)
+			if (wait_ns(st, WQ_IDLE_S * 1000000000LL) == ETIMEDOUT)
 				spares_free(st, WQ_SPARE_IDLE);
 		} else {
 			pthread_cond_wait(&st->wq_cv, &st->mu);
@@ -355,9 +357,9 @@ int dre_wq_append(dre_store *st, const struct dre_sfile *f, const uint8_t *hdr, 
 	if (!j) {
 		if (!(j = block_new(st, f->num, f->fd, f->size, want > WQ_BLOCK ? want : WQ_BLOCK)))
 			return DRE_ENOMEM;
+		j->lim = st->file_max;
 		st->wq_cur = j;
 	}
-	j->lim = st->file_max;
 	memcpy(j->data + j->len, hdr, DRE_REC_HDR);
 	if (len)
 		memcpy(j->data + j->len + DRE_REC_HDR, payload, len);
