@@ -258,6 +258,18 @@ uint64_t tun_conn_rtt_us(const tun_conn *c);
  * the peer's HELLO): each stream gets at most `quantum` DATA bytes a turn and
  * about `out_buffer` frame bytes are kept queued for TLS (0: the config's). */
 void tun_conn_set_link(tun_conn *c, uint64_t bps, size_t quantum, size_t out_buffer);
+/* The queues ahead of a stream's next frame while a connection carries two
+ * streams or more: one stream's turn is all the next one waits for there,
+ * so a bulk stream beside an interactive one gets shorter turns and queues. */
+typedef struct tun_shared {
+	size_t quantum;             /* DATA bytes per stream per turn (0: off) */
+	size_t out_buffer;          /* frame bytes kept queued for TLS (at least 1024) */
+	int notsent_lowat;          /* the socket's TCP_NOTSENT_LOWAT meanwhile (0: left alone) */
+	int notsent_solo;           /* ... and once one stream or none is left */
+} tun_shared;
+/* Use s's queues on c whenever it carries two streams or more (a copy is
+ * kept; NULL or s->quantum 0: never).  Applies from the next pump. */
+void tun_conn_set_shared(tun_conn *c, const tun_shared *s);
 /* From now on, grant each stream the peer opens on c `window` bytes of credit
  * (PROTO_MAX_WINDOW at most) rather than our HELLO's: the difference goes out
  * as CREDIT right after its OPEN.  Never less than the HELLO's.  Returns the

@@ -163,6 +163,23 @@ static void mux_link(uint64_t bps, size_t *quantum, size_t *out_buffer)
 	*out_buffer = !bps ? 0 : q < 4096 ? 4096 : q > OUT_BUFFER_MAX ? OUT_BUFFER_MAX : (size_t)q;
 }
 
+/* The queues while a tunnel connection carries two streams or more (see
+ * tun_shared): about 5 ms of the link rate per turn and queued for TLS, 10 ms
+ * unsent in the kernel, at least 1 and 2 KiB; none on a link of unknown rate.
+ * o: the connection's socket options (its one-stream NOTSENT_LOWAT). */
+static tun_shared mux_shared(uint64_t bps, const struct tfo_opts *o)
+{
+	uint64_t q = bps / 8 / 200;
+	if (!bps)
+		return (tun_shared){ .quantum = 0 };
+	if (q < 1024)
+		q = 1024;
+	uint64_t solo = o->notsent_lowat ? o->notsent_lowat : TFO_NOTSENT_LOWAT_DEFAULT;
+	return (tun_shared){ .quantum = q < PROTO_MAX_PAYLOAD ? q : PROTO_MAX_PAYLOAD,
+			     .out_buffer = q < OUT_BUFFER_MAX ? q : OUT_BUFFER_MAX,
+			     .notsent_lowat = (int)(2 * q < solo ? 2 * q : solo), .notsent_solo = (int)solo };
+}
+
 /* Stream window: at least the default, or 4 x bandwidth x delay when known. */
 static uint32_t window_for(uint64_t rate_bps, uint32_t rtt_us)
 {
@@ -181,6 +198,8 @@ void px_node_link_up(struct px_node *n, tun_conn *c)
 	size_t quantum, out_buffer;
 	mux_link(l.tx, &quantum, &out_buffer);
 	tun_conn_set_link(c, l.tx, quantum, out_buffer);
+	tun_shared sh = mux_shared(l.tx, &o);
+	tun_conn_set_shared(c, &sh);
 	uint32_t window = window_for(l.rx, l.rtt_us);
 	if ((!n->rx_bps || !n->rtt_us) && window > PEER_WINDOW_MAX)
 		window = PEER_WINDOW_MAX; /* from what the peer told: a bound on what it can make us hold */

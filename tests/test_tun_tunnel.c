@@ -9,6 +9,8 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
@@ -19,6 +21,7 @@
 
 struct side {
 	int up, down, errors, resets, opened;
+	size_t data_bytes, data_max; /* DATA received on held streams, and its largest frame */
 	unsigned nup;
 	tun_open_info open;  /* the last OPEN received */
 	tun_conn *conn;
@@ -61,7 +64,12 @@ static void held_reset(tun_stream *st, void *arg, int code)
 
 static void held_data(tun_stream *st, void *arg, const void *buf, size_t len)
 {
-	(void)st; (void)arg; (void)buf; (void)len;   /* never consumed: no credit back */
+	struct side *s = arg;
+
+	(void)st; (void)buf;   /* never consumed: no credit back */
+	s->data_bytes += len;
+	if (len > s->data_max)
+		s->data_max = len;
 }
 
 static void on_stream(tun_conn *c, tun_stream *st, const tun_open_info *o, void *arg)
@@ -73,7 +81,7 @@ static void on_stream(tun_conn *c, tun_stream *st, const tun_open_info *o, void 
 	(void)c;
 	s->opened++;
 	s->open = *o;
-	tun_stream_set_cbs(st, &held, NULL);
+	tun_stream_set_cbs(st, &held, s);
 }
 
 static const tun_cbs side_cbs = { .on_up = on_up, .on_down = on_down, .on_error = on_error,
@@ -634,6 +642,75 @@ static void test_fd_hook_and_reuseport(void **state)
 	event_base_free(base);
 }
 
+static int cond_data(void *arg)
+{
+	return ((struct side *)arg)->data_bytes >= 8000;
+}
+
+/* Write 8000 bytes on each of n streams of c, wait until the server's side s
+ * has them all; returns the largest DATA frame it got. */
+static size_t send_each(struct event_base *base, tun_stream **st, int n, struct side *s)
+{
+	static const uint8_t buf[8000];
+
+	s->data_bytes = s->data_max = 0;
+	for (int i = 0; i < n; i++)
+		assert_int_equal(tun_stream_write(st[i], buf, sizeof buf), 0);
+	assert_true(tt_run_until(base, cond_data, s, 5000));
+	int never = 0;
+	tt_run_until(base, tt_flag, &never, 50 * (n - 1));
+	assert_int_equal(s->data_bytes, 8000 * (size_t)n);
+	return s->data_max;
+}
+
+static int notsent_lowat(tun_conn *c)
+{
+	int v = -1;
+	socklen_t len = sizeof v;
+
+	assert_int_equal(getsockopt(tun_conn_fd(c), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, &len), 0);
+	return v;
+}
+
+/* tun_conn_set_shared: while a connection carries two streams, their turns
+ * and the socket's NOTSENT_LOWAT take the shared values; with one stream
+ * again, the link's. */
+static void test_shared_queues(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct side s[2] = { 0 };
+	tun_config sc = tt_config("core", "ca"), cc = tt_config("edge", "ca");
+	tun_server *srv = start_server(base, &sc, &s[0], 0);
+	tun_client *cl = start_client(base, &cc, &s[1], tun_server_port(srv));
+	tun_open_info oi = { .policy = PROTO_POLICY_FULL };
+	tun_shared sh = { .quantum = 1024, .out_buffer = 1024, .notsent_lowat = 2048, .notsent_solo = 8192 };
+	tun_stream *st[2];
+	int err;
+
+	(void)state;
+	assert_true(tt_run_until(base, cond_up_both, s, 5000));
+	tun_conn *c = s[1].conn;
+	tun_conn_set_link(c, 1544000, 4096, 4096);
+	tun_conn_set_shared(c, &sh);
+	tun_target_parse(&oi.target, "10.0.0.1", 80);
+	for (int i = 0; i < 2; i++)
+		assert_non_null(st[i] = tun_conn_open(c, &oi, NULL, NULL, &err));
+	assert_int_equal(send_each(base, st, 2, &s[0]), 1024);
+	assert_int_equal(notsent_lowat(c), 2048);
+	tun_stream_reset(st[1], PROTO_RST_CANCEL);
+	tun_stream_free(st[1]);
+	assert_int_equal(send_each(base, st, 1, &s[0]), 4096);
+	assert_int_equal(notsent_lowat(c), 8192);
+	tun_conn_set_shared(c, NULL); /* off: two streams keep the link's turns */
+	assert_non_null(st[1] = tun_conn_open(c, &oi, NULL, NULL, &err));
+	assert_int_equal(send_each(base, st, 2, &s[0]), 4096);
+	for (int i = 0; i < 2; i++)
+		tun_stream_free(st[i]);
+	tun_client_free(cl);
+	tun_server_free(srv);
+	event_base_free(base);
+}
+
 static void test_handshake_timeout(void **state)
 {
 	struct event_base *base = event_base_new();
@@ -693,6 +770,7 @@ int main(void)
 		cmocka_unit_test(test_keepalive_timeout),
 		cmocka_unit_test(test_reconnect_backoff_and_down),
 		cmocka_unit_test(test_parallel_connections),
+		cmocka_unit_test(test_shared_queues),
 		cmocka_unit_test(test_ipv6_and_server_name),
 		cmocka_unit_test(test_bad_config),
 		cmocka_unit_test(test_handshake_timeout),

@@ -28,57 +28,10 @@
 #include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 
-#include "conn.h"
+#include "conn_int.h"
 #include "frame.h"
 #include "mux.h"
 #include "tls.h"
-
-enum conn_state {
-	CS_CONNECTING,  /* client: TCP connect in progress */
-	CS_TLS,         /* TLS handshake in progress */
-	CS_HELLO,       /* TLS up, our HELLO queued, waiting for the peer's */
-	CS_UP,          /* HELLO exchanged: streams flow */
-	CS_CLOSING,     /* failed or closed: flushing a GOAWAY, reading to EOF, then freed */
-};
-
-/* Stream ids left when a connection retires (GOAWAY, replaced, drained). */
-#define CONN_RETIRE_IDS 1024u
-/* Most connections of a server still in their handshake: unauthenticated
- * peers cannot make it hold more. */
-#define CONN_MAX_PENDING 256
-/* Most encrypted input read before the frames are processed. */
-#define CONN_IN_MAX (256u * 1024)
-
-struct tun_conn {
-	enum conn_state state;
-	struct tun_ep *ep;
-	int slot;                   /* client slot, -1 on the server */
-	int fd;                     /* while CONNECTING; then owned by bev */
-	struct bufferevent *bev;    /* TLS, from CS_TLS on */
-	struct event *conn_ev;      /* CONNECTING: socket writable */
-	struct event *hs_timer;     /* handshake deadline, then the closing deadline */
-	struct event *ka_timer;     /* keepalive (UP) */
-	struct event *pump;         /* deferred mux_output */
-	struct mux *m;              /* from CS_HELLO until CLOSING */
-	tun_hello hello;            /* the peer's */
-	unsigned version;
-	uint32_t caps;
-	int goaway_rcvd;            /* the peer sent GOAWAY: no new streams here */
-	int goaway_sent;            /* we sent GOAWAY: close once the streams are done */
-	int io_dead;                /* the socket failed or hit EOF: nothing to flush */
-	int shut_wr;                /* CLOSING: output flushed, TCP write side shut */
-	char goaway_text[PROTO_GOAWAY_TEXT_MAX + 1];
-	uint64_t last_rx_us, rtt_us;
-	uint64_t link_bps;          /* tun_conn_set_link's rate (0: none) */
-	size_t out_buffer;          /* frame bytes kept queued for TLS */
-	uint32_t ka_retrans, ka_ooo; /* TCP_INFO loss counters at the last keepalive tick */
-	uint64_t ka_loss_us;         /* when they last moved */
-	uint64_t ka_tick_us;         /* the last keepalive tick */
-	uint64_t ka_quiet_us;        /* the peer's silence, as counted by quiet_time */
-	tun_stats st;               /* the mux's counters, kept when it is freed */
-	char peer[PROTO_NAME_MAX + 80];
-	TAILQ_ENTRY(tun_conn) link;
-};
 
 static void conn_fail(tun_conn *c, uint32_t code, const char *why);
 
@@ -283,7 +236,7 @@ static void conn_pump(evutil_socket_t fd, short what, void *arg)
 	(void)fd; (void)what;
 	if (!c->m || c->state == CS_CLOSING)
 		return;
-	mux_output(c->m, bufferevent_get_output(c->bev), c->out_buffer);
+	mux_output(c->m, bufferevent_get_output(c->bev), conn_share(c));
 	if (c->state == CS_UP && (c->goaway_rcvd || c->goaway_sent) && mux_streams(c->m) == 0 && !mux_pending(c->m))
 		conn_fail(c, PROTO_GOAWAY_NORMAL, "drained after GOAWAY");
 }
@@ -721,18 +674,6 @@ tun_conn *tun_ep_least_loaded(struct tun_ep *ep)
 			best = c;
 	}
 	return best;
-}
-
-/* See tun.h: the rate is the owner's record; the turn and TLS queue apply
- * from the next pump. */
-void tun_conn_set_link(tun_conn *c, uint64_t bps, size_t quantum, size_t out_buffer)
-{
-	c->link_bps = bps;
-	c->out_buffer = out_buffer >= 1024 ? out_buffer : c->ep->cfg.out_buffer;
-	if (c->bev)
-		bufferevent_setwatermark(c->bev, EV_WRITE, c->out_buffer / 2, 0);
-	if (c->m)
-		mux_set_quantum(c->m, quantum ? quantum : c->ep->cfg.quantum);
 }
 
 uint32_t tun_conn_set_recv_window(tun_conn *c, uint32_t window)
