@@ -33,6 +33,7 @@ struct px_relay {
 	struct evbuffer *pend;    /* tunnel bytes arrived while decoding was paused */
 	struct evbuffer *gather;  /* encoder output held while a LAN burst lasts (see pump) */
 	size_t gather_lan;        /* LAN bytes read since `gather` was last sent */
+	size_t unflushed;         /* LAN bytes read since the encoder was last flushed */
 	uint64_t acked;           /* frames we acknowledged to the peer */
 	uint64_t peer_acked;      /* frames the peer acknowledged to us */
 	dre_codec_stats last;     /* encoder figures already added to stats */
