@@ -22,22 +22,20 @@ for v in v1 v2; do
 	"$W" dre decode --store "$T/B" < "$T/$v.dre" > "$T/$v.out"
 	cmp -s "$T/$v" "$T/$v.out" || fail "$v did not round-trip"
 done
-# input from a regular file is mapped, from a pipe read: both round-trip, and
-# a file is encoded from the offset stdin is at (here not page-aligned, and
-# the input is longer than one 64 MiB mapping)
+# input from a regular file and from a pipe both round-trip, and a file is
+# encoded from the offset stdin is at (here not page-aligned)
 python3 -c 'import random, sys; sys.stdout.buffer.write(random.Random(3).randbytes(67200000))' > "$T/big"
 cat "$T/big" | "$W" dre encode --store "$T/P" > "$T/pipe.dre"
 "$W" dre decode --store "$T/Q" < "$T/pipe.dre" | cmp -s - "$T/big" || fail "piped input did not round-trip"
 { dd bs=12345 count=1 of=/dev/null status=none; "$W" dre encode --store "$T/P" > "$T/off.dre"; } < "$T/big"
 "$W" dre decode --store "$T/Q" < "$T/off.dre" | cmp -s - <(tail -c +12346 "$T/big") || fail "input from an offset did not round-trip"
-[ "$(stat -c %s "$T/off.dre")" -lt 100000 ] || fail "the mapped repeat of piped data was not found in the store"
-# a mapped input file cut short while being encoded: a clear error (or, if
-# the encoder won the race, a clean run), never death by SIGBUS
+[ "$(stat -c %s "$T/off.dre")" -lt 100000 ] || fail "the repeat of piped data was not found in the store"
+# an input file cut short while being encoded: a clean run over what was
+# read (stdin is read, not mapped: no SIGBUS)
 "$W" dre encode --store "$T/S" < "$T/big" > /dev/null 2> "$T/err" & enc=$!
 sleep 0.05; truncate -s 1000000 "$T/big"
 set +e; wait $enc; rc=$?; set -e
-[ $rc -eq 0 ] || { [ $rc -eq 1 ] && grep -q "a mapped file shrank while being read" "$T/err"; } ||
-	fail "input truncated mid-encode: exit $rc: $(cat "$T/err")"
+[ $rc -eq 0 ] || fail "input truncated mid-encode: exit $rc: $(cat "$T/err")"
 echo "input truncated mid-encode: exit $rc"
 rm -f "$T/big" "$T/pipe.dre" "$T/off.dre"
 v1=$(stat -c %s "$T/v1.dre"); v2=$(stat -c %s "$T/v2.dre")
