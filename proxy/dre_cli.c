@@ -224,10 +224,7 @@ static void print_codec(const char *what, const dre_codec_stats *s)
  * its back by another process): reading past the new end raises SIGBUS, on
  * whichever codec thread touched the page.  Nothing sensible can continue,
  * so say so and exit (the store survives a stop at any point; the encoded
- * output is cut short, which a decoder reports).  Stdin is read(), not
- * mapped: on this VM mapping a file's pages cost more than copying them
- * (corpus (c): 0.36-0.44 s read, 0.44-0.57 s mapped, six alternating runs;
- * mapping had gained 4 % on 2026-11-30). */
+ * output is cut short, which a decoder reports). */
 static void on_sigbus(int sig)
 {
 	static const char msg[] = "wanopt dre: a store file shrank while being read (changed by another process)\n";
@@ -261,7 +258,10 @@ static int run_codec(struct cli *c, int decode)
 	uint64_t at = 0;
 	int said = 0; /* the error was reported where it happened */
 	while (!rc) {
-		/* the encoder is read into in place: it frames without a copy */
+		/* the encoder is read into in place: it frames without a copy.  A
+		 * regular file is read too, not mapped: on this VM mapping its pages
+		 * cost more than copying them (corpus (c): 0.36-0.44 s read, 0.44-0.57 s
+		 * mapped, six alternating runs; mapping had gained 4 % on 2026-11-30) */
 		size_t room = IO_BLOCK;
 		void *dst = e ? dre_enc_space(e, IO_BLOCK / 4, &room) : buf;
 		if (!dst) {

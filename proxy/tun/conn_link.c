@@ -18,15 +18,20 @@
 #include "conn_int.h"
 #include "mux.h"
 
+/* The frame bytes to keep queued for TLS in c's current mode. */
+static size_t out_target(const tun_conn *c)
+{
+	return c->shared_on ? c->shared.out_buffer : c->out_buffer;
+}
+
 /* Apply c's queues for its current mode. */
 static void conn_queues(tun_conn *c)
 {
 	const tun_shared *s = &c->shared;
 	size_t q = c->quantum ? c->quantum : c->ep->cfg.quantum;
-	size_t ob = c->shared_on ? s->out_buffer : c->out_buffer;
 
 	if (c->bev)
-		bufferevent_setwatermark(c->bev, EV_WRITE, ob / 2, 0);
+		bufferevent_setwatermark(c->bev, EV_WRITE, out_target(c) / 2, 0);
 	if (c->m)
 		mux_set_quantum(c->m, c->shared_on ? s->quantum : q);
 	int fd = tun_conn_fd(c), ns = c->shared_on ? s->notsent_lowat : s->notsent_solo;
@@ -42,7 +47,7 @@ size_t conn_share(tun_conn *c)
 		c->shared_on = on;
 		conn_queues(c);
 	}
-	return on ? c->shared.out_buffer : c->out_buffer;
+	return out_target(c);
 }
 
 /* See tun.h: the rate is the owner's record; the turn and TLS queue apply
@@ -62,9 +67,7 @@ void tun_conn_set_shared(tun_conn *c, const tun_shared *s)
 	c->shared_on = 0;
 	if (was)
 		conn_queues(c); /* back to the one-stream values before they change */
-	c->shared = s && s->quantum ? *s : (tun_shared){ .quantum = 0 };
-	if (c->shared.quantum > PROTO_MAX_PAYLOAD)
-		c->shared.quantum = PROTO_MAX_PAYLOAD;
+	c->shared = s && s->quantum ? *s : (tun_shared){ .quantum = 0 }; /* mux_set_quantum bounds the turn */
 	if (c->shared.out_buffer < 1024)
 		c->shared.out_buffer = 1024;
 }
