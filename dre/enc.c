@@ -107,6 +107,7 @@ void dre_enc_free(dre_enc *e)
 	dre_fp_free(e->fp);
 	dre_lz_free(e->lz);
 	dre_buf_free(&e->in);
+	dre_buf_free(&e->in_alt);
 	dre_buf_free(&e->ops);
 	dre_buf_free(&e->lits);
 	dre_buf_free(&e->out);
@@ -507,9 +508,10 @@ static int enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *
 	uint64_t fresh = e->st_lit + e->st_delta;
 	int rc = 0;
 	/* the checksum (version 2) is taken chunk by chunk, while each is in
-	 * cache; a frame from the caller's buffer leaves it to the emit thread */
+	 * cache; a frame left in place for a helper thread leaves it to that */
 	dre_fsum_state fs;
-	int fs_on = !e->view_ok && e->o.version >= 2;
+	int src_sum = e->view_ok && e->w.t.running;
+	int fs_on = !src_sum && e->o.version >= 2;
 	if (fs_on)
 		dre_fsum_begin(&fs, e->seed ^ (e->seq + 1)); /* the frame's number once sent */
 	e->ops.len = e->lits.len = 0;
@@ -558,10 +560,20 @@ static int enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *
 	*used = pos;
 	if ((rc = dre_enc_retain_frame(e)))
 		return rc;
-	if (e->view_ok) /* the caller's buffer: stays put until dre_enc_write returns */
+	if (e->view_ok) { /* the input stays put while a helper reads it (see in_compact) */
+		uintptr_t a = (uintptr_t)p, b = (uintptr_t)e->in.p;
+		e->busy_p = e->in.p && a >= b && a < b + e->in.cap ? e->in.p : NULL;
+	}
+	if (src_sum)
 		return dre_enc_submit_src(e, DRE_FT_DATA, pos, e->seed ^ e->seq, p, out, arg);
 	uint64_t sum = fs_on ? dre_fsum_end(&fs, p, pos) : dre_frame_sum(e->o.version, p, pos, e->seed ^ e->seq);
 	return dre_enc_submit(e, DRE_FT_DATA, pos, sum, out, arg);
+}
+
+/* May the helper still read a frame whose bytes lie in buffer b? */
+static int in_busy(const dre_enc *e, const dre_buf *b)
+{
+	return e->view_busy && b->p && e->busy_p == b->p;
 }
 
 /* Encode whole frames from the buffered input while enough is buffered (or all
@@ -571,26 +583,57 @@ static int enc_drain(dre_enc *e, int final, dre_out_fn out, void *arg)
 	size_t need = e->o.frame_max + e->cdc.max;
 	while (e->in.len - e->in_off >= (final ? 1 : need)) {
 		size_t used = 0;
+		e->view_ok = 1; /* literals stay in e->in: no copy */
 		int rc = enc_frame(e, e->in.p + e->in_off, e->in.len - e->in_off, final, &used, out, arg);
+		e->view_ok = 0;
 		if (rc)
 			return rc;
 		if (!used)
 			break;
 		e->in_off += used;
 	}
-	if (e->in_off == e->in.len) /* else the rest moves to the front when room is short */
+	/* all framed: start again at the front, unless the helper reads there
+	 * (then the next in_compact moves on to the twin) */
+	if (e->in_off == e->in.len && !in_busy(e, &e->in))
 		e->in_off = e->in.len = 0;
 	return 0;
 }
 
-/* Move the buffered input not yet framed to the front of the buffer. */
-static void in_compact(dre_enc *e)
+/* Move the buffered input not yet framed to the front of the buffer -- or,
+ * while the helper may read a frame in it, into the twin, which becomes
+ * e->in: the frame stays put, and a frame is in flight in one of the two at
+ * most.  0 or DRE_ENOMEM. */
+static int in_compact(dre_enc *e)
 {
 	if (!e->in_off)
-		return;
-	memmove(e->in.p, e->in.p + e->in_off, e->in.len - e->in_off);
-	e->in.len -= e->in_off;
+		return 0;
+	size_t rest = e->in.len - e->in_off;
+	if (!in_busy(e, &e->in)) {
+		memmove(e->in.p, e->in.p + e->in_off, rest);
+		e->in.len = rest;
+		e->in_off = 0;
+		return 0;
+	}
+	e->in_alt.len = 0;
+	if (dre_buf_reserve(&e->in_alt, e->in.cap))
+		return DRE_ENOMEM;
+	memcpy(e->in_alt.p, e->in.p + e->in_off, rest);
+	e->in_alt.len = rest;
+	dre_buf t = e->in;
+	e->in = e->in_alt;
+	e->in_alt = t;
 	e->in_off = 0;
+	return 0;
+}
+
+/* Wait for the helper if it may still read a frame in e->in, before e->in
+ * is grown (moved) or freed.  0 or the helper's error. */
+static int in_settle(dre_enc *e)
+{
+	if (!in_busy(e, &e->in))
+		return 0;
+	e->view_busy = 0;
+	return dre_enc_wait(e);
 }
 
 /* Buffer up to n bytes of p and encode what whole frames that allows;
@@ -598,7 +641,9 @@ static void in_compact(dre_enc *e)
 static int enc_buffered(dre_enc *e, const uint8_t *p, size_t n, size_t *took, dre_out_fn out, void *arg)
 {
 	size_t cap = 2 * (e->o.frame_max + e->cdc.max);
-	in_compact(e); /* what is left is less than a frame and a chunk */
+	int rc = in_compact(e); /* what is left is less than a frame and a chunk */
+	if (rc || (rc = in_settle(e)))
+		return rc;
 	size_t take = cap - e->in.len < n ? cap - e->in.len : n;
 	if (dre_buf_add(&e->in, p, take))
 		return DRE_ENOMEM;
@@ -612,10 +657,12 @@ static int enc_buffered(dre_enc *e, const uint8_t *p, size_t n, size_t *took, dr
 static int enc_bridge(dre_enc *e, const uint8_t *p, size_t need, size_t *took, dre_out_fn out, void *arg)
 {
 	size_t have = e->in.len - e->in_off, used = 0;
-	in_compact(e);
+	int rc = in_compact(e);
+	if (rc || (rc = in_settle(e)))
+		return rc;
 	if (dre_buf_add(&e->in, p, need))
 		return DRE_ENOMEM;
-	int rc = enc_frame(e, e->in.p, have + need, 0, &used, out, arg);
+	rc = enc_frame(e, e->in.p, have + need, 0, &used, out, arg);
 	if (rc)
 		return rc;
 	if (used >= have) {
@@ -660,7 +707,7 @@ int dre_enc_write(dre_enc *e, const void *buf, size_t n, dre_out_fn out, void *a
 	if (e->ended)
 		return n ? DRE_ESTATE : 0;
 	int rc = enc_write(e, buf, n, out, arg);
-	if (e->view_busy) { /* the caller may reuse its buffer once we return */
+	if (e->view_busy && !e->busy_p) { /* the caller may reuse its buffer once we return */
 		e->view_busy = 0;
 		int wrc = dre_enc_wait(e);
 		return rc ? rc : wrc;
@@ -674,8 +721,9 @@ void *dre_enc_space(dre_enc *e, size_t min, size_t *room)
 		/* move the unframed rest (less than a frame and a chunk) to the
 		 * front; when growing, leave room for two more such requests, so
 		 * such moves stay rare */
-		in_compact(e);
-		if (e->in.cap - e->in.len < min && dre_buf_reserve(&e->in, 3 * min))
+		if (in_compact(e))
+			return NULL;
+		if (e->in.cap - e->in.len < min && (in_settle(e) || dre_buf_reserve(&e->in, 3 * min)))
 			return NULL;
 	}
 	*room = e->in.cap - e->in.len;
@@ -693,12 +741,16 @@ int dre_enc_commit(dre_enc *e, size_t n, dre_out_fn out, void *arg)
 int dre_enc_flush(dre_enc *e, dre_out_fn out, void *arg)
 {
 	int rc = enc_drain(e, 1, out, arg);
+	if (!rc)
+		rc = dre_enc_wait(e);
+	if (!rc) {
+		e->view_busy = 0; /* the helper is done with every frame */
+		dre_buf_free(&e->in_alt);
+	}
 	if (!rc && e->in.cap > IN_KEEP && e->in.len == e->in_off) { /* a quiet stream keeps no large buffer */
 		dre_buf_free(&e->in);
 		e->in_off = 0;
 	}
-	if (!rc)
-		rc = dre_enc_wait(e);
 	if (!rc && !e->hdr_sent) /* an empty stream still has a header */
 		rc = dre_enc_submit(e, 0, 0, 0, out, arg);
 	if (!rc)

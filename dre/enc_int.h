@@ -70,6 +70,11 @@ struct dre_enc {
 	uint64_t seed, seq;
 	dre_buf in;            /* input not yet framed, from in_off */
 	size_t in_off;
+	/* Threaded: e->in's twin.  Frames cut from e->in leave their literals
+	 * there as views; while the helper may still read one, the unframed
+	 * rest moves to in_alt (the two swap) instead of to e->in's front. */
+	dre_buf in_alt;
+	const uint8_t *busy_p; /* with view_busy: e->in.p or in_alt.p the frame in flight lies in, or NULL */
 	dre_buf ops, lits, out;
 	/* The literal section as a view of the caller's input (cap 0: never
 	 * written or freed) while it is one contiguous run of input bytes, in

@@ -106,15 +106,28 @@ static inline void t_stores_done(dre_store *sa, const char *da, dre_store *sb, c
 	t_rmstore(db);
 }
 
-/* Encode p[0..n) in pieces of random size (1..maxpiece) with one encoder. */
+/* Encode p[0..n) in pieces of random size (1..maxpiece) with one encoder,
+ * each piece at random through dre_enc_write or copied into the encoder's
+ * own buffer (dre_enc_space and dre_enc_commit, as the CLI and the relay
+ * feed it): the two paths share the buffered input. */
 static inline int t_encode(dre_enc *e, const uint8_t *p, size_t n, size_t maxpiece, struct tbuf *out)
 {
 	size_t pos = 0;
 	while (pos < n) {
-		size_t k = 1 + t_rand() % maxpiece;
+		size_t k = 1 + t_rand() % maxpiece, room = 0;
 		if (k > n - pos)
 			k = n - pos;
-		int rc = dre_enc_write(e, p + pos, k, tbuf_out, out);
+		int rc;
+		if (t_rand() % 2) {
+			rc = dre_enc_write(e, p + pos, k, tbuf_out, out);
+		} else {
+			uint8_t *dst = dre_enc_space(e, k, &room);
+			if (!dst)
+				return DRE_ENOMEM;
+			assert_true(room >= k);
+			memcpy(dst, p + pos, k);
+			rc = dre_enc_commit(e, k, tbuf_out, out);
+		}
 		if (rc)
 			return rc;
 		pos += k;
