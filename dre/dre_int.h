@@ -159,6 +159,9 @@ int dre_store_add(dre_store *st, const uint8_t h[32], const void *p, uint32_t le
 		  uint32_t bits, int relink);
 /* Look a tag up; 1 and *e filled if present, else 0. */
 int dre_store_find(dre_store *st, uint64_t tag, dre_ent *e);
+/* dre_store_find, and start loading the index slot of `ahead` (0: none), a
+ * tag to be looked up soon. */
+int dre_store_find_ahead(dre_store *st, uint64_t tag, uint64_t ahead, dre_ent *e);
 /* Add a chunk whose SHA-256 is h unless its tag is present; fills *e with the
  * (new or existing) entry; if added, record that it followed chunk `prev`
  * (0: none).  Returns 1 if added, 0 if present, <0 on error. */

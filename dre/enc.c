@@ -23,6 +23,7 @@
 #define WIN_CHUNKS 4      /* chunks in a delta base window */
 #define DELTA_GIVEUP 2    /* failed deltas in a row before waiting for the next hit */
 #define IN_KEEP (64u << 10) /* input buffer kept across flushes */
+#define LOOKUP_AHEAD 2      /* chunks between an index prefetch and its lookup */
 
 static int pick_lz(const dre_enc_opts *o)
 {
@@ -426,7 +427,8 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *
 		return DRE_EINVAL;
 	uint64_t tag = dre_fp_tag(h);
 	e->stats.hashed_bytes += len;
-	if (dre_store_find(e->st, tag, &ent) && ent.len == len && peer_has(e, &ent) && dre_store_same(e->st, &ent, h)) {
+	if (dre_store_find_ahead(e->st, tag, e->ahead, &ent) && ent.len == len && peer_has(e, &ent) &&
+	    dre_store_same(e->st, &ent, h)) {
 		int k = e->cur.tag ? run_position(e, tag) : -1;
 		if (k < 0 && key) /* the run broke here: find this chunk faster next time */
 			dre_store_alt_set(e->st, key, tag);
@@ -540,6 +542,8 @@ static int enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *
 			break;
 		if (!e->o.no_dedup)
 			e->stats.cut_bytes += c;
+		/* new data: each lookup misses the cache; load a later one's meanwhile */
+		e->ahead = h ? dre_enc_prep_ahead(e, LOOKUP_AHEAD) : 0;
 		rc = enc_chunk(e, p + pos, (uint32_t)c, h);
 		pos += c;
 		if (fs_on)

@@ -88,6 +88,7 @@ struct dre_enc {
 	uint64_t frame_prev;   /* prev when the current frame began */
 	uint64_t run;          /* pending RUN/SKIP count */
 	uint64_t again;        /* pending AGAIN count (the cursor chunk repeated) */
+	uint64_t ahead;        /* a precomputed chunk's tag to prefetch the index slot of, or 0 */
 	uint32_t run_skip;
 	int delta_fails;
 	int last_cont;         /* the last chunk was a run continuation of the one before */
@@ -162,6 +163,9 @@ int dre_enc_prep_start(dre_enc *e);
 void dre_enc_prep_stop(dre_enc *e);
 int dre_enc_prep(dre_enc *e, const uint8_t *p, size_t n, int final);
 const uint8_t *dre_enc_prep_get(dre_enc *e, size_t pos, uint32_t *len);
+/* The tag of the precomputed chunk k after the one dre_enc_prep_get last
+ * gave, if it is known yet; else 0. */
+uint64_t dre_enc_prep_ahead(const dre_enc *e, size_t k);
 int dre_enc_prep_end(dre_enc *e);
 /* Retained frames (learn.c), when e->o.retain: note a chunk of the frame
  * being built (held: sent as a reference to a chunk the peer held before;

@@ -149,6 +149,12 @@ int dre_enc_prep_end(dre_enc *e)
 	return e->prep.err;
 }
 
+uint64_t dre_enc_prep_ahead(const dre_enc *e, size_t k)
+{
+	const struct dre_prep *pr = &e->prep;
+	return pr->next + k < pr->n ? dre_fp_tag(pr->ch[pr->next + k].h) : 0;
+}
+
 const uint8_t *dre_enc_prep_get(dre_enc *e, size_t pos, uint32_t *len)
 {
 	struct dre_prep *pr = &e->prep;

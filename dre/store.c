@@ -205,7 +205,14 @@ static int append_rec(dre_store *st, const uint8_t *hdr, const void *payload, ui
 
 int dre_store_find(dre_store *st, uint64_t tag, dre_ent *out)
 {
+	return dre_store_find_ahead(st, tag, 0, out);
+}
+
+int dre_store_find_ahead(dre_store *st, uint64_t tag, uint64_t ahead, dre_ent *out)
+{
 	pthread_mutex_lock(&st->mu);
+	if (ahead)
+		dre_idx_prefetch(&st->idx, ahead);
 	dre_ent *e = dre_idx_get(&st->idx, tag);
 	st->lookups++;
 	if (e) {
