@@ -11,6 +11,7 @@
 #include <time.h>
 #include <signal.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cmd.h"
@@ -19,6 +20,7 @@
 
 #define IO_BLOCK (4u << 20) /* bytes per read: several frames */
 #define OUT_PIPE (1 << 20) /* a decoded frame (the default frame size) */
+#define OUT_RESERVE (8u << 20) /* a regular file's blocks reserved ahead of the writes */
 
 struct cli {
 	const char *store;
@@ -190,12 +192,51 @@ static void grow_out_pipe(void)
 		(void)fcntl(STDOUT_FILENO, F_SETPIPE_SZ, OUT_PIPE);
 }
 
-/* Output callback: write everything to fd 1. */
+/* Output to fd 1.  A regular file that is not opened for appending gets its
+ * blocks reserved OUT_RESERVE bytes ahead of the writes (FALLOC_FL_KEEP_SIZE:
+ * its size stays what was written), as the store's data files do: ext4 then
+ * writes into the page cache without its delayed allocation's bookkeeping
+ * (200 MiB written by dd after such a reservation: 0.073 s against 0.087,
+ * medians of 12 alternating runs).  out_end() gives back what was reserved
+ * past the end.  A file system without fallocate just writes. */
+static struct {
+	int on;               /* reserving */
+	uint64_t at, upto;    /* the write offset; reserved up to here */
+} out_res;
 static int out_errno; /* why writing stdout failed */
+
+static void out_begin(void)
+{
+	struct stat sb;
+	int fl = fcntl(STDOUT_FILENO, F_GETFL);
+	off_t at = lseek(STDOUT_FILENO, 0, SEEK_CUR);
+	out_res.on = fl >= 0 && !(fl & O_APPEND) && at >= 0 && !fstat(STDOUT_FILENO, &sb) && S_ISREG(sb.st_mode);
+	out_res.at = out_res.upto = out_res.on ? (uint64_t)at : 0;
+}
+
+/* Reserve ahead of a write of n bytes at out_res.at. */
+static void out_reserve(size_t n)
+{
+	if (!out_res.on || out_res.at + n <= out_res.upto)
+		return;
+	uint64_t to = out_res.at + n + OUT_RESERVE;
+	if (fallocate(STDOUT_FILENO, FALLOC_FL_KEEP_SIZE, (off_t)out_res.upto, (off_t)(to - out_res.upto)))
+		out_res.on = 0; /* unsupported, or the disk is full: the writes will say */
+	else
+		out_res.upto = to;
+}
+
+static void out_end(void)
+{
+	struct stat sb;
+	if (out_res.upto > out_res.at && !fstat(STDOUT_FILENO, &sb) && (uint64_t)sb.st_size == out_res.at)
+		(void)!ftruncate(STDOUT_FILENO, sb.st_size); /* the size it has: frees the blocks past it */
+}
 
 static int write_out(void *arg, const void *buf, size_t n)
 {
 	const char *p = buf;
+	out_reserve(n);
 	while (n) {
 		ssize_t w = write(STDOUT_FILENO, p, n);
 		if (w < 0 && errno == EINTR)
@@ -205,6 +246,7 @@ static int write_out(void *arg, const void *buf, size_t n)
 			return -1;
 		}
 		p += w;
+		out_res.at += (uint64_t)w;
 		n -= (size_t)w;
 	}
 	return 0;
@@ -249,6 +291,7 @@ static int run_codec(struct cli *c, int decode)
 	}
 	c->eo.threaded = 1; /* the CLI owns its thread: overlap LZ with chunking */
 	grow_out_pipe();
+	out_begin();
 	dre_enc *e = decode ? NULL : dre_enc_new(st, &c->eo);
 	dre_dec *d = decode ? dre_dec_new(st) : NULL;
 	char *buf = decode ? malloc(IO_BLOCK) : NULL;
@@ -330,6 +373,7 @@ static int run_codec(struct cli *c, int decode)
 			rc = DRE_EIO;
 	}
 	free(buf);
+	out_end();
 	dre_store_close(st);
 	return rc ? 1 : 0;
 }

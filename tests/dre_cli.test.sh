@@ -30,6 +30,20 @@ cat "$T/big" | "$W" dre encode --store "$T/P" > "$T/pipe.dre"
 { dd bs=12345 count=1 of=/dev/null status=none; "$W" dre encode --store "$T/P" > "$T/off.dre"; } < "$T/big"
 "$W" dre decode --store "$T/Q" < "$T/off.dre" | cmp -s - <(tail -c +12346 "$T/big") || fail "input from an offset did not round-trip"
 [ "$(stat -c %s "$T/off.dre")" -lt 100000 ] || fail "the repeat of piped data was not found in the store"
+# output to a regular file: the blocks reserved ahead of the writes (8 MiB
+# past them) are given back at the end: the file holds no more than its size,
+# rounded to blocks; output appended to a file (not reserved) lands after what
+# was there
+for f in v1 big; do
+	"$W" dre encode --store "$T/R" < "$T/$f" > "$T/res.dre"
+	sz=$(stat -c %s "$T/res.dre"); alloc=$(( $(stat -c %b "$T/res.dre") * $(stat -c %B "$T/res.dre") ))
+	[ "$alloc" -le $(( sz + 65536 )) ] || fail "output file: $alloc bytes allocated for $sz written"
+	"$W" dre decode --store "$T/RB" < "$T/res.dre" | cmp -s - "$T/$f" || fail "output to a file did not round-trip"
+done
+echo head > "$T/app.dre"
+"$W" dre encode --store "$T/R2" < "$T/v1" >> "$T/app.dre"
+tail -c +6 "$T/app.dre" | "$W" dre decode --store "$T/RB2" | cmp -s - "$T/v1" || fail "appended output did not round-trip"
+rm -rf "$T/res.dre" "$T/R" "$T/RB" "$T/R2" "$T/RB2"
 # an input file cut short while being encoded: a clean run over what was
 # read (stdin is read, not mapped: no SIGBUS)
 "$W" dre encode --store "$T/S" < "$T/big" > /dev/null 2> "$T/err" & enc=$!
