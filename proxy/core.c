@@ -23,6 +23,7 @@
 #include "lag.h"
 #include "log.h"
 #include "node.h"
+#include "pace.h"
 #include "tfo.h"
 #include "warm.h"
 
@@ -47,6 +48,7 @@ struct worker {
 	atomic_uint up;
 	atomic_ullong rtt_us;     /* smallest tunnel RTT of this worker's edges, for the gauge */
 	struct event *rtt_ev;
+	struct event *pace_ev; /* px_node_pace of conns */
 	struct px_lag *lag; /* threaded workers: their loop's watchdog */
 	unsigned rtt_ticks;
 	int draining, drained, threaded; /* drained: idleness reported to the main thread */
@@ -105,6 +107,16 @@ static void conn_down(tun_conn *c, void *arg, const char *why)
 			atomic_fetch_sub(&k->up, 1);
 		}
 	}
+	px_pace_forget(c);
+}
+
+/* Every PX_PACE_TICK_MS on a worker's thread: its connections take their
+ * shares of their edges' pacing caps (with the other workers'). */
+static void worker_pace(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	(void)fd; (void)what;
+	px_node_pace(w->conns, w->nconns);
 }
 
 /* An edge's link changed (LINK frame). */
@@ -345,6 +357,9 @@ static int worker_init(struct px_core *k, struct worker *w, struct event_base *b
 	struct timeval sec = { 1, 0 };
 	if ((w->rtt_ev = event_new(base, -1, EV_PERSIST, worker_rtt, w)))
 		event_add(w->rtt_ev, &sec);
+	struct timeval tick = { 0, PX_PACE_TICK_MS * 1000 };
+	if (!(w->pace_ev = event_new(base, -1, EV_PERSIST, worker_pace, w)) || event_add(w->pace_ev, &tick))
+		log_warn("tunnel: no pacing timer: connections are paced each at their whole link rate");
 	if (base != k->node.env.base) {
 		char name[32];
 		snprintf(name, sizeof name, "core worker %d", w->idx);
@@ -474,6 +489,8 @@ static void core_stop(struct px_daemon *d, void *arg)
 		}
 		if (w->rtt_ev)
 			event_free(w->rtt_ev);
+		if (w->pace_ev)
+			event_free(w->pace_ev);
 		px_lag_free(w->lag);
 		tun_server_free(w->srv);
 		if (w->dns)

@@ -21,6 +21,7 @@
 #include "daemon.h"
 #include "edge_int.h"
 #include "log.h"
+#include "pace.h"
 #include "tfo.h"
 
 
@@ -78,6 +79,15 @@ static void tun_down(tun_conn *c, void *arg, const char *why)
 	for (int i = 0; i < e->nup; i++)
 		if (e->up[i] == c)
 			e->up[i] = e->up[--e->nup];
+	px_pace_forget(c);
+}
+
+/* Every PX_PACE_TICK_MS: the tunnel connections share the pacing cap. */
+static void edge_pace(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_edge *e = arg;
+	(void)fd; (void)what;
+	px_node_pace(e->up, (size_t)e->nup);
 }
 
 /* Once a second (the node's timer): publish the tunnel connections' RTTs;
@@ -483,6 +493,9 @@ static int edge_start(struct px_daemon *d, void *arg)
 	const struct conf_addr *p = conf_peer(c);
 	if (lanes_start(e, c))
 		return -1;
+	struct timeval tick = { 0, PX_PACE_TICK_MS * 1000 };
+	if (!(e->pace_ev = event_new(e->node.env.base, -1, EV_PERSIST, edge_pace, e)) || event_add(e->pace_ev, &tick))
+		log_warn("tunnel: no pacing timer: connections are paced each at the whole link rate");
 	log_info("edge %s: tunnel to %s:%u", e->node.name, p->host, p->port);
 	if (open_forwards(e, c))
 		return -1;
@@ -533,6 +546,8 @@ static void edge_stop(struct px_daemon *d, void *arg)
 	close_forwards(e);
 	tun_lguard_free_listener(e->tp);
 	lanes_stop(e);
+	if (e->pace_ev)
+		event_free(e->pace_ev);
 	px_edge_warm_stop(e);
 	px_node_stop(&e->node);
 }

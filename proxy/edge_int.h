@@ -30,6 +30,7 @@ struct px_edge {
 	unsigned errors;            /* tunnel errors since the last connect */
 	tun_conn *up[TUN_MAX_CONNS + CONF_DSCP_TUNNELS_MAX]; /* tunnel connections up, every lane */
 	int nup;
+	struct event *pace_ev;       /* px_node_pace of up[] */
 };
 
 /* tun_cbs.on_stream (arg: the lane): the core opened a stream towards us (warm pushes). */

@@ -11,6 +11,7 @@
 #include "lag.h"
 #include "log.h"
 #include "node.h"
+#include "pace.h"
 #include "stats.h"
 #include "tfo.h"
 
@@ -222,6 +223,17 @@ void px_node_link_up(struct px_node *n, tun_conn *c)
 	log_info("tunnel %s: the peer receives at %s and sends at %s, round trip %.1f ms; sending at up to %s,"
 		 " buffers %s, stream window %u bytes", tun_conn_peer(c), in, out, (double)h->link_rtt_us / 1e3, pace,
 		 bufs, window);
+}
+
+void px_node_pace(tun_conn *const *c, size_t n)
+{
+	uint64_t now = px_mono_us();
+	for (size_t i = 0; i < n; i++) {
+		const tun_hello *h = tun_conn_hello(c[i]);
+		int fd = tun_conn_fd(c[i]);
+		if (h && fd >= 0)
+			px_pace_update(h->store_id, c[i], fd, tun_conn_link_bps(c[i]) / 100 * LINK_PACE_PCT, now);
+	}
 }
 
 void px_node_retune(struct px_node *n, tun_conn *c)

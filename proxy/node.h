@@ -64,6 +64,11 @@ void px_node_on_fd(void *arg, int fd, int phase);
  * residual coders (tun_conn_link_bps). */
 void px_node_link_up(struct px_node *n, tun_conn *c);
 void px_node_retune(struct px_node *n, tun_conn *c);
+/* Every PX_PACE_TICK_MS (pace.h), on the thread that owns them: the tunnel
+ * connections c[0..n) take their shares of their peers' pacing caps (each
+ * peer's connections share 95 % of its link's rate).  A connection that goes
+ * down leaves its group with px_pace_forget. */
+void px_node_pace(tun_conn *const *c, size_t n);
 /* Publish conns[0..nc) (the connections one thread owns) as stats tunnel
  * slot `slot`: each with its peer and RTT.  Returns the smallest known RTT
  * (us), 0 if none. */
