@@ -46,6 +46,7 @@ struct stats_tunnel {
 	char peer[96]; /* "ADDR:PORT (name)", " class ef" for a marked connection */
 	uint64_t rtt_us;
 	uint64_t link_bps; /* the rate we send to it at (ours or the slower it told), 0: unknown */
+	uint64_t pace_bps; /* the connection's pacing cap, 0: none (a peer's: the sum over its connections) */
 };
 enum { STATS_TUNNEL_SLOTS = 64 };
 

@@ -69,6 +69,11 @@ int tfo_tune_wan(int fd, const struct tfo_opts *o, struct tfo_tuned *out, char *
  * buffer size and pacing cap set (no pace_bps: a cap set before is lifted;
  * buffers once set stay). */
 int tfo_set_link(int fd, const struct tfo_opts *o, struct tfo_tuned *t, char *err, size_t errlen);
+/* The socket's pacing cap (SO_MAX_PACING_RATE) in bit/s; 0 when it has
+ * none; -1 (as uint64_t: UINT64_MAX) when it cannot be read. */
+uint64_t tfo_pace_get(int fd);
+/* Caps the socket's pacing at bps (0: lifts the cap). */
+int tfo_pace_set(int fd, uint64_t bps, char *err, size_t errlen);
 /* LAN side: TCP_NODELAY and keepalive only; buffers stay autotuned. */
 int tfo_tune_lan(int fd, char *err, size_t errlen);
 /* Sets congestion control cc, falling back to "cubic" if the kernel lacks it

@@ -83,7 +83,9 @@ uint64_t px_node_tunnels_publish(struct px_node *n, int slot, tun_conn *const *c
 			char cls[16];
 			snprintf(t[k].peer, sizeof t[k].peer, "%s%s%s", tun_conn_peer(conns[i]), dscp ? " class " : "",
 				 dscp ? tfo_dscp_name(dscp, cls, sizeof cls) : "");
+			uint64_t pace = fd < 0 ? 0 : tfo_pace_get(fd);
 			t[k].link_bps = tun_conn_link_bps(conns[i]);
+			t[k].pace_bps = pace == UINT64_MAX ? 0 : pace;
 			t[k++].rtt_us = r;
 		}
 	}

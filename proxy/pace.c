@@ -2,7 +2,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "pace.h"
 #include "tfo.h"
@@ -155,20 +154,15 @@ uint64_t px_pace_update(const uint8_t key[PX_PACE_KEY_LEN], const void *id, int 
 	}
 	struct tfo_info ti;
 	char err[64];
-	unsigned long cap = 0; /* bytes/s; ~0UL: none */
-	socklen_t clen = sizeof cap;
-	if (tfo_info(fd, &ti, err, sizeof err) || getsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &cap, &clen) < 0)
+	uint64_t cap_bps = tfo_pace_get(fd);
+	if (cap_bps == UINT64_MAX || tfo_info(fd, &ti, err, sizeof err))
 		return 0;
-	uint64_t cap_bps = cap == ~0UL || clen < sizeof cap ? 0 : (uint64_t)cap * 8u;
 	uint64_t share = group_update(key, id, ti.bytes_acked, cap_bps, total_bps, now_us);
 	if (!share)
 		return 0;
 	uint64_t d = share > cap_bps ? share - cap_bps : cap_bps - share;
-	if (!cap_bps || d * 100 > cap_bps * MOVE_PCT) {
-		unsigned long v = (unsigned long)(share / 8u);
-		if (setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &v, sizeof v) < 0)
-			return 0;
-	}
+	if ((!cap_bps || d * 100 > cap_bps * MOVE_PCT) && tfo_pace_set(fd, share, err, sizeof err))
+		return 0;
 	return share;
 }
 

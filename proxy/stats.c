@@ -246,6 +246,7 @@ static struct stats_tunnel *stats_tunnels(struct stats *s, size_t *n)
 				last->rtt_us = all[i].rtt_us;
 			if (all[i].link_bps > last->link_bps)
 				last->link_bps = all[i].link_bps;
+			last->pace_bps += all[i].pace_bps;
 		}
 	}
 	return all;
@@ -469,6 +470,16 @@ static void prom_tunnels(FILE *f, struct stats *s)
 		stats_escape(f, t[i].peer, 0);
 		fprintf(f, "\"} %llu\n", (unsigned long long)t[i].link_bps);
 	}
+	prom_head(f, "tunnel_peer_pace_bits_per_second", "gauge",
+		  "The pacing cap of the connections to each tunnel peer, summed (a share of 95 % of the link rate;"
+		  " unpaced: absent).");
+	for (size_t i = 0; i < n && i < STATS_MAX_LISTED; i++) {
+		if (!t[i].pace_bps)
+			continue;
+		fputs("wanopt_tunnel_peer_pace_bits_per_second{peer=\"", f);
+		stats_escape(f, t[i].peer, 0);
+		fprintf(f, "\"} %llu\n", (unsigned long long)t[i].pace_bps);
+	}
 	free(t);
 }
 
@@ -642,8 +653,8 @@ static void json_tunnels(FILE *f, struct stats *s)
 	for (size_t i = 0; i < n && i < STATS_MAX_LISTED; i++) {
 		fputs(i ? ",{\"peer\":\"" : "{\"peer\":\"", f);
 		stats_escape(f, t[i].peer, 1);
-		fprintf(f, "\",\"rtt_us\":%llu,\"link_bps\":%llu}", (unsigned long long)t[i].rtt_us,
-			(unsigned long long)t[i].link_bps);
+		fprintf(f, "\",\"rtt_us\":%llu,\"link_bps\":%llu,\"pace_bps\":%llu}", (unsigned long long)t[i].rtt_us,
+			(unsigned long long)t[i].link_bps, (unsigned long long)t[i].pace_bps);
 	}
 	free(t);
 }

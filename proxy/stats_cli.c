@@ -33,7 +33,7 @@ struct scli_page {
 	double hit_ratio, larger[3], new_bytes; /* the store's, and the estimate for 2x, 4x, 8x */
 	struct scli_row *rows;
 	size_t nrows;
-	struct { char peer[64]; double rtt, link; } peers[8]; /* the first 8 tunnel peers */
+	struct { char peer[64]; double rtt, link, pace; } peers[8]; /* the first 8 tunnel peers */
 	size_t npeers, morepeers;
 };
 
@@ -165,6 +165,10 @@ static void scli_total_sample(struct scli_page *pg, const struct scli_sample *sm
 		for (size_t i = 0; i < pg->npeers; i++)
 			if (!strncmp(pg->peers[i].peer, sm->peer, sizeof pg->peers[i].peer - 1)) /* kept as cut */
 				pg->peers[i].link = sm->v;
+	} else if (!strcmp(sm->name, "wanopt_tunnel_peer_pace_bits_per_second")) {
+		for (size_t i = 0; i < pg->npeers; i++)
+			if (!strncmp(pg->peers[i].peer, sm->peer, sizeof pg->peers[i].peer - 1))
+				pg->peers[i].pace = sm->v;
 	} else if (!strcmp(sm->name, "wanopt_store_larger_hit_ratio")) {
 		int i = !strcmp(sm->size, "2x") ? 0 : !strcmp(sm->size, "4x") ? 1 : !strcmp(sm->size, "8x") ? 2 : -1;
 		if (i >= 0)
@@ -210,9 +214,11 @@ static void scli_print(const struct scli_page *pg, const char *addr)
 	for (size_t i = 0; i < pg->npeers; i++)
 		links |= pg->peers[i].link > 0;
 	for (size_t i = 0; (pg->npeers > 1 || links) && i < pg->npeers; i++) {
-		char link[32] = "";
+		char link[64] = "";
 		if (pg->peers[i].link > 0)
 			snprintf(link, sizeof link, ", sending at %.4g Mbit/s", pg->peers[i].link / 1e6);
+		if (pg->peers[i].link > 0 && pg->peers[i].pace > 0)
+			snprintf(link + strlen(link), sizeof link - strlen(link), " (paced at %.4g)", pg->peers[i].pace / 1e6);
 		printf("%s%s %.1f ms%s%s", i ? "; " : "tunnel peers: ", pg->peers[i].peer, pg->peers[i].rtt * 1000,
 		       link, i + 1 < pg->npeers ? "" : pg->morepeers ? "; ...\n" : "\n");
 	}

@@ -12,7 +12,9 @@
 #    before, they were capped at 38 each and moved 59-60 Mbit/s together.
 # 2. One download alone: its connection gets the whole cap back.
 # 3. Two uploads at once: the edge's two sockets share the cap the same way.
-# 4. Every transfer is exact.
+# 4. `wanopt stats` shows the caps: the edge's two connections to the core
+#    are one peer, paced at 38 Mbit/s in all.
+# 5. Every transfer is exact.
 # All on the loopback of a network namespace of the test's own, its MTU set
 # to Ethernet's: with loopback's 64 KiB packets, the kernel's pacing lets
 # through about 20 % more than the cap.
@@ -87,6 +89,15 @@ px_bg u1 put 127.0.0.1 "$L" 201 $((24 * MB))
 px_bg u2 put 127.0.0.1 "$L" 202 $((24 * MB))
 sleep 1.5
 check_shared "edge -> core, two uploads" "( dport = :$P )"
+# the edge's stats: its two connections to the core are one peer, paced at the sum
+for _ in $(seq 20); do
+	pace=$(px_stat "$S2" '[p["pace_bps"] for p in j["tunnel"]["peers"]]')
+	[ "$pace" = "[$CAP]" ] && break
+	sleep 0.1
+done
+[ "$pace" = "[$CAP]" ] && ok "edge stats: the core paced at $pace bit/s in all" || fail "edge stats: pace_bps $pace, want [$CAP]"
+line=$(timeout 10 "$BIN" stats --stats=127.0.0.1:"$S2" | grep "tunnel peers")
+case $line in *"sending at 40 Mbit/s (paced at 38)"*) ok "wanopt stats: $line" ;; *) fail "wanopt stats: '$line'" ;; esac
 for n in u1 u2; do
 	px_bg_wait $n 60
 	[ $BG_RC = 0 ] && ok "upload $n exact in $BG_SECS s: $BG_OUT" || fail "upload $n: rc $BG_RC $BG_OUT"

@@ -135,10 +135,8 @@ int tfo_set_link(int fd, const struct tfo_opts *o, struct tfo_tuned *t, char *er
 	t->bufsize = tfo_bdp_bytes(o ? o->rate_bps : 0, o ? o->rtt_us : 0);
 	if (t->bufsize && tfo_set_bufs(fd, t->bufsize, err, errlen) < 0)
 		return -1;
-	/* bytes/s; none is ~0 (a cap set before is lifted) */
-	unsigned long rate = o && o->pace_bps ? (unsigned long)(o->pace_bps / 8) : ~0UL;
-	if (setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &rate, sizeof rate) < 0)
-		return tfo_err(err, errlen, "SO_MAX_PACING_RATE");
+	if (tfo_pace_set(fd, o ? o->pace_bps : 0, err, errlen))
+		return -1;
 	t->pace_bps = o && o->pace_bps ? o->pace_bps : 0;
 	return tfo_setint(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT,
 			  (int)TFO_OPT(o, notsent_lowat, TFO_NOTSENT_LOWAT_DEFAULT), "TCP_NOTSENT_LOWAT", err, errlen);
@@ -167,6 +165,23 @@ int tfo_tune_wan(int fd, const struct tfo_opts *o, struct tfo_tuned *out, char *
 }
 
 /* NODELAY and a slower keepalive for LAN sockets. */
+uint64_t tfo_pace_get(int fd)
+{
+	unsigned long v = 0; /* bytes/s; none is ~0 */
+	socklen_t len = sizeof v;
+	if (getsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &v, &len) < 0 || len != sizeof v)
+		return UINT64_MAX;
+	return v == ~0UL ? 0 : (uint64_t)v * 8u;
+}
+
+int tfo_pace_set(int fd, uint64_t bps, char *err, size_t errlen)
+{
+	unsigned long v = bps ? (unsigned long)(bps / 8) : ~0UL; /* bytes/s; none is ~0 */
+	if (setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &v, sizeof v) < 0)
+		return tfo_err(err, errlen, "SO_MAX_PACING_RATE");
+	return 0;
+}
+
 int tfo_tune_lan(int fd, char *err, size_t errlen)
 {
 	if (tfo_setint(fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY", err, errlen) < 0)
