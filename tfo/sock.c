@@ -230,7 +230,7 @@ static int tfo_cur_buf(int fd, uint64_t *bytes, char *err, size_t errlen)
 int tfo_retune(int fd, const struct tfo_opts *o, uint64_t *bufsize, char *err, size_t errlen)
 {
 	struct tfo_info ti;
-	uint64_t cur, want, rate;
+	uint64_t cur = 0, want, rate;
 
 	if (tfo_info(fd, &ti, err, errlen) < 0 || tfo_cur_buf(fd, &cur, err, errlen) < 0)
 		return -1;
