@@ -1,6 +1,7 @@
 /* stats.c: the counter registry (per stream and total) and its rendering as
  * Prometheus text and JSON.  Counters are relaxed atomics so workers update
  * them without locks; the list of open streams is under a mutex. */
+#include <stddef.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -447,7 +448,25 @@ static void prom_totals(FILE *f, struct stats *s)
 	fprintf(f, "wanopt_warm_wan_bytes_total %llu\n", (unsigned long long)t.v[STATS_WARM_WAN]);
 }
 
-/* The smoothed RTT to each tunnel peer. */
+/* A per-peer gauge of the tunnel peers t[0..n): name (after "wanopt_"), with
+ * help, valued by each peer's uint64_t at offset off of its struct, in bits
+ * per second; a peer whose value is 0 (unknown) is left out. */
+static void prom_peer_bps(FILE *f, const struct stats_tunnel *t, size_t n, const char *name, const char *help,
+			  size_t off)
+{
+	prom_head(f, name, "gauge", help);
+	for (size_t i = 0; i < n && i < STATS_MAX_LISTED; i++) {
+		uint64_t v;
+		memcpy(&v, (const char *)&t[i] + off, sizeof v);
+		if (!v)
+			continue;
+		fprintf(f, "wanopt_%s{peer=\"", name);
+		stats_escape(f, t[i].peer, 0);
+		fprintf(f, "\"} %llu\n", (unsigned long long)v);
+	}
+}
+
+/* The smoothed RTT to each tunnel peer, the rate sent to it and its pacing cap. */
 static void prom_tunnels(FILE *f, struct stats *s)
 {
 	size_t n;
@@ -461,25 +480,13 @@ static void prom_tunnels(FILE *f, struct stats *s)
 		stats_escape(f, t[i].peer, 0);
 		fprintf(f, "\"} %.6f\n", (double)t[i].rtt_us / 1e6);
 	}
-	prom_head(f, "tunnel_peer_link_bits_per_second", "gauge",
-		  "The rate sent to each tunnel peer at (link_rate, or the slower one the peer told; unknown: absent).");
-	for (size_t i = 0; i < n && i < STATS_MAX_LISTED; i++) {
-		if (!t[i].link_bps)
-			continue;
-		fputs("wanopt_tunnel_peer_link_bits_per_second{peer=\"", f);
-		stats_escape(f, t[i].peer, 0);
-		fprintf(f, "\"} %llu\n", (unsigned long long)t[i].link_bps);
-	}
-	prom_head(f, "tunnel_peer_pace_bits_per_second", "gauge",
-		  "The pacing cap of the connections to each tunnel peer, summed (a share of 95 % of the link rate;"
-		  " unpaced: absent).");
-	for (size_t i = 0; i < n && i < STATS_MAX_LISTED; i++) {
-		if (!t[i].pace_bps)
-			continue;
-		fputs("wanopt_tunnel_peer_pace_bits_per_second{peer=\"", f);
-		stats_escape(f, t[i].peer, 0);
-		fprintf(f, "\"} %llu\n", (unsigned long long)t[i].pace_bps);
-	}
+	prom_peer_bps(f, t, n, "tunnel_peer_link_bits_per_second",
+		      "The rate sent to each tunnel peer at (link_rate, or the slower one the peer told; unknown: absent).",
+		      offsetof(struct stats_tunnel, link_bps));
+	prom_peer_bps(f, t, n, "tunnel_peer_pace_bits_per_second",
+		      "The pacing cap of the connections to each tunnel peer, summed (a share of 95 % of the link rate;"
+		      " unpaced: absent).",
+		      offsetof(struct stats_tunnel, pace_bps));
 	free(t);
 }
 
