@@ -48,6 +48,7 @@ struct tfo_info {
 	uint32_t snd_cwnd;       /* segments */
 	uint32_t snd_mss;
 	uint64_t bytes_acked, bytes_received;
+	uint64_t bytes_sent;     /* sent, retransmissions included (Linux 4.19+; 0 before) */
 	uint32_t notsent_bytes;  /* queued but not yet sent */
 	uint8_t state;           /* TCP_ESTABLISHED, ... */
 };

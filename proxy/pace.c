@@ -12,7 +12,7 @@
 
 struct member {
 	const void *id;
-	uint64_t acked;   /* TCP_INFO bytes_acked at the last sample */
+	uint64_t sent;    /* TCP_INFO bytes_sent at the last sample */
 	uint64_t t_us;    /* when that was */
 	uint64_t seen_us; /* last update */
 	struct px_pace_use use;
@@ -100,23 +100,23 @@ static struct member *member_get(struct group *g, const void *id)
 	return &g->m[g->n++];
 }
 
-/* Folds a sample (bytes_acked at now_us) into m, whose cap in force is
+/* Folds a sample (bytes_sent at now_us) into m, whose cap in force is
  * cap_bps (0: none). */
-static void member_sample(struct member *m, uint64_t acked, uint64_t now_us, uint64_t cap_bps)
+static void member_sample(struct member *m, uint64_t sent, uint64_t now_us, uint64_t cap_bps)
 {
-	if (m->t_us && now_us > m->t_us && acked >= m->acked) {
-		uint64_t r = (acked - m->acked) * 8u * 1000000u / (now_us - m->t_us);
+	if (m->t_us && now_us > m->t_us && sent >= m->sent) {
+		uint64_t r = (sent - m->sent) * 8u * 1000000u / (now_us - m->t_us);
 		m->use.rate_bps = m->use.rate_bps ? (m->use.rate_bps + r) / 2 : r;
 		m->use.limited = cap_bps && m->use.rate_bps * 100 >= cap_bps * LIMITED_PCT;
 	}
-	m->acked = acked;
+	m->sent = sent;
 	m->t_us = now_us;
 	m->seen_us = now_us;
 }
 
 /* id's share after a sample; 0 when out of memory.  A group of more than
  * 64 live members is shared as if it had 64.  Takes mu. */
-static uint64_t group_update(const uint8_t *key, const void *id, uint64_t acked, uint64_t cap_bps, uint64_t total_bps,
+static uint64_t group_update(const uint8_t *key, const void *id, uint64_t sent, uint64_t cap_bps, uint64_t total_bps,
 			     uint64_t now_us)
 {
 	struct px_pace_use use[64];
@@ -125,7 +125,7 @@ static uint64_t group_update(const uint8_t *key, const void *id, uint64_t acked,
 	struct group *g = group_get(key);
 	struct member *m = g ? member_get(g, id) : NULL;
 	if (m) {
-		member_sample(m, acked, now_us, cap_bps);
+		member_sample(m, sent, now_us, cap_bps);
 		size_t n = 1;
 		use[0] = m->use; /* m moves once a member is dropped: read it first */
 		for (size_t k = g->n; k-- > 0;) {
@@ -157,7 +157,7 @@ uint64_t px_pace_update(const uint8_t key[PX_PACE_KEY_LEN], const void *id, int 
 	uint64_t cap_bps = tfo_pace_get(fd);
 	if (cap_bps == UINT64_MAX || tfo_info(fd, &ti, err, sizeof err))
 		return 0;
-	uint64_t share = group_update(key, id, ti.bytes_acked, cap_bps, total_bps, now_us);
+	uint64_t share = group_update(key, id, ti.bytes_sent, cap_bps, total_bps, now_us);
 	if (!share)
 		return 0;
 	uint64_t d = share > cap_bps ? share - cap_bps : cap_bps - share;

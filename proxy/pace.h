@@ -5,10 +5,12 @@
  * cross the same WAN link: each paced at the whole cap, they would together
  * send up to that many times faster than the link and fill its queue.  So
  * every PX_PACE_TICK_MS the thread that owns a connection calls
- * px_pace_update for it: the connection's delivery rate since its last call
- * (TCP_INFO bytes_acked, smoothed) goes into its peer's group, which all
+ * px_pace_update for it: the connection's sending rate since its last call
+ * (TCP_INFO bytes_sent, smoothed) goes into its peer's group, which all
  * threads share under a lock, and the connection gets its share of the cap
- * (px_pace_share).  A share lags the traffic by a tick or two. */
+ * (px_pace_share).  A share lags the traffic by a tick or two.  (Bytes
+ * acknowledged would lag it by a round trip more: on a 300 ms link the
+ * shares then swung behind the traffic and overflowed the link's queue.) */
 #ifndef WANOPT_PACE_H
 #define WANOPT_PACE_H
 
@@ -20,7 +22,7 @@
 
 /* What one member of a group did over the last ticks. */
 struct px_pace_use {
-	uint64_t rate_bps; /* smoothed delivery rate */
+	uint64_t rate_bps; /* smoothed sending rate */
 	int limited;       /* it sent at 75 % or more of its cap: it may want more */
 };
 

@@ -209,6 +209,7 @@ int tfo_info(int fd, struct tfo_info *out, char *err, size_t errlen)
 	out->snd_cwnd = ti.tcpi_snd_cwnd;
 	out->snd_mss = ti.tcpi_snd_mss;
 	out->bytes_acked = ti.tcpi_bytes_acked;
+	out->bytes_sent = ti.tcpi_bytes_sent;
 	out->bytes_received = ti.tcpi_bytes_received;
 	out->notsent_bytes = ti.tcpi_notsent_bytes;
 	return 0;
