@@ -1,6 +1,6 @@
 /* recover.c: opening a store directory: lock, identity, loading data files
  * (from .idx when intact, else by reading records and cutting torn tails), and
- * sealing files (.idx written atomically). */
+ * sealing files (.idx written to a temp file and renamed). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +17,10 @@
 #include "store_int.h"
 
 #define IDX_HDR 24
+/* .idx format 2: its checksum is seeded with the data file's number, so an
+ * .idx found beside another data file (same size, same count) fails it.  A
+ * format 1 .idx (seed 0) fails too: its data file is scanned once. */
+#define IDX_VER 2
 
 void dre_store_path(const dre_store *st, uint32_t num, const char *ext, char *out, size_t len)
 {
@@ -34,7 +38,7 @@ int dre_store_write_idx(dre_store *st, uint32_t num, uint64_t size, const struct
 	uint8_t *buf = malloc(len);
 	if (!buf)
 		return DRE_ENOMEM;
-	uint32_t magic = DRE_IDX_MAGIC, ver = 1;
+	uint32_t magic = DRE_IDX_MAGIC, ver = IDX_VER;
 	uint64_t cnt = n;
 	memcpy(buf, &magic, 4);
 	memcpy(buf + 4, &ver, 4);
@@ -42,10 +46,10 @@ int dre_store_write_idx(dre_store *st, uint32_t num, uint64_t size, const struct
 	memcpy(buf + 16, &size, 8);
 	if (n)
 		memcpy(buf + IDX_HDR, e, n * sizeof *e);
-	uint64_t sum = dre_sum64(buf, len - 8, 0);
+	uint64_t sum = dre_sum64(buf, len - 8, num);
 	memcpy(buf + len - 8, &sum, 8);
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	int rc = fd < 0 || dre_write_all(fd, buf, len, -1) || fdatasync(fd) ? DRE_EIO : 0;
+	int rc = fd < 0 || dre_write_all(fd, buf, len, -1) ? DRE_EIO : 0;
 	if (fd >= 0)
 		close(fd);
 	if (!rc && rename(tmp, dst))
@@ -76,10 +80,10 @@ int dre_store_load_idx(dre_store *st, uint32_t num, uint64_t size, struct dre_id
 	memcpy(&cnt, buf + 8, 8);
 	memcpy(&dsize, buf + 16, 8);
 	memcpy(&sum, buf + sb.st_size - 8, 8);
-	if (magic != DRE_IDX_MAGIC || ver != 1 || dsize != size ||
+	if (magic != DRE_IDX_MAGIC || ver != IDX_VER || dsize != size ||
 	    cnt != ((uint64_t)sb.st_size - IDX_HDR - 8) / sizeof(struct dre_idxent) ||
 	    (uint64_t)sb.st_size != IDX_HDR + cnt * sizeof(struct dre_idxent) + 8 ||
-	    dre_sum64(buf, (size_t)sb.st_size - 8, 0) != sum)
+	    dre_sum64(buf, (size_t)sb.st_size - 8, num) != sum)
 		goto out;
 	*out = malloc(cnt ? cnt * sizeof **out : 1);
 	if (!*out)

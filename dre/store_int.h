@@ -98,8 +98,13 @@ void dre_rec_header(uint8_t h[DRE_REC_HDR], uint32_t magic, uint32_t len, const 
 		    uint64_t prev, const void *payload);
 int dre_rec_check(const uint8_t h[DRE_REC_HDR], const void *payload);
 int dre_store_apply(dre_store *st, uint32_t file, const struct dre_idxent *ie);
-/* Write file num's .idx from n entries, atomically (temp file, fdatasync,
- * rename).  Needs no lock. */
+/* Write file num's .idx from n entries: a temp file, renamed into place, not
+ * fdatasync()ed.  The .idx only saves reading its data file at the next open:
+ * one that did not reach the disk whole before a crash fails its checks (size
+ * of the data file, count, checksum) and the data file is scanned instead.
+ * (Syncing it forced an ext4 journal commit, which waits for the data files'
+ * writeback: 30 ms per 32 MiB file here, holding the writer thread, and a cold
+ * encode of 200 MiB took 0.56 s instead of 0.44.)  Needs no lock. */
 int dre_store_write_idx(dre_store *st, uint32_t num, uint64_t size, const struct dre_idxent *e, size_t n);
 /* Seal the active file (sync, write its .idx) and start a new one. */
 int dre_store_rotate(dre_store *st);

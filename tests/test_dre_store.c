@@ -264,6 +264,74 @@ static void test_store_concurrent(void **state)
 }
 
 
+/* A sealed file's .idx is written without fdatasync: one that did not reach
+ * the disk whole before a crash (empty, a byte changed, gone, another file's)
+ * must fail its checks at the next open, and its data file be scanned
+ * instead: every chunk is found again, with its bytes. */
+#define IDX_N 1200
+static void test_idx_damaged(void **state)
+{
+	(void)state;
+	char d[64], err[256], path[512], other[512];
+	dre_store *st = t_store(d, 32u << 20); /* files of 1 MiB: 4 sealed, a fifth active */
+	dre_fp *fp = dre_fp_new();
+	static uint8_t h[IDX_N][32];
+	uint8_t p[4096], q[4096];
+	for (int i = 0; i < IDX_N; i++) {
+		memset(p, 0, sizeof p);
+		memcpy(p, &i, sizeof i);
+		p[4095] = (uint8_t)i;
+		dre_ent e;
+		assert_int_equal(dre_fp_sha256(fp, p, sizeof p, h[i]), 0);
+		assert_true(dre_store_put_after(st, h[i], p, sizeof p, 0, &e) >= 0);
+	}
+	dre_store_close(st);
+	int damaged = 0;
+	for (unsigned num = 4; num >= 1; num--) { /* 4 first: it takes 3's intact .idx */
+		snprintf(path, sizeof path, "%s/%08x.idx", d, num);
+		struct stat sb;
+		assert_int_equal(stat(path, &sb), 0);
+		damaged++;
+		if (num == 1) { /* empty */
+			assert_int_equal(truncate(path, 0), 0);
+		} else if (num == 2) { /* a byte changed */
+			int fd = open(path, O_RDWR);
+			uint8_t b;
+			assert_true(fd >= 0);
+			assert_int_equal(pread(fd, &b, 1, sb.st_size / 2), 1);
+			b ^= 0x40;
+			assert_int_equal(pwrite(fd, &b, 1, sb.st_size / 2), 1);
+			close(fd);
+		} else if (num == 3) { /* gone */
+			assert_int_equal(unlink(path), 0);
+		} else { /* another file's */
+			snprintf(other, sizeof other, "%s/%08x.idx", d, num - 1);
+			char cmd[1100];
+			snprintf(cmd, sizeof cmd, "cp %s %s", other, path);
+			assert_int_equal(system(cmd), 0);
+		}
+	}
+	assert_int_equal(damaged, 4);
+	dre_store_opts o = { .size_limit = 32u << 20 };
+	st = dre_store_open(d, &o, err, sizeof err);
+	assert_non_null(st);
+	dre_store_stats s;
+	dre_store_get_stats(st, &s);
+	assert_int_equal(s.chunks, IDX_N);
+	for (int i = 0; i < IDX_N; i++) {
+		dre_ent e;
+		assert_int_equal(dre_store_find(st, dre_fp_tag(h[i]), &e), 1);
+		assert_int_equal(dre_store_read(st, &e, q), 0);
+		assert_int_equal(e.len, sizeof q);
+		assert_int_equal(memcmp(q, &i, sizeof i), 0);
+		assert_int_equal(q[4095], (uint8_t)i);
+	}
+	assert_int_equal(dre_store_check(st, err, sizeof err), 0);
+	dre_fp_free(fp);
+	dre_store_close(st);
+	t_rmstore(d);
+}
+
 /* Sizing: skewed accesses (weight 1/(i+1)^0.8) to 32 blocks of 256 KiB, each
  * as its own stream, through stores of 2, 4 and 8 MiB. */
 #define SZ_BLK (256u << 10)
@@ -344,6 +412,7 @@ int main(void)
 		cmocka_unit_test(test_shrink_steps),
 		cmocka_unit_test(test_horizon),
 		cmocka_unit_test(test_store_concurrent),
+		cmocka_unit_test(test_idx_damaged),
 		cmocka_unit_test(test_sizing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
