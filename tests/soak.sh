@@ -9,7 +9,10 @@
 # transfer is byte-exact or reset, never cut short with a clean close or
 # wrong; the edge's descriptors and memory do not creep from the first
 # rounds to the last; and, with a sanitizer build (make soak SAN=address),
-# nothing in the logs.  Not part of make check: it is long by design.
+# nothing in the logs.  The edge's two tunnel connections share a pacing cap
+# (link_rate 2G: paced, though loopback could go faster), so the shares are
+# redone as connections come and go.  Not part of make check: it is long by
+# design.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/proxy/lib.sh
@@ -19,7 +22,8 @@ SP=$(cat "$T/srv.port")
 CP=$(px_port) FP=$(px_port) HC=$(px_port) HE=$(px_port)
 core() { px_core core "$CP" "$HC" --allow=127.0.0.0/8 --store_size=64M; }
 core
-px_edge edge "$CP" "$HE" --forward="127.0.0.1:$FP -> 127.0.0.1:$SP" --store_size=48M --tunnels=2
+px_edge edge "$CP" "$HE" --forward="127.0.0.1:$FP -> 127.0.0.1:$SP" --store_size=48M --tunnels=2 \
+	--link_rate=2G
 secs=${SOAK_SECS:-300}
 end=$(($(date +%s) + secs))
 rss() { awk '/VmRSS/ {print $2}' /proc/"${PID[$1]}"/status; }
