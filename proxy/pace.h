@@ -29,8 +29,9 @@ struct px_pace_use {
 /* Member i's share of total_bps in a group of n: members held back by
  * their cap (limited) split equally what the others leave (each of those
  * counts as 1.25 times its rate), but get at least total_bps / 4n; a member
- * not limited may send at twice its rate, and at least an equal share, so
- * an idle connection starts at once (until the next tick counts it in).
+ * not limited may send at twice its rate, within what the others leave
+ * (counted the same way, limited ones too), and at least at an equal share,
+ * so an idle connection starts at once (until the next tick counts it in).
  * n <= 1: total_bps.  Never more than total_bps. */
 uint64_t px_pace_share(const struct px_pace_use *u, size_t n, size_t i, uint64_t total_bps);
 

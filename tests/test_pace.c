@@ -34,14 +34,22 @@ static void test_share_two(void **state)
 	struct px_pace_use one[2] = { { 19 * M, 1 }, { 0, 0 } };
 	assert_int_equal(px_pace_share(one, 2, 0, 38 * M), 38 * M);
 	assert_int_equal(px_pace_share(one, 2, 1, 38 * M), 19 * M);
-	/* an interactive one at 4 Mbit/s: counted at 5, may grow to 8 */
+	/* an interactive one at 4 Mbit/s: counted at 5, keeps an equal share */
 	struct px_pace_use some[2] = { { 30 * M, 1 }, { 4 * M, 0 } };
 	assert_int_equal(px_pace_share(some, 2, 0, 38 * M), 33 * M);
 	assert_int_equal(px_pace_share(some, 2, 1, 38 * M), 19 * M);
-	some[1].rate_bps = 15 * M;
-	assert_int_equal(px_pace_share(some, 2, 1, 38 * M), 30 * M);
-	some[1].rate_bps = 25 * M;
-	assert_int_equal(px_pace_share(some, 2, 1, 38 * M), 38 * M); /* never above the cap */
+	/* next to an idle one, twice its rate, up to the whole cap */
+	struct px_pace_use grow[2] = { { 12 * M, 0 }, { 0, 0 } };
+	assert_int_equal(px_pace_share(grow, 2, 0, 38 * M), 24 * M);
+	grow[0].rate_bps = 25 * M;
+	assert_int_equal(px_pace_share(grow, 2, 0, 38 * M), 38 * M);
+	/* two held back by something else (a slow source) at 16 each: each may
+	 * take what the other leaves, 38 - 20, but keeps an equal share: their
+	 * caps do not add up past the link's (twice their rate would be 32) */
+	struct px_pace_use slow[2] = { { 16 * M, 0 }, { 16 * M, 0 } };
+	assert_int_equal(px_pace_share(slow, 2, 0, 38 * M), 19 * M);
+	slow[1].rate_bps = 8 * M; /* 38 - 10 = 28 left for the first */
+	assert_int_equal(px_pace_share(slow, 2, 0, 38 * M), 28 * M);
 }
 
 /* A busy connection crowded out by others' use keeps a floor of 1/4n. */
