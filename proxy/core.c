@@ -357,9 +357,7 @@ static int worker_init(struct px_core *k, struct worker *w, struct event_base *b
 	struct timeval sec = { 1, 0 };
 	if ((w->rtt_ev = event_new(base, -1, EV_PERSIST, worker_rtt, w)))
 		event_add(w->rtt_ev, &sec);
-	struct timeval tick = { 0, PX_PACE_TICK_MS * 1000 };
-	if (!(w->pace_ev = event_new(base, -1, EV_PERSIST, worker_pace, w)) || event_add(w->pace_ev, &tick))
-		log_warn("tunnel: no pacing timer: connections are paced each at their whole link rate");
+	w->pace_ev = px_node_pace_timer(base, worker_pace, w);
 	if (base != k->node.env.base) {
 		char name[32];
 		snprintf(name, sizeof name, "core worker %d", w->idx);

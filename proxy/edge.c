@@ -493,9 +493,7 @@ static int edge_start(struct px_daemon *d, void *arg)
 	const struct conf_addr *p = conf_peer(c);
 	if (lanes_start(e, c))
 		return -1;
-	struct timeval tick = { 0, PX_PACE_TICK_MS * 1000 };
-	if (!(e->pace_ev = event_new(e->node.env.base, -1, EV_PERSIST, edge_pace, e)) || event_add(e->pace_ev, &tick))
-		log_warn("tunnel: no pacing timer: connections are paced each at the whole link rate");
+	e->pace_ev = px_node_pace_timer(e->node.env.base, edge_pace, e);
 	log_info("edge %s: tunnel to %s:%u", e->node.name, p->host, p->port);
 	if (open_forwards(e, c))
 		return -1;

@@ -238,6 +238,18 @@ void px_node_pace(tun_conn *const *c, size_t n)
 	}
 }
 
+struct event *px_node_pace_timer(struct event_base *base, event_callback_fn cb, void *arg)
+{
+	struct timeval tick = { 0, PX_PACE_TICK_MS * 1000 };
+	struct event *ev = event_new(base, -1, EV_PERSIST, cb, arg);
+	if (ev && !event_add(ev, &tick))
+		return ev;
+	if (ev)
+		event_free(ev);
+	log_warn("tunnel: no pacing timer: connections are paced each at the whole link rate");
+	return NULL;
+}
+
 void px_node_retune(struct px_node *n, tun_conn *c)
 {
 	char err[256];

@@ -4,6 +4,7 @@
 #ifndef WANOPT_NODE_H
 #define WANOPT_NODE_H
 
+#include <event2/event.h>
 
 #include "conf.h"
 #include "dre.h"
@@ -69,6 +70,10 @@ void px_node_retune(struct px_node *n, tun_conn *c);
  * peer's connections share 95 % of its link's rate).  A connection that goes
  * down leaves its group with px_pace_forget. */
 void px_node_pace(tun_conn *const *c, size_t n);
+/* A timer on base calling cb(-1, EV_TIMEOUT, arg) every PX_PACE_TICK_MS, for
+ * px_node_pace; NULL (logged: the connections are then paced each at the
+ * whole link rate) if it cannot be set up.  event_free it. */
+struct event *px_node_pace_timer(struct event_base *base, event_callback_fn cb, void *arg);
 /* Publish conns[0..nc) (the connections one thread owns) as stats tunnel
  * slot `slot`: each with its peer and RTT.  Returns the smallest known RTT
  * (us), 0 if none. */

@@ -32,23 +32,22 @@ uint64_t px_pace_share(const struct px_pace_use *u, size_t n, size_t i, uint64_t
 {
 	if (n <= 1)
 		return total_bps;
-	uint64_t fair = total_bps / n;
+	/* what the others use, and what the members not limited use, each
+	 * counted with a quarter more */
+	uint64_t fair = total_bps / n, others = 0, left = 0, nlim = 0;
+	for (size_t j = 0; j < n; j++) {
+		uint64_t use = u[j].rate_bps + u[j].rate_bps / 4;
+		others += j != i ? use : 0;
+		if (u[j].limited)
+			nlim++;
+		else
+			left += use;
+	}
 	if (!u[i].limited) {
-		uint64_t others = 0; /* what the others use, with a quarter more */
-		for (size_t j = 0; j < n; j++)
-			if (j != i)
-				others += u[j].rate_bps + u[j].rate_bps / 4;
 		uint64_t s = u[i].rate_bps * 2, room = others < total_bps ? total_bps - others : 0;
 		s = s > fair ? s : fair;
 		room = room > fair ? room : fair;
 		return s < room ? s : room;
-	}
-	uint64_t left = 0, nlim = 0;
-	for (size_t j = 0; j < n; j++) {
-		if (u[j].limited)
-			nlim++;
-		else
-			left += u[j].rate_bps + u[j].rate_bps / 4;
 	}
 	uint64_t s = left < total_bps ? (total_bps - left) / nlim : 0, floor = total_bps / (4 * n);
 	return s > floor ? s : floor;

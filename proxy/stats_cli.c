@@ -161,14 +161,12 @@ static void scli_total_sample(struct scli_page *pg, const struct scli_sample *sm
 		pg->peers[pg->npeers++].rtt = sm->v;
 	} else if (!strcmp(sm->name, "wanopt_tunnel_peer_rtt_seconds")) {
 		pg->morepeers++;
-	} else if (!strcmp(sm->name, "wanopt_tunnel_peer_link_bits_per_second")) {
+	} else if (!strcmp(sm->name, "wanopt_tunnel_peer_link_bits_per_second") ||
+		   !strcmp(sm->name, "wanopt_tunnel_peer_pace_bits_per_second")) {
+		int pace = strstr(sm->name, "_pace_") != NULL;
 		for (size_t i = 0; i < pg->npeers; i++)
 			if (!strncmp(pg->peers[i].peer, sm->peer, sizeof pg->peers[i].peer - 1)) /* kept as cut */
-				pg->peers[i].link = sm->v;
-	} else if (!strcmp(sm->name, "wanopt_tunnel_peer_pace_bits_per_second")) {
-		for (size_t i = 0; i < pg->npeers; i++)
-			if (!strncmp(pg->peers[i].peer, sm->peer, sizeof pg->peers[i].peer - 1))
-				pg->peers[i].pace = sm->v;
+				*(pace ? &pg->peers[i].pace : &pg->peers[i].link) = sm->v;
 	} else if (!strcmp(sm->name, "wanopt_store_larger_hit_ratio")) {
 		int i = !strcmp(sm->size, "2x") ? 0 : !strcmp(sm->size, "4x") ? 1 : !strcmp(sm->size, "8x") ? 2 : -1;
 		if (i >= 0)

@@ -47,12 +47,11 @@ edge_port() {  # name port
 # The pacing cap of the socket matching an ss filter, in bit/s ("none" when
 # the socket has none).
 pacing_cap() {  # ss-filter
-	local info
-	info=$(ss -tinH state established "$1" | tr -s ' \t\n' ' ')
-	[ -n "$info" ] || { echo "no socket"; return; }
-	echo "$info" | grep -o 'pacing_rate [0-9.]*[kMG]*bps/[0-9.]*[kMG]*bps' | head -1 | sed 's/.*\///' |
-		awk '/bps$/ { v = $0 + 0; m = 1; if ($0 ~ /kbps/) m = 1e3; if ($0 ~ /Mbps/) m = 1e6; if ($0 ~ /Gbps/) m = 1e9
-			printf "%d\n", v * m + 0.5 }' | grep . || echo none
+	local cap
+	cap=$(python3 tests/proxy/ss_pace.py "$1" | head -1)
+	cap=${cap%% *}
+	[ -n "$cap" ] || { echo "no socket"; return; }
+	[ "$cap" = 0 ] && echo none || echo "$cap"
 }
 # Polls up to 5 s: each side applies what the other's HELLO or LINK said
 # when that arrives, which may be after this side saw its own tunnel up.

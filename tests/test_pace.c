@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "../proxy/pace.h"
+#include "tfo.h"
 
 #define M 1000000u
 
@@ -84,15 +85,6 @@ static struct pair tcp_pair(void)
 	return p;
 }
 
-/* The socket's SO_MAX_PACING_RATE in bit/s (0: none). */
-static uint64_t cap_of(int fd)
-{
-	unsigned long v = 0;
-	socklen_t len = sizeof v;
-	assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &v, &len), 0);
-	return v == ~0UL ? 0 : (uint64_t)v * 8;
-}
-
 /* Real sockets: two connections of one peer get half each, a third of
  * another peer the whole; a connection not updated for 3 ticks leaves its
  * group, as does one forgotten; total 0 leaves the socket alone. */
@@ -105,14 +97,14 @@ static void test_update_sockets(void **state)
 	struct pair p[3] = { tcp_pair(), tcp_pair(), tcp_pair() };
 	uint64_t t = 1000000, tick = PX_PACE_TICK_MS * 1000u;
 	assert_int_equal(px_pace_update(k1, &p[0], p[0].a, 10 * M, t), 10 * M);
-	assert_int_equal(cap_of(p[0].a), 10 * M);
+	assert_int_equal(tfo_pace_get(p[0].a), 10 * M);
 	assert_int_equal(px_pace_update(k1, &p[1], p[1].a, 10 * M, t), 5 * M);
 	assert_int_equal(px_pace_update(k2, &p[2], p[2].a, 10 * M, t), 10 * M);
 	t += tick;
 	assert_int_equal(px_pace_update(k1, &p[0], p[0].a, 10 * M, t), 5 * M);
-	assert_int_equal(cap_of(p[0].a), 5 * M);
-	assert_int_equal(cap_of(p[1].a), 5 * M);
-	assert_int_equal(cap_of(p[2].a), 10 * M);
+	assert_int_equal(tfo_pace_get(p[0].a), 5 * M);
+	assert_int_equal(tfo_pace_get(p[1].a), 5 * M);
+	assert_int_equal(tfo_pace_get(p[2].a), 10 * M);
 	/* p[1] falls silent: 3 ticks on, p[0] is alone again */
 	t += 3 * tick + 1;
 	assert_int_equal(px_pace_update(k1, &p[0], p[0].a, 10 * M, t), 10 * M);
