@@ -120,6 +120,12 @@ struct dre_enc {
 	uint64_t fly_bytes, cur_bytes, cur_allow;
 };
 
+/* Encode p[0..n) (whole chunks, final or not) as one frame, handed to the
+ * helper threads when there are some; *used (which the caller zeroes) gets
+ * the input bytes it took, and stays 0 when p holds no whole chunk yet.  With
+ * e->view_ok, the frame's literals and checksum may be read from p until the
+ * helper is done with it (e->view_busy, e->busy_p). */
+int dre_enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *used, dre_out_fn out, void *arg);
 /* Emit a frame of `type` (0: just the stream header) built from e->ops and
  * e->lits (or the view e->litv), decoding to raw_n bytes whose checksum is
  * sum: on the helper thread if there is one (e->ops/e->lits are then swapped
