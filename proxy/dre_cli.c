@@ -276,6 +276,40 @@ static void on_sigbus(int sig)
 	_exit(1);
 }
 
+/* Say how an encode (e) or decode (d) run ended: rc, its error, where `at`
+ * input bytes were read (said: the error was reported where it happened); a
+ * decode whose input stopped before the end frame becomes DRE_ECORRUPT.
+ * Otherwise, with --verbose, it prints the run's figures.  Returns rc. */
+static int codec_report(const struct cli *c, dre_enc *e, dre_dec *d, int rc, uint64_t at, int said)
+{
+	int decode = d != NULL;
+	dre_codec_stats s;
+	if (!rc && decode && !dre_dec_ended(d)) {
+		fprintf(stderr, "wanopt dre decode: the input (%" PRIu64 " bytes, %" PRIu64 " frames) ends before the "
+				"stream's end frame: truncated, or not from wanopt dre encode\n", at, dre_dec_applied(d));
+		return DRE_ECORRUPT;
+	}
+	if (rc == DRE_EOUT && out_errno) {
+		fprintf(stderr, "wanopt dre %s: writing stdout: %s\n", decode ? "decode" : "encode", strerror(out_errno));
+	} else if (rc && !said && decode) {
+		fprintf(stderr, "wanopt dre decode: input bytes ..%" PRIu64 " (after frame %" PRIu64 "): %s\n", at,
+			dre_dec_applied(d), dre_strerror(rc));
+		if (rc == DRE_EMISS || rc == DRE_ECHECKSUM) /* a damaged stream fails its checksum too */
+			fprintf(stderr, "wanopt dre decode: %sthis store is not in step with the encoder's: decode "
+					"every encoded stream, in order, into a store of the same --store-size\n",
+				rc == DRE_ECHECKSUM ? "the stream is damaged, or " : "");
+	} else if (rc && !said) {
+		fprintf(stderr, "wanopt dre encode: %s\n", dre_strerror(rc));
+	} else if (c->verbose) {
+		if (decode)
+			dre_dec_get_stats(d, &s);
+		else
+			dre_enc_get_stats(e, &s);
+		print_codec(decode ? "decode" : "encode", &s);
+	}
+	return rc;
+}
+
 /* Pump stdin through the encoder or decoder. */
 static int run_codec(struct cli *c, int decode)
 {
@@ -329,32 +363,7 @@ static int run_codec(struct cli *c, int decode)
 	/* the END frame tells a whole stream from one cut at a frame boundary */
 	if (!rc)
 		rc = decode ? dre_dec_finish(d) : dre_enc_end(e, write_out, NULL);
-	int cut = !rc && decode && !dre_dec_ended(d);
-	dre_codec_stats s;
-	if (cut) {
-		fprintf(stderr, "wanopt dre decode: the input (%" PRIu64 " bytes, %" PRIu64 " frames) ends before the "
-				"stream's end frame: truncated, or not from wanopt dre encode\n", at, dre_dec_applied(d));
-		rc = DRE_ECORRUPT;
-	} else if (rc == DRE_EOUT && out_errno) {
-		fprintf(stderr, "wanopt dre %s: writing stdout: %s\n", decode ? "decode" : "encode", strerror(out_errno));
-	} else if (rc && !said) {
-		if (decode) {
-			fprintf(stderr, "wanopt dre decode: input bytes ..%" PRIu64 " (after frame %" PRIu64 "): %s\n",
-				at, dre_dec_applied(d), dre_strerror(rc));
-			if (rc == DRE_EMISS || rc == DRE_ECHECKSUM) /* a damaged stream fails its checksum too */
-				fprintf(stderr, "wanopt dre decode: %sthis store is not in step with the encoder's: decode "
-						"every encoded stream, in order, into a store of the same --store-size\n",
-					rc == DRE_ECHECKSUM ? "the stream is damaged, or " : "");
-		} else {
-			fprintf(stderr, "wanopt dre encode: %s\n", dre_strerror(rc));
-		}
-	} else if (c->verbose) {
-		if (decode)
-			dre_dec_get_stats(d, &s);
-		else
-			dre_enc_get_stats(e, &s);
-		print_codec(decode ? "decode" : "encode", &s);
-	}
+	rc = codec_report(c, e, d, rc, at, said);
 	if (c->sync && !rc && dre_store_sync(st)) {
 		fprintf(stderr, "wanopt dre: %s: cannot sync the store\n", c->store);
 		rc = DRE_EIO;
