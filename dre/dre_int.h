@@ -226,6 +226,12 @@ typedef struct dre_lzc dre_lzc;
 /* A per-stream compressor (or, with decomp, decompressor) for `kind`. */
 dre_lzc *dre_lz_new(int kind, int level, int decomp);
 void dre_lz_free(dre_lzc *z);
+/* A zstd compressor codes its full-size frames on n threads of zstd's own
+ * (n >= 2; else, and for lz4 and decompressors, on the caller's thread), from
+ * the next frame it starts.  For a bulk encoder that has the processors. */
+void dre_lz_set_workers(dre_lzc *z, int n);
+/* The worker threads dre_lz_set_workers gave z (0: none). */
+int dre_lz_workers(const dre_lzc *z);
 /* Bytes z has allocated (zstd's contexts; an lz4 context as 80 KiB). */
 size_t dre_lz_mem(const dre_lzc *z);
 /* 1 while a compressor (zstd or lz4) holds a frame open, and its memory. */

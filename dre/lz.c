@@ -13,7 +13,14 @@
  * The decoder then sees two zstd frames back to back in one literal section,
  * which any zstd stream decoder reads as one stream.  A quiet stream ends its
  * frame (zstd or lz4) and frees its compressor (dre_lz_end); the decoder frees
- * its own whenever a frame ends. */
+ * its own whenever a frame ends.
+ *
+ * A threaded (command-line) encoder codes its full-size zstd frames on zstd's
+ * own worker threads (dre_lz_set_workers), in jobs of ZSTD_JOB bytes that each
+ * see the end of the data before them: the literal section of a frame is
+ * flushed once, so a frame of a few MB runs as several jobs at once.  The
+ * output is the same kind of zstd stream, slightly larger (each job starts
+ * with a window of only what overlapLog's default lets it load). */
 #include <stdlib.h>
 
 #include <lz4.h>
@@ -30,10 +37,12 @@
 #define ZSTD_GROW_AT (64u << 10)
 #define ZSTD_OPT_LEVEL 16      /* btopt and up: their own tables would take 32-64 MB */
 #define ZSTD_OPT_TABLE_LOG 20  /* so theirs are 4 MiB each at full size */
+#define ZSTD_JOB (512u << 10)  /* worker job size: zstd's smallest */
 
 struct dre_lzc {
 	int kind, decomp, begun;
 	int level, full; /* zstd compressor: level, and whether at full size */
+	int workers;     /* zstd's worker threads at full size (0: none) */
 	uint64_t fed;    /* bytes fed to the compressor */
 	ZSTD_CCtx *zc;
 	ZSTD_DCtx *zd;
@@ -130,8 +139,22 @@ static int zstd_setup(dre_lzc *z, int full)
 		       ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_chainLog,
 							   full ? tables : ZSTD_SMALL_CHAIN_LOG))))
 		return DRE_ELZ;
+	/* a libzstd built without threads refuses nbWorkers: code on this thread then */
+	if (full && z->workers && !ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_nbWorkers, z->workers)) &&
+	    ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_jobSize, ZSTD_JOB)))
+		return DRE_ELZ;
 	z->full = full;
 	return 0;
+}
+
+void dre_lz_set_workers(dre_lzc *z, int n)
+{
+	z->workers = z->kind == DRE_PLZ_ZSTD && !z->decomp && n > 1 ? n : 0;
+}
+
+int dre_lz_workers(const dre_lzc *z)
+{
+	return z->workers;
 }
 
 /* zstd: the next piece, in a small frame while the stream has fed fewer than

@@ -146,7 +146,10 @@ typedef struct dre_enc_opts {
 				 to hold everything (lock-step stores, as with wanopt dre) */
 	uint32_t chunk_min, chunk_avg, chunk_max; /* CDC sizes; 0 = defaults (2K/4K/16K) */
 	int threaded;         /* 1: residual coding and output on a helper thread, overlapping
-				 the next frame; `out` is then called from that thread */
+				 the next frame, and (unless link_bps names a link of up to
+				 20 Mbit/s) full-size zstd frames coded on zstd's worker
+				 threads, one per processor up to 4; `out` is then called
+				 from the helper thread.  For a bulk run that owns the machine */
 	int version;          /* stream format version to write (DRE_STREAM_VERSION_MIN..
 				 DRE_STREAM_VERSION, for an older decoder); 0 = newest */
 } dre_enc_opts;
@@ -194,7 +197,8 @@ int dre_enc_learn(dre_enc *e, uint64_t seq, dre_out_fn out, void *arg);
 /* The decoder has applied every frame up to and including `seq`. */
 void dre_enc_ack(dre_enc *e, uint64_t seq);
 void dre_enc_get_stats(const dre_enc *e, dre_codec_stats *s);
-/* The residual coder e uses, for logs: "zstd 16", "lz4" or "no LZ"; buf. */
+/* The residual coder e uses, for logs: "zstd 16", "zstd 3 on 2 threads", "lz4"
+ * or "no LZ"; buf. */
 const char *dre_enc_lz_name(const dre_enc *e, char *buf, size_t len);
 /* Sequence number of the last DATA frame emitted (0 before the first). */
 uint64_t dre_enc_seq(const dre_enc *e);

@@ -2,13 +2,15 @@
  * (frames cut straight from a large dre_enc_write keep their literals as a
  * view of that buffer while helper threads emit and store them, so the
  * encoder must be done with the buffer when dre_enc_write returns), and
- * chunks repeated back to back (AGAIN, stream version 3). */
+ * chunks repeated back to back (AGAIN, stream version 3); the residual coded
+ * on zstd's worker threads. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 
 #include <cmocka.h>
 
+#include "../dre/dre_int.h"
 #include "dre_util.h"
 
 /* Mixed input (random, text, a repeat with edits, so views, copies and
@@ -273,6 +275,72 @@ static void test_rest(void **state)
 	}
 }
 
+/* Compress 1 MiB pieces of p[0..n) (flushed each, as frames are) with z
+ * into *out, and check that a decompressor gives each piece back. */
+static void lz_pieces(dre_lzc *z, const uint8_t *p, size_t n, dre_buf *out)
+{
+	dre_lzc *d = dre_lz_new(DRE_PLZ_ZSTD, 0, 1);
+	uint8_t *back = malloc(1 << 20);
+	assert_non_null(d);
+	assert_non_null(back);
+	for (size_t at = 0; at < n; at += 1 << 20) {
+		size_t len = n - at < (1u << 20) ? n - at : 1u << 20, from = out->len;
+		assert_int_equal(dre_lz_compress(z, p + at, len, out), 0);
+		assert_int_equal(dre_lz_decompress(d, out->p + from, out->len - from, back, len), 0);
+		assert_memory_equal(back, p + at, len);
+	}
+	free(back);
+	dre_lz_free(d);
+}
+
+/* zstd's worker threads code the residual of a bulk (threaded) encoder: the
+ * stream decodes piece by piece as before, its blocks are laid out otherwise
+ * (so the workers did run) and it is at most 3 % larger.  A threaded encoder
+ * names them in its coder's name, unless a link of 20 Mbit/s or less is named
+ * (the output's size counts more there), and a stream's encoder never. */
+static void test_lz_workers(void **state)
+{
+	size_t n = 6 << 20;
+	uint8_t *p = malloc(n);
+	assert_non_null(p);
+	t_fill_text(p, n);
+	dre_lzc *one = dre_lz_new(DRE_PLZ_ZSTD, 3, 0), *two = dre_lz_new(DRE_PLZ_ZSTD, 3, 0);
+	assert_non_null(one);
+	assert_non_null(two);
+	dre_lz_set_workers(two, 2);
+	assert_int_equal(dre_lz_workers(two), 2);
+	dre_buf a = { 0 }, b = { 0 };
+	lz_pieces(one, p, n, &a);
+	lz_pieces(two, p, n, &b);
+	assert_int_not_equal(a.len, b.len);
+	assert_true(b.len < a.len + a.len * 3 / 100);
+	dre_lz_free(one);
+	dre_lz_free(two);
+	dre_buf_free(&a);
+	dre_buf_free(&b);
+	free(p);
+
+	char dir[64], name[64], want[64];
+	dre_store *st = t_store(dir, 0);
+	assert_non_null(st);
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	snprintf(want, sizeof want, "zstd 3 on %ld threads", cpus > 4 ? 4 : cpus);
+	dre_enc_opts bulk = { .threaded = 1 }, slow = { .threaded = 1, .link_bps = 20000000 }, stream = { 0 };
+	dre_enc *e = dre_enc_new(st, &bulk);
+	assert_non_null(e);
+	assert_string_equal(dre_enc_lz_name(e, name, sizeof name), cpus > 1 ? want : "zstd 3");
+	dre_enc_free(e);
+	assert_non_null(e = dre_enc_new(st, &slow));
+	assert_string_equal(dre_enc_lz_name(e, name, sizeof name), "zstd 9");
+	dre_enc_free(e);
+	assert_non_null(e = dre_enc_new(st, &stream));
+	assert_string_equal(dre_enc_lz_name(e, name, sizeof name), "zstd 3");
+	dre_enc_free(e);
+	dre_store_close(st);
+	t_rmstore(dir);
+	(void)state;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -282,6 +350,7 @@ int main(void)
 		cmocka_unit_test(test_slow_level_memory),
 		cmocka_unit_test(test_frame_lit_max),
 		cmocka_unit_test(test_rest),
+		cmocka_unit_test(test_lz_workers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
