@@ -23,7 +23,7 @@ const char *dre_strerror(int err)
 	case DRE_ECORRUPT: return "corrupt encoded stream";
 	case DRE_EMISS: return "encoded stream references data missing from the store";
 	case DRE_ECHECKSUM: return "decoded frame fails its checksum";
-	case DRE_ELZ: return "residual decompression failed";
+	case DRE_ELZ: return "residual (LZ) coding or decoding failed";
 	case DRE_EOUT: return "output failed";
 	case DRE_ESTATE: return "call not valid in this state";
 	case DRE_EVERSION:
