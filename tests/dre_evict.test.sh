@@ -7,7 +7,8 @@
 # Small frames keep many store operations in flight on the encoder's helper
 # thread: what it has not yet run (and so not yet evicted) must not be
 # referenced if the decoder's store will have dropped it by then.  Stores of
-# 1 MiB, smaller than what a frame writes, too.
+# 1 MiB, smaller than what a frame writes, too.  Frames of 64 KiB, 1 MiB and
+# the command line's default, 2 MiB.
 set -eu
 W=${BINDIR:-bin}/wanopt
 T=$(mktemp -d /tmp/wanopt-dreevict.XXXXXX)
@@ -43,7 +44,7 @@ for i in range(1, 19):
             b[p:p + 20] = e.randbytes(20)
     open(f"{sys.argv[1]}/v{i}", "wb").write(b)
 PY
-for frame in 64K 1M; do
+for frame in 64K 1M 2M; do
 	rm -rf "$T/A" "$T/B"
 	total=0 sent=0
 	for i in $(seq 1 18); do
