@@ -230,7 +230,8 @@ void dre_lz_free(dre_lzc *z);
  * (n >= 2; else, and for lz4 and decompressors, on the caller's thread), from
  * the next frame it starts.  For a bulk encoder that has the processors. */
 void dre_lz_set_workers(dre_lzc *z, int n);
-/* The worker threads dre_lz_set_workers gave z (0: none). */
+/* The worker threads dre_lz_set_workers gave z: 0 if none, or once they were
+ * refused when a full-size frame began. */
 int dre_lz_workers(const dre_lzc *z);
 /* Bytes z has allocated (zstd's contexts; an lz4 context as 80 KiB). */
 size_t dre_lz_mem(const dre_lzc *z);

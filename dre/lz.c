@@ -124,21 +124,23 @@ static int zstd_feed(dre_lzc *z, const void *p, size_t n, ZSTD_EndDirective how,
 	}
 }
 
-/* Have c code on n worker threads of zstd's own, started now: where they
- * cannot be (a libzstd built without threads, or threads refused: a pids
- * limit), c goes on coding on the caller's thread. */
-static void zstd_workers(ZSTD_CCtx *c, int n)
+/* Have c code on n worker threads of zstd's own, started now; 1 if they run.
+ * Where they cannot (a libzstd built without threads, or threads refused: a
+ * pids limit), 0, and c goes on coding on the caller's thread. */
+static int zstd_workers(ZSTD_CCtx *c, int n)
 {
 	ZSTD_inBuffer in = { NULL, 0, 0 };
 	ZSTD_outBuffer ob = { NULL, 0, 0 };
 	if (ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_nbWorkers, n)))
-		return;
+		return 0;
 	/* an empty call starts the frame, and with it the workers */
 	if (ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_jobSize, ZSTD_JOB)) ||
 	    ZSTD_isError(ZSTD_compressStream2(c, &ob, &in, ZSTD_e_continue))) {
 		ZSTD_CCtx_reset(c, ZSTD_reset_session_only);
 		ZSTD_CCtx_setParameter(c, ZSTD_c_nbWorkers, 0);
+		return 0;
 	}
+	return 1;
 }
 
 /* Set the compressor up for a new zstd frame, small or at full size. */
@@ -156,8 +158,8 @@ static int zstd_setup(dre_lzc *z, int full)
 		       ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_chainLog,
 							   full ? tables : ZSTD_SMALL_CHAIN_LOG))))
 		return DRE_ELZ;
-	if (full && z->workers)
-		zstd_workers(c, z->workers);
+	if (full && z->workers && !zstd_workers(c, z->workers))
+		z->workers = 0; /* for good: logs then name the coder as it runs */
 	z->full = full;
 	return 0;
 }
