@@ -64,9 +64,10 @@ static int pick_level(const dre_enc_opts *o)
  * the output's size what counts. */
 static void lz_workers(dre_enc *e)
 {
+	if (!e->o.threaded || (e->o.link_bps && e->o.link_bps <= LINK_MID_BPS))
+		return; /* the proxy's streams come here too: no processor count for them */
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
-	if (e->o.threaded && !(e->o.link_bps && e->o.link_bps <= LINK_MID_BPS))
-		dre_lz_set_workers(e->lz, n > LZ_WORKERS_MAX ? LZ_WORKERS_MAX : (int)n);
+	dre_lz_set_workers(e->lz, n > LZ_WORKERS_MAX ? LZ_WORKERS_MAX : (int)n);
 }
 
 dre_enc *dre_enc_new(dre_store *st, const dre_enc_opts *o)
