@@ -47,7 +47,7 @@ struct dre_dlz {
  * by the decoder's helper thread or, without one, by the decoder itself. */
 struct dre_sop {
 	uint32_t kind;  /* SOP_PUT, SOP_HIT, SOP_BREAK */
-	uint32_t len;   /* PUT: chunk length */
+	uint32_t len;   /* PUT, HIT: chunk length */
 	uint64_t arg;   /* PUT: offset in the frame buffer; HIT: chunk tag */
 };
 enum { SOP_PUT = 1, SOP_HIT = 2, SOP_BREAK = 3, SOP_PUTL = 4 /* PUT, then adopt prev -> it */,
@@ -106,6 +106,13 @@ struct dre_dec {
 	uint64_t prev;            /* last chunk output: used only by whoever runs sops */
 	dre_buf sops;             /* store operations of the frame being rebuilt */
 	size_t sops_done;         /* how many of them already ran (forced early) */
+	/* What the store operations recorded since everything last ran
+	 * (dre_dec_sync) may append, and the eviction horizon (see
+	 * dre_store_horizon) for up to hz_upto such bytes: an entry looked up
+	 * in an older file may be one those operations evict (and store again,
+	 * with another successor). */
+	uint64_t sop_bytes, hz_upto;
+	uint32_t hz;
 	int in_frame;             /* rebuilding: links made by ops forced early are journaled */
 	dre_buf undo;             /* that journal: struct dre_undo, restored if the frame fails */
 	struct dre_dwork w;
@@ -151,6 +158,16 @@ int dre_dec_work_start(dre_dec *d);
 void dre_dec_work_stop(dre_dec *d);
 /* Look a tag up, making pending store operations take effect on a miss. */
 int dre_dec_find(dre_dec *d, uint64_t tag, dre_ent *e);
+/* Look chunk `tag` up (dre_dec_find) into *e and read its bytes into buf,
+ * which has room for max: 0, DRE_EMISS (not stored, or its record is
+ * unreadable), DRE_ECORRUPT (longer than max).  The frame checksum covers
+ * the bytes: they are not checked against the record's. */
+int dre_dec_read(dre_dec *d, uint64_t tag, dre_ent *e, uint8_t *buf, size_t max);
+/* Bring *e, an entry looked up earlier, up to date for following its
+ * successor: looked up again if it has none yet, and after every pending
+ * store operation has run if it sits in a file they may evict.  1 if the
+ * chunk is still stored (*e updated), else 0. */
+int dre_dec_refresh(dre_dec *d, dre_ent *e);
 
 /* Start or stop the decompression thread; stopping finishes what it holds. */
 int dre_dec_lz_start(dre_dec *d);

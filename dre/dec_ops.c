@@ -61,15 +61,9 @@ static int new_chunk(dre_dec *d, uint32_t len)
 static int append_stored(struct opctx *c, uint64_t tag, dre_ent *e)
 {
 	dre_dec *d = c->d;
-	if (!dre_dec_find(d, tag, e)) {
-		d->lacks = 1;
-		return DRE_EMISS;
-	}
-	if (e->len > c->f->h.raw_len - d->out.len)
-		return DRE_ECORRUPT;
-	int rc = dre_store_read_fast(d->st, e, d->out.p + d->out.len); /* frame checksum covers it */
+	int rc = dre_dec_read(d, tag, e, d->out.p + d->out.len, c->f->h.raw_len - d->out.len);
 	if (rc == DRE_EMISS)
-		d->lacks = 1; /* its record is unreadable */
+		d->lacks = 1; /* not stored, or its record is unreadable */
 	if (rc)
 		return rc;
 	d->out.len += e->len;
@@ -89,7 +83,7 @@ static int out_stored(struct opctx *c, uint64_t tag)
 		dre_fsum_feed(&d->fs, d->out.p, d->out.len);
 	d->stats.ref_bytes += e.len;
 	d->cur = e;
-	return dre_dec_sop(d, SOP_HIT, 0, tag);
+	return dre_dec_sop(d, SOP_HIT, e.len, tag); /* len: what a copy forward appends */
 }
 
 /* The successor of chunk a in the sending peer's store where we know it
@@ -107,14 +101,7 @@ static uint64_t cursor_next(dre_dec *d)
 	uint64_t pn = peer_next(d, d->cur.tag);
 	if (pn)
 		return pn;
-	if (!d->cur.next) {
-		dre_ent e;
-		if (dre_store_find(d->st, d->cur.tag, &e) && e.next)
-			d->cur = e;
-		else if (!dre_dec_sync(d) && dre_store_find(d->st, d->cur.tag, &e))
-			d->cur = e;
-	}
-	return d->cur.next;
+	return dre_dec_refresh(d, &d->cur) ? d->cur.next : 0;
 }
 
 static int op_run(struct opctx *c, uint64_t skip, uint64_t count)
@@ -174,15 +161,11 @@ static int win_cover(dre_dec *d, uint64_t need)
 			t = d->win_tag[0];
 		} else if ((t = peer_next(d, d->win_tag[d->win_cnt - 1])) != 0) {
 			/* the sender's successor */
-		} else if (!dre_dec_find(d, d->win_tag[d->win_cnt - 1], &e) || (!e.next && dre_dec_sync(d)) ||
-			   (!e.next && !dre_store_find(d->st, d->win_tag[d->win_cnt - 1], &e)) || !(t = e.next)) {
+		} else if (!dre_dec_find(d, d->win_tag[d->win_cnt - 1], &e) || !dre_dec_refresh(d, &e) ||
+			   !(t = e.next)) {
 			return DRE_EMISS;
 		}
-		if (!t || !dre_dec_find(d, t, &e))
-			return DRE_EMISS;
-		if (d->win_len + e.len > DRE_DELTA_WIN)
-			return DRE_ECORRUPT;
-		int rc = dre_store_read_fast(d->st, &e, d->win + d->win_len);
+		int rc = t ? dre_dec_read(d, t, &e, d->win + d->win_len, DRE_DELTA_WIN - d->win_len) : DRE_EMISS;
 		if (rc)
 			return rc;
 		d->win_tag[d->win_cnt] = t;

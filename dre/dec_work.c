@@ -11,6 +11,8 @@
 int dre_dec_sop(dre_dec *d, uint32_t kind, uint32_t len, uint64_t arg)
 {
 	struct dre_sop op = { kind, len, arg };
+	if (kind == SOP_HIT || kind == SOP_PUT || kind == SOP_PUTL) /* a hit may copy the chunk forward */
+		d->sop_bytes += DRE_STORE_OP_BYTES(len);
 	return dre_buf_add(&d->sops, &op, sizeof op);
 }
 
@@ -155,11 +157,11 @@ int dre_dec_sync(dre_dec *d)
 	if (rc)
 		return rc;
 	size_t n = d->sops.len / sizeof(struct dre_sop);
-	if (n == d->sops_done)
-		return 0;
-	rc = sops_run(d->st, d->fp, &d->prev, (struct dre_sop *)d->sops.p + d->sops_done,
-		      n - d->sops_done, d->out.p, d->peer_bit, 1, d->in_frame ? &d->undo : NULL);
+	if (n > d->sops_done)
+		rc = sops_run(d->st, d->fp, &d->prev, (struct dre_sop *)d->sops.p + d->sops_done,
+			      n - d->sops_done, d->out.p, d->peer_bit, 1, d->in_frame ? &d->undo : NULL);
 	d->sops_done = n;
+	d->sop_bytes = d->hz_upto = 0; /* all ran */
 	return rc;
 }
 
@@ -176,6 +178,7 @@ int dre_dec_discard(dre_dec *d)
 		dre_store_set_next(d->st, u[i].tag, u[i].now, u[i].next);
 	d->undo.len = 0;
 	d->sops.len = d->sops_done = 0;
+	d->sop_bytes = d->hz_upto = 0;
 	d->prev = 0; /* what follows does not continue a frame that failed */
 	return rc ? rc : src;
 }
@@ -229,4 +232,51 @@ int dre_dec_find(dre_dec *d, uint64_t tag, dre_ent *e)
 	if (dre_dec_sync(d))
 		return 0;
 	return dre_store_find(d->st, tag, e);
+}
+
+int dre_dec_read(dre_dec *d, uint64_t tag, dre_ent *e, uint8_t *buf, size_t max)
+{
+	for (int again = 0;; again = 1) {
+		if (!dre_dec_find(d, tag, e))
+			return DRE_EMISS;
+		if (e->len > max)
+			return DRE_ECORRUPT;
+		int rc = dre_store_read_fast(d->st, e, buf);
+		/* found before the helper thread evicted its file: this frame's
+		 * pending operations may store the chunk again */
+		if (rc != DRE_EMISS || again || !d->sop_bytes || dre_dec_sync(d))
+			return rc;
+	}
+}
+
+#define HZ_STEP (256u << 10) /* operation bytes between two horizon lookups */
+
+/* May the store operations not run yet evict e's data file? */
+static int doomed(dre_dec *d, const dre_ent *e)
+{
+	if (!d->sop_bytes)
+		return 0;
+	if (d->sop_bytes > d->hz_upto) {
+		uint32_t active;
+		d->hz_upto = d->sop_bytes + HZ_STEP;
+		d->hz = dre_store_horizon(d->st, d->hz_upto, &active);
+	}
+	return e->file < d->hz;
+}
+
+int dre_dec_refresh(dre_dec *d, dre_ent *e)
+{
+	dre_ent n;
+	if (!doomed(d, e)) {
+		if (e->next)
+			return 1;
+		if (dre_store_find(d->st, e->tag, &n) && n.next) {
+			*e = n;
+			return 1;
+		}
+	}
+	if (dre_dec_sync(d) || !dre_store_find(d->st, e->tag, &n))
+		return 0;
+	*e = n;
+	return 1;
 }

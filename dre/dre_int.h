@@ -180,8 +180,10 @@ int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf);
 /* The number of the oldest data file that no eviction can drop while at most
  * `extra` more bytes are appended (all files' chunks are safe: the oldest's
  * number).  UINT32_MAX if the active file may go too: then nothing is safe,
- * not even what is appended to it meanwhile. */
-uint32_t dre_store_horizon(dre_store *st, uint64_t extra);
+ * not even what is appended to it meanwhile.  *active: the active file's
+ * number (0 if there is none yet): what is appended from now on goes there or
+ * to a later file. */
+uint32_t dre_store_horizon(dre_store *st, uint64_t extra, uint32_t *active);
 /* The run fast path in one locked step: if chunk `tag` is stored, at most max
  * bytes long, held by a peer in `bits` (0: no check) and its bytes equal p,
  * fill *out and return 1; else 0.  It changes nothing (the caller refreshes

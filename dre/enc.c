@@ -445,8 +445,8 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *
 		return DRE_EINVAL;
 	uint64_t tag = dre_fp_tag(h);
 	e->stats.hashed_bytes += len;
-	if (dre_store_find_ahead(e->st, tag, e->ahead, &ent) && ent.len == len && peer_has(e, &ent) &&
-	    dre_store_same(e->st, &ent, h)) {
+	int found = dre_store_find_ahead(e->st, tag, e->ahead, &ent);
+	if (found && ent.len == len && peer_has(e, &ent) && dre_store_same(e->st, &ent, h)) {
 		int k = e->cur.tag ? run_position(e, tag) : -1;
 		if (k < 0 && key) /* the run broke here: find this chunk faster next time */
 			dre_store_alt_set(e->st, key, tag);
@@ -456,10 +456,12 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *
 			return rc;
 		return dre_enc_retain_chunk(e, tag, p, len, 1);
 	}
-	if (e->horizon != UINT32_MAX && dre_enc_pending(e, h, len)) {
+	uint32_t pfile;
+	if (e->horizon != UINT32_MAX && dre_enc_pending(e, h, len, &pfile) && pfile >= e->horizon &&
+	    !(found && ent.file < e->horizon)) {
 		/* sent moments ago, not stored yet (helper thread): a reference,
-		 * unless the store is so small that even that may be gone */
-		dre_ent pe = { .tag = tag, .len = len };
+		 * unless the store may drop it before the peer reads this */
+		dre_ent pe = { .tag = tag, .len = len, .file = pfile };
 		if ((rc = enc_hit(e, &pe, -1, len)))
 			return rc;
 		return dre_enc_retain_chunk(e, tag, p, len, 0);
@@ -474,7 +476,7 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *
 			return rc;
 		e->st_lit += len;
 	}
-	if ((rc = dre_enc_put(e, h, p, len, e->prev, lit_off)))
+	if ((rc = dre_enc_put(e, h, p, len, e->prev, lit_off, found ? &ent : NULL)))
 		return rc;
 	note_peer_link(e, tag);
 	e->prev = tag;

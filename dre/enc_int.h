@@ -115,8 +115,9 @@ struct dre_enc {
 	 * the helper thread has not yet run here), so they are not referenced.
 	 * fly_bytes, cur_bytes: what the in-flight and the current frame's
 	 * recorded operations may append; cur_allow: the current frame's bytes
-	 * the horizon allows for. */
-	uint32_t horizon;
+	 * the horizon allows for.  active: the store's active file when the
+	 * horizon last moved, where a chunk stored from then on lands or later. */
+	uint32_t horizon, active;
 	uint64_t fly_bytes, cur_bytes, cur_allow;
 };
 
@@ -142,16 +143,20 @@ int dre_enc_emit_lz_end(dre_enc *e, uint64_t sum, dre_out_fn out, void *arg);
 int dre_enc_wait(dre_enc *e);
 int dre_enc_work_start(dre_enc *e);
 /* Store mutations (enc_store.c): now, or recorded for the helper thread. */
-/* lit_off: where p's bytes sit in e->lits, or -1 (they are copied then). */
+/* lit_off: where p's bytes sit in e->lits, or -1 (they are copied then);
+ * old: the store's entry for this chunk's tag when it was looked up, or NULL
+ * (a chunk stored already stays where it is: see dre_enc_pending). */
 int dre_enc_put(dre_enc *e, const uint8_t h[32], const uint8_t *p, uint32_t len, uint64_t prev,
-		ssize_t lit_off);
+		ssize_t lit_off, const dre_ent *old);
 int dre_enc_hit(dre_enc *e, uint64_t prev, uint64_t tag, uint32_t len);
 /* A frame begins: set e->horizon for the operations in flight and those the
  * frame may record (see struct dre_enc). */
 void dre_enc_horizon_begin(dre_enc *e);
 /* 1 if a chunk with SHA-256 h and length len was recorded in the current or
- * the in-flight frame (not necessarily stored yet). */
-int dre_enc_pending(const dre_enc *e, const uint8_t h[32], uint32_t len);
+ * the in-flight frame (not necessarily stored yet); *file: the oldest data
+ * file it may sit in once stored (the file holding it already, for a chunk
+ * the store had: storing it again adds no copy). */
+int dre_enc_pending(const dre_enc *e, const uint8_t h[32], uint32_t len, uint32_t *file);
 /* A frame was handed over: pending entries older than the previous frame expire. */
 void dre_enc_pend_next(dre_enc *e);
 /* Run recorded store operations (the helper thread). */

@@ -4,7 +4,10 @@
  * thread before that frame is coded and emitted, so store writes overlap the
  * next frame's chunking and hashing.  Chunks recorded but not yet stored stay
  * findable through a small pending table (current and in-flight frame), so a
- * repeat within that distance is still sent as a reference. */
+ * repeat within that distance is still sent as a reference, if the file the
+ * chunk lands in outlives the eviction horizon (a chunk the store held
+ * already, in a file eviction drops soon, is not stored again: it goes with
+ * that file). */
 #include <stdlib.h>
 #include <sys/types.h>
 
@@ -26,6 +29,7 @@ enum { EOP_PUT = 1, EOP_HIT = 2 };
 struct dre_pend {
 	uint64_t tag;
 	uint32_t len, gen;
+	uint32_t file; /* the oldest file it may sit in once stored */
 	uint8_t h[32];
 };
 
@@ -48,33 +52,41 @@ int dre_enc_eops_run(dre_store *st, const dre_buf *eops, const dre_buf *data, co
 	return 0;
 }
 
-/* Remember a recorded chunk in the pending table. */
-static void pend_add(dre_enc *e, const uint8_t h[32], uint32_t len)
+/* Remember a recorded chunk in the pending table; file: the oldest data file
+ * it may sit in once stored.  A live entry for it keeps the older file: the
+ * put recorded first decides where the chunk goes. */
+static void pend_add(dre_enc *e, const uint8_t h[32], uint32_t len, uint32_t file)
 {
 	if (!e->pend && !(e->pend = calloc(PEND_SLOTS, sizeof *e->pend)))
 		return;
 	uint64_t tag = dre_fp_tag(h);
 	for (size_t i = tag & (PEND_SLOTS - 1), k = 0; k < 16; k++, i = (i + 1) & (PEND_SLOTS - 1)) {
 		struct dre_pend *p = &e->pend[i];
-		if (p->tag && p->gen + 1 >= e->pend_gen && p->tag != tag)
+		int live = p->tag && p->gen + 1 >= e->pend_gen;
+		if (live && p->tag != tag)
 			continue; /* a live entry for another chunk */
+		if (live && p->file < file)
+			file = p->file;
 		p->tag = tag;
 		p->len = len;
 		p->gen = e->pend_gen;
+		p->file = file;
 		memcpy(p->h, h, 32);
 		return;
 	}
 }
 
-int dre_enc_pending(const dre_enc *e, const uint8_t h[32], uint32_t len)
+int dre_enc_pending(const dre_enc *e, const uint8_t h[32], uint32_t len, uint32_t *file)
 {
 	if (!e->pend)
 		return 0;
 	uint64_t tag = dre_fp_tag(h);
 	for (size_t i = tag & (PEND_SLOTS - 1), k = 0; k < 16; k++, i = (i + 1) & (PEND_SLOTS - 1)) {
 		const struct dre_pend *p = &e->pend[i];
-		if (p->tag == tag && p->gen + 1 >= e->pend_gen)
+		if (p->tag == tag && p->gen + 1 >= e->pend_gen) {
+			*file = p->file;
 			return p->len == len && !memcmp(p->h, h, 32);
+		}
 		if (!p->tag)
 			return 0;
 	}
@@ -92,7 +104,7 @@ void dre_enc_pend_next(dre_enc *e)
 static void horizon_set(dre_enc *e)
 {
 	e->cur_allow = e->cur_bytes + HORIZON_STEP;
-	e->horizon = dre_store_horizon(e->st, e->fly_bytes + e->cur_allow);
+	e->horizon = dre_store_horizon(e->st, e->fly_bytes + e->cur_allow, &e->active);
 }
 
 void dre_enc_horizon_begin(dre_enc *e)
@@ -114,7 +126,7 @@ static void horizon_note(dre_enc *e, uint32_t len)
 }
 
 int dre_enc_put(dre_enc *e, const uint8_t h[32], const uint8_t *p, uint32_t len, uint64_t prev,
-		ssize_t lit_off)
+		ssize_t lit_off, const dre_ent *old)
 {
 	if (!e->ws.t.running) /* the peer stores what it gets: mark it */
 		return dre_store_add(e->st, h, p, len, prev, e->peer_bit, 0);
@@ -126,7 +138,9 @@ int dre_enc_put(dre_enc *e, const uint8_t h[32], const uint8_t *p, uint32_t len,
 	horizon_note(e, len);
 	if ((lit_off < 0 && dre_buf_add(&e->edata, p, len)) || dre_buf_add(&e->eops, &o, sizeof o))
 		return DRE_ENOMEM;
-	pend_add(e, h, len);
+	/* stored already: storing it again leaves it in its file; else it is
+	 * appended to the active file (this one, or a later one) */
+	pend_add(e, h, len, old ? old->file : e->active);
 	return 0;
 }
 

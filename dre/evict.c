@@ -89,9 +89,10 @@ int dre_store_enforce_limit(dre_store *st)
 	return 0;
 }
 
-uint32_t dre_store_horizon(dre_store *st, uint64_t extra)
+uint32_t dre_store_horizon(dre_store *st, uint64_t extra, uint32_t *active)
 {
 	pthread_mutex_lock(&st->mu);
+	*active = st->nfiles ? st->files[st->nfiles - 1].num : 0;
 	uint64_t total = st->disk_bytes + extra, dropped = 0;
 	/* a shrink in progress takes files down to its target */
 	uint64_t limit = dre_store_target(st);
