@@ -24,8 +24,13 @@
  * the benchmark's corpora: (a) v1 encodes 1.07x and (c) 1.05x faster (fewer
  * hand-overs between threads, and more zstd jobs per frame to run at once),
  * (a) v1's output is 0.7 % smaller, its decode 3 % slower (medians of 20
- * alternating runs each), peak RSS 2-3 MiB more. */
+ * alternating runs each), peak RSS 2-3 MiB more.  But at most a 256th of the
+ * store (and at least CLI_FRAME_MIN): the encoder references nothing in the
+ * oldest frame or two of the store (its eviction horizon), which in a small
+ * store is a large share of it (dre_evict.test.sh, 8 MiB stores: 21.1 MB
+ * sent with 1 MiB frames, 13.9 MB with 64 KiB). */
 #define CLI_FRAME (2u << 20)
+#define CLI_FRAME_MIN (64u << 10)
 #define OUT_PIPE (1 << 20) /* half a decoded frame of CLI_FRAME; most a pipe may hold unprivileged */
 #define OUT_RESERVE (8u << 20) /* a regular file's blocks reserved ahead of the writes */
 
@@ -58,7 +63,7 @@ static void dre_usage(FILE *f)
 		"                     zstd runs on a thread per processor (up to 4) unless --link-rate\n"
 		"                     is 20M or less, where the output's size counts more\n"
 		"  --link-rate BPS    link speed hint for --lz auto, bits/s (k/M/G suffixes)\n"
-		"  --frame SIZE       input bytes per frame (default 2M)\n"
+		"  --frame SIZE       input bytes per frame (default 2M, at most a 256th of --store-size)\n"
 		"  --no-dedup         LZ only: no references, nothing stored\n"
 		"  --sync             make the store durable (fdatasync) before exiting\n"
 		"  --chunks MIN:AVG:MAX  content-defined chunk sizes in bytes (default 2048:4096:16384)\n"
@@ -335,6 +340,12 @@ static int run_codec(struct cli *c, int decode)
 	c->eo.threaded = 1; /* the CLI owns its thread: overlap LZ with chunking */
 	grow_out_pipe();
 	out_begin();
+	if (!c->eo.frame_max) {
+		dre_store_stats ss;
+		dre_store_get_stats(st, &ss);
+		uint64_t f = ss.size_limit / 256;
+		c->eo.frame_max = f > CLI_FRAME ? CLI_FRAME : f < CLI_FRAME_MIN ? CLI_FRAME_MIN : (size_t)f;
+	}
 	dre_enc *e = decode ? NULL : dre_enc_new(st, &c->eo);
 	dre_dec *d = decode ? dre_dec_new(st) : NULL;
 	char *buf = decode ? malloc(IO_BLOCK) : NULL;
@@ -484,7 +495,7 @@ int px_cmd_dre(int argc, char **argv)
 		dre_usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? 2 : 0;
 	}
-	struct cli c = { .eo.frame_max = CLI_FRAME };
+	struct cli c = { 0 };
 	const char *act = argv[1];
 	int rc = parse_args(argc - 1, argv + 1, &c);
 	if (rc)

@@ -7,8 +7,8 @@
 # Small frames keep many store operations in flight on the encoder's helper
 # thread: what it has not yet run (and so not yet evicted) must not be
 # referenced if the decoder's store will have dropped it by then.  Stores of
-# 1 MiB, smaller than what a frame writes, too.  Frames of 64 KiB, 1 MiB and
-# the command line's default, 2 MiB.
+# 1 MiB, smaller than what a frame writes, too.  Frames of 64 KiB, 1 and 2 MiB,
+# and the command line's default (a 256th of the store: 64 KiB at least).
 set -eu
 W=${BINDIR:-bin}/wanopt
 T=$(mktemp -d /tmp/wanopt-dreevict.XXXXXX)
@@ -44,11 +44,13 @@ for i in range(1, 19):
             b[p:p + 20] = e.randbytes(20)
     open(f"{sys.argv[1]}/v{i}", "wb").write(b)
 PY
-for frame in 64K 1M 2M; do
+declare -A SENT
+for frame in 64K 1M 2M default; do
 	rm -rf "$T/A" "$T/B"
-	total=0 sent=0
+	total=0 sent=0 fa="--frame=$frame"
+	[ $frame = default ] && fa="--store-size=8M" # the same again: no --frame
 	for i in $(seq 1 18); do
-		"$W" dre encode --store "$T/A" --store-size 8M --frame $frame < "$T/v$i" > "$T/e"
+		"$W" dre encode --store "$T/A" --store-size 8M "$fa" < "$T/v$i" > "$T/e"
 		"$W" dre decode --store "$T/B" --store-size 8M < "$T/e" > "$T/o" 2> "$T/err" ||
 			fail "frame $frame: version $i did not decode: $(cat "$T/err")"
 		cmp -s "$T/v$i" "$T/o" || fail "frame $frame: version $i decoded to other bytes"
@@ -60,7 +62,12 @@ for frame in 64K 1M 2M; do
 	[ $((16#${oldest%.dat})) -gt 20 ] || fail "frame $frame: oldest file $oldest: the test does not test eviction"
 	[ $((sent * 3)) -lt "$total" ] || fail "frame $frame: $sent of $total bytes sent: the versions did not dedupe"
 	"$W" dre check --store "$T/B" > /dev/null || fail "frame $frame: the decoder's store is not consistent"
+	SENT[$frame]=$sent
 done
+# without --frame, frames are a 256th of the store at most (64 KiB here): a
+# small store loses no more to the eviction horizon than with 64 KiB frames
+[ $((SENT[default] * 10)) -le $((SENT[64K] * 11)) ] ||
+	fail "default frames on an 8 MiB store: ${SENT[default]} bytes sent, ${SENT[64K]} with 64 KiB frames"
 # a store smaller than a frame's writes: even the active file, and what a
 # frame has just stored there, may be gone before the decoder reads it.  With
 # frames of 64-256 KiB the stores drop their single data file every few
@@ -71,13 +78,15 @@ done
 # store again, after another chunk).  Before both were handled, a series of 6
 # versions failed to decode 9-13 times in 20 with 256 KiB frames, 4 in 50
 # with 64 KiB frames; the timing varies, hence several series.
-for frame in 2M 256K 256K 256K 256K 256K 64K 64K 64K; do
+for frame in 2M 256K 256K 256K 256K 256K 64K 64K default; do
 	rm -rf "$T/A" "$T/B"
+	fa="--frame=$frame"
+	[ $frame = default ] && fa="--store-size=1M" # 64 KiB frames
 	for i in 1 2 3 4 5 6; do
-		"$W" dre encode --store "$T/A" --store-size 1M --frame $frame < "$T/v$i" > "$T/e"
+		"$W" dre encode --store "$T/A" --store-size 1M "$fa" < "$T/v$i" > "$T/e"
 		"$W" dre decode --store "$T/B" --store-size 1M < "$T/e" > "$T/o" 2> "$T/err" ||
 			fail "1 MiB stores, frame $frame: version $i did not decode: $(cat "$T/err")"
 		cmp -s "$T/v$i" "$T/o" || fail "1 MiB stores, frame $frame: version $i decoded to other bytes"
 	done
 done
-echo "1 MiB stores: 9 series of 6 versions decoded (frames of 2M, 256K, 64K)"
+echo "1 MiB stores: 9 series of 6 versions decoded (frames of 2M, 256K, 64K, default)"
