@@ -302,6 +302,10 @@ static int read_locked(dre_store *st, const dre_ent *e, uint8_t hdr[DRE_REC_HDR]
 		memcpy(hdr, m, DRE_REC_HDR);
 		if (buf)
 			memcpy(buf, m + DRE_REC_HDR, cur->len);
+	} else if (st->wq_forgot == cur->file + 1) {
+		/* evicted as we speak (evict_oldest): its unwritten records are
+		 * gone, and the index entries go next */
+		return DRE_EMISS;
 	} else if (!dre_wq_read(st, cur->file, cur->off, hdr, buf, cur->len)) {
 		ssize_t got = preadv(f->fd, iov, buf ? 2 : 1, cur->off);
 		if (got != want) {

@@ -82,6 +82,7 @@ struct dre_store {
 	struct dre_wjob *wq_cur;  /* data block being filled */
 	struct dre_wjob *wq_head, *wq_tail; /* jobs waiting, oldest first */
 	struct dre_wjob *wq_busy; /* the job being done (outside the lock) */
+	uint32_t wq_forgot;       /* 1 + the file dre_wq_forget dropped jobs of, while it waits */
 	uint64_t wq_bytes;        /* record bytes appended but not yet written */
 	uint64_t map_read;        /* bytes read through mappings since their pages were let go */
 	struct dre_wjob *wq_spare; /* written data blocks kept for reuse */
@@ -171,7 +172,8 @@ void dre_wq_throttle(dre_store *st);
 /* Wait (releasing mu) until everything queued is written. */
 void dre_wq_drain(dre_store *st);
 /* Drop queued jobs of a file about to be deleted; waits (releasing mu) if the
- * writer is busy with one. */
+ * writer is busy with one.  Meanwhile the file's records whose writes were
+ * dropped are missing, and read as misses (st->wq_forgot), not I/O errors. */
 void dre_wq_forget(dre_store *st, uint32_t file);
 /* Have the writer delete evicted file `file` (at once if it cannot). */
 void dre_wq_unlink(dre_store *st, uint32_t file);

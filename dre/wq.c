@@ -482,7 +482,9 @@ void dre_wq_forget(dre_store *st, uint32_t file)
 		st->wq_cur = NULL;
 	}
 	st->wq_waiters++;
+	st->wq_forgot = file + 1;
 	while (st->wq_busy && st->wq_busy->file == file)
 		pthread_cond_wait(&st->wq_done, &st->mu);
+	st->wq_forgot = 0;
 	st->wq_waiters--;
 }

@@ -83,7 +83,10 @@ for frame in 2M 256K 256K 256K 256K 256K 64K 64K default; do
 	fa="--frame=$frame"
 	[ $frame = default ] && fa="--store-size=1M" # 64 KiB frames
 	for i in 1 2 3 4 5 6; do
-		"$W" dre encode --store "$T/A" --store-size 1M "$fa" < "$T/v$i" > "$T/e"
+		# a store file errors report here was a read racing the eviction
+		# of the file it read (now a plain miss)
+		"$W" dre encode --store "$T/A" --store-size 1M "$fa" < "$T/v$i" > "$T/e" 2> "$T/err"
+		[ ! -s "$T/err" ] || fail "1 MiB stores, frame $frame: version $i: encode said $(cat "$T/err")"
 		"$W" dre decode --store "$T/B" --store-size 1M < "$T/e" > "$T/o" 2> "$T/err" ||
 			fail "1 MiB stores, frame $frame: version $i did not decode: $(cat "$T/err")"
 		cmp -s "$T/v$i" "$T/o" || fail "1 MiB stores, frame $frame: version $i decoded to other bytes"
