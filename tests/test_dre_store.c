@@ -163,7 +163,8 @@ static uint32_t oldest_file(const char *dir)
 
 /* dre_store_horizon: every file it calls safe outlives `extra` more bytes of
  * store operations (the file it names is still there after them); with room
- * to spare it is the oldest file; it never moves back as extra grows. */
+ * to spare it is the oldest file; it never moves back as extra grows; what is
+ * stored after it lands in the active file it names or a later one. */
 static void test_horizon(void **state)
 {
 	char da[64];
@@ -176,8 +177,10 @@ static void test_horizon(void **state)
 		dre_store_stats s;
 		dre_store_get_stats(st, &s);
 		dre_store_flush(st); /* evicted files are deleted by the writer thread */
-		uint32_t hz = dre_store_horizon(st, extra), oldest = oldest_file(da);
-		assert_true(dre_store_horizon(st, extra / 2) <= hz && hz <= dre_store_horizon(st, 2 * extra));
+		uint32_t act, a2, hz = dre_store_horizon(st, extra, &act), oldest = oldest_file(da);
+		assert_true(dre_store_horizon(st, extra / 2, &a2) <= hz && hz <= dre_store_horizon(st, 2 * extra, &a2));
+		assert_int_equal(a2, act);
+		assert_true(act >= oldest && (hz == UINT32_MAX || act >= hz));
 		if (s.disk_bytes + extra <= s.size_limit)
 			assert_int_equal(hz, oldest);
 		for (uint64_t put = 0; put + DRE_STORE_OP_BYTES(sizeof p) <= extra; put += DRE_STORE_OP_BYTES(sizeof p)) {
@@ -185,6 +188,7 @@ static void test_horizon(void **state)
 			dre_ent e;
 			assert_int_equal(dre_fp_sha256(fp, p, sizeof p, h), 0);
 			assert_true(dre_store_put_after(st, h, p, sizeof p, prev, &e) >= 0);
+			assert_true(e.file >= act);
 			prev = dre_fp_tag(h);
 		}
 		/* file hz is there (UINT32_MAX: even the active file may have gone) */
