@@ -671,9 +671,15 @@ dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, s
 		dre_seterr(err, errlen, "%s: cannot start the writer thread", dir);
 		goto fail;
 	}
-	if (!st->readonly && !o->keep && dre_store_enforce_limit(st)) {
-		dre_seterr(err, errlen, "%s: cannot evict down to the size limit", dir);
-		goto fail;
+	if (!st->readonly && !o->keep) {
+		/* the writer runs: its queue is shared (evicting queues deletions) */
+		pthread_mutex_lock(&st->mu);
+		int rc = dre_store_enforce_limit(st);
+		pthread_mutex_unlock(&st->mu);
+		if (rc) {
+			dre_seterr(err, errlen, "%s: cannot evict down to the size limit", dir);
+			goto fail;
+		}
 	}
 	if (!o->keep && !unknown && dre_store_limit_save(st)) {
 		dre_seterr(err, errlen, "%s/limit: %s", dir, strerror(errno));
