@@ -139,6 +139,8 @@ typedef struct dre_buf {
 } dre_buf;
 /* Make room for `more` bytes past len; 0 or DRE_ENOMEM. */
 int dre_buf_reserve(dre_buf *b, size_t more);
+/* The same, growing the capacity to exactly len + more (not doubling). */
+int dre_buf_reserve_exact(dre_buf *b, size_t more);
 int dre_buf_add(dre_buf *b, const void *p, size_t n);
 void dre_buf_free(dre_buf *b);
 

@@ -585,6 +585,7 @@ int dre_enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *use
 	if (e->view_ok) { /* the input stays put while a helper reads it (see in_compact) */
 		uintptr_t a = (uintptr_t)p, b = (uintptr_t)e->in.p;
 		e->busy_p = e->in.p && a >= b && a < b + e->in.cap ? e->in.p : NULL;
+		e->busy_off = e->busy_p ? a - b : 0;
 	}
 	if (src_sum)
 		return dre_enc_submit_src(e, DRE_FT_DATA, pos, e->seed ^ e->seq, p, out, arg);

@@ -2,8 +2,9 @@
  * enc_in.c: the encoder's input side.  The caller's bytes are framed in place
  * when whole frames arrive at once; otherwise they are buffered in e->in until
  * a frame and a chunk are there.  While a helper thread may still read a frame
- * cut from e->in (its literals as a view, its checksum), the unframed rest
- * moves to a twin buffer instead of to e->in's front, so that frame stays put.
+ * cut from e->in (its literals as a view, its checksum), that frame stays put:
+ * the unframed rest moves to e->in's front only if it and the room asked for
+ * end before that frame, else to a twin buffer.
  */
 #include <stdlib.h>
 
@@ -34,29 +35,40 @@ static int enc_drain(dre_enc *e, int final, dre_out_fn out, void *arg)
 		e->in_off += used;
 	}
 	/* all framed: start again at the front, unless the helper reads there
-	 * (then the next in_compact moves on to the twin) */
+	 * (then the next in_compact keeps clear of that frame) */
 	if (e->in_off == e->in.len && !in_busy(e, &e->in))
 		e->in_off = e->in.len = 0;
 	return 0;
 }
 
-/* Move the buffered input not yet framed to the front of the buffer -- or,
- * while the helper may read a frame in it, into the twin, which becomes
- * e->in: the frame stays put, and a frame is in flight in one of the two at
- * most.  0 or DRE_ENOMEM. */
-static int in_compact(dre_enc *e)
+/* Room at e->in's end: up to its capacity, or up to the frame in flight if
+ * that lies ahead (in_compact moved the rest before it). */
+static size_t in_room(const dre_enc *e)
+{
+	if (in_busy(e, &e->in) && e->busy_off >= e->in.len)
+		return e->busy_off - e->in.len;
+	return e->in.cap - e->in.len;
+}
+
+/* Move the buffered input not yet framed to the front of the buffer, leaving
+ * `room` bytes after it -- or, while the helper may read a frame in it that
+ * the rest and that room would reach, into the twin, which becomes e->in: the
+ * frame stays put, and a frame is in flight in one of the two at most.  0 or
+ * DRE_ENOMEM. */
+static int in_compact(dre_enc *e, size_t room)
 {
 	if (!e->in_off)
 		return 0;
 	size_t rest = e->in.len - e->in_off;
-	if (!in_busy(e, &e->in)) {
+	if (!in_busy(e, &e->in) || (rest <= e->busy_off && room <= e->busy_off - rest)) {
 		memmove(e->in.p, e->in.p + e->in_off, rest);
 		e->in.len = rest;
 		e->in_off = 0;
 		return 0;
 	}
 	e->in_alt.len = 0;
-	if (dre_buf_reserve(&e->in_alt, e->in.cap))
+	/* exactly e->in's size: doubling, the two would outgrow each other by turns */
+	if (dre_buf_reserve_exact(&e->in_alt, e->in.cap))
 		return DRE_ENOMEM;
 	memcpy(e->in_alt.p, e->in.p + e->in_off, rest);
 	e->in_alt.len = rest;
@@ -82,7 +94,7 @@ static int in_settle(dre_enc *e)
 static int enc_buffered(dre_enc *e, const uint8_t *p, size_t n, size_t *took, dre_out_fn out, void *arg)
 {
 	size_t cap = 2 * (e->o.frame_max + e->cdc.max);
-	int rc = in_compact(e); /* what is left is less than a frame and a chunk */
+	int rc = in_compact(e, SIZE_MAX); /* what is left is less than a frame and a chunk */
 	if (rc || (rc = in_settle(e)))
 		return rc;
 	size_t take = cap - e->in.len < n ? cap - e->in.len : n;
@@ -98,7 +110,7 @@ static int enc_buffered(dre_enc *e, const uint8_t *p, size_t n, size_t *took, dr
 static int enc_bridge(dre_enc *e, const uint8_t *p, size_t need, size_t *took, dre_out_fn out, void *arg)
 {
 	size_t have = e->in.len - e->in_off, used = 0;
-	int rc = in_compact(e);
+	int rc = in_compact(e, SIZE_MAX);
 	if (rc || (rc = in_settle(e)))
 		return rc;
 	if (dre_buf_add(&e->in, p, need))
@@ -156,18 +168,36 @@ int dre_enc_write(dre_enc *e, const void *buf, size_t n, dre_out_fn out, void *a
 	return rc;
 }
 
+#define IN_FRAMES 4 /* a threaded encoder's input buffer holds this many frames */
+
+/* Grow e->in for dre_enc_space(e, min).  With helper threads, to IN_FRAMES
+ * frames and the chunk after each: filled up (as the command line fills
+ * it), it is cut into that many frames in place, and the few KiB left move
+ * to its front, ahead of the last frame, which the helpers may still read.
+ * Before 2026-12-03 the buffer held two 2 MiB frames and the rest was most of
+ * a frame each time: corpus (c) moved 99 % of its bytes (now 1.5 %), into a
+ * twin buffer of the same size; encoding it is 1.04x as fast (median of 30
+ * alternating runs). */
+static int in_grow(dre_enc *e, size_t min)
+{
+	size_t full = IN_FRAMES * (e->o.frame_max + e->cdc.max);
+	if (e->w.t.running && e->in.len + 3 * min <= full)
+		return dre_buf_reserve_exact(&e->in, full - e->in.len);
+	return dre_buf_reserve(&e->in, 3 * min);
+}
+
 void *dre_enc_space(dre_enc *e, size_t min, size_t *room)
 {
-	if (e->in.cap - e->in.len < min) {
+	if (in_room(e) < min) {
 		/* move the unframed rest (less than a frame and a chunk) to the
 		 * front; when growing, leave room for two more such requests, so
 		 * such moves stay rare */
-		if (in_compact(e))
+		if (in_compact(e, min))
 			return NULL;
-		if (e->in.cap - e->in.len < min && (in_settle(e) || dre_buf_reserve(&e->in, 3 * min)))
+		if (in_room(e) < min && (in_settle(e) || in_grow(e, min)))
 			return NULL;
 	}
-	*room = e->in.cap - e->in.len;
+	*room = in_room(e);
 	return e->in.p + e->in.len;
 }
 

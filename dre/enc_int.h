@@ -75,6 +75,7 @@ struct dre_enc {
 	 * rest moves to in_alt (the two swap) instead of to e->in's front. */
 	dre_buf in_alt;
 	const uint8_t *busy_p; /* with view_busy: e->in.p or in_alt.p the frame in flight lies in, or NULL */
+	size_t busy_off;       /* ...and where in it the frame begins */
 	dre_buf ops, lits, out;
 	/* The literal section as a view of the caller's input (cap 0: never
 	 * written or freed) while it is one contiguous run of input bytes, in

@@ -109,6 +109,18 @@ int dre_buf_reserve(dre_buf *b, size_t more)
 	return 0;
 }
 
+int dre_buf_reserve_exact(dre_buf *b, size_t more)
+{
+	if (b->cap - b->len >= more)
+		return 0;
+	uint8_t *np = realloc(b->p, b->len + more);
+	if (!np)
+		return DRE_ENOMEM;
+	b->p = np;
+	b->cap = b->len + more;
+	return 0;
+}
+
 int dre_buf_add(dre_buf *b, const void *p, size_t n)
 {
 	if (dre_buf_reserve(b, n))

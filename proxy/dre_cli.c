@@ -365,7 +365,10 @@ static int run_codec(struct cli *c, int decode)
 			rc = DRE_ENOMEM;
 			break;
 		}
-		ssize_t n = read(STDIN_FILENO, dst, room < IO_BLOCK ? room : IO_BLOCK);
+		/* the encoder's buffer is filled up: what it does not frame
+		 * then is a few KiB, moved to its front (see enc_in.c) */
+		size_t want = room < IO_BLOCK + IO_BLOCK / 4 ? room : IO_BLOCK;
+		ssize_t n = read(STDIN_FILENO, dst, want);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "../dre/dre_int.h"
+#include "../dre/enc_int.h"
 #include "dre_util.h"
 
 /* Mixed input (random, text, a repeat with edits, so views, copies and
@@ -58,6 +58,75 @@ static void test_caller_buffer_reuse(void **state)
 	free(src);
 	free(scratch);
 	t_stores_done(sa, da, sb, db);
+}
+
+/* Feed a threaded encoder as the command line does: space for at least
+ * 1 MiB, filled up to 4 MiB at a time, or to the end when less than 5 MiB
+ * is left (so the buffer fills up); with `ragged`, pieces of random size
+ * (as a pipe delivers them) instead.  Returns the encoder's twin buffer's
+ * capacity (0: never used). */
+static size_t feed_space(dre_store *sa, const uint8_t *p, size_t n, int ragged, struct tbuf *enc)
+{
+	dre_enc_opts o = { .threaded = 1 };
+	dre_enc *e = dre_enc_new(sa, &o);
+	assert_non_null(e);
+	for (size_t pos = 0; pos < n;) {
+		size_t room = 0;
+		uint8_t *dst = dre_enc_space(e, 1 << 20, &room);
+		assert_non_null(dst);
+		assert_true(room >= 1 << 20);
+		size_t k = room < (5u << 20) ? room : 4u << 20;
+		if (ragged)
+			k = 1 + t_rand() % k;
+		if (k > n - pos)
+			k = n - pos;
+		memcpy(dst, p + pos, k);
+		assert_int_equal(dre_enc_commit(e, k, tbuf_out, enc), 0);
+		pos += k;
+	}
+	assert_int_equal(dre_enc_end(e, tbuf_out, enc), 0);
+	size_t twin = e->in_alt.cap;
+	dre_enc_free(e);
+	return twin;
+}
+
+/* Fed as the command line feeds it, the encoder cuts frames from its own
+ * buffer while its helpers still read the frame before: the unframed rest
+ * moves to the front, ahead of that frame (filled up, the buffer holds four
+ * frames: the twin buffer is not needed), and nothing the helpers read is
+ * overwritten: the stream decodes to the input, byte for byte.  The same
+ * with ragged pieces, where the rest may have to go to the twin. */
+static void test_space_in_place(void **state)
+{
+	size_t n = 40 << 20;
+	uint8_t *src = malloc(n);
+	assert_non_null(src);
+	t_fill_random(src, 16 << 20);
+	t_fill_text(src + (16 << 20), 8 << 20);
+	memcpy(src + (24 << 20), src + (4 << 20), 16 << 20); /* a repeat, with edits */
+	for (size_t i = 0; i < 400; i++)
+		src[(24 << 20) + t_rand() % (16 << 20)] ^= 0x5a;
+	for (int ragged = 0; ragged < 2; ragged++) {
+		char da[64], db[64];
+		dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
+		assert_non_null(sa);
+		assert_non_null(sb);
+		struct tbuf enc = { 0 }, dec = { 0 };
+		size_t twin = feed_space(sa, src, n, ragged, &enc);
+		if (!ragged)
+			assert_int_equal(twin, 0);
+		dre_dec *d = dre_dec_new(sb);
+		assert_non_null(d);
+		assert_int_equal(t_decode(d, enc.p, enc.len, 1 << 20, &dec), 0);
+		assert_int_equal(dre_dec_finish(d), 0);
+		assert_int_equal(dec.len, n);
+		assert_memory_equal(dec.p, src, n);
+		dre_dec_free(d);
+		free(enc.p);
+		free(dec.p);
+		t_stores_done(sa, da, sb, db);
+	}
+	free(src);
 }
 
 /* Encode n bytes of p as stream `version` from sa, decode into sb and check
@@ -345,6 +414,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_caller_buffer_reuse),
+		cmocka_unit_test(test_space_in_place),
 		cmocka_unit_test(test_repeated_chunk),
 		cmocka_unit_test(test_small_streams_stay_small),
 		cmocka_unit_test(test_slow_level_memory),
