@@ -68,6 +68,7 @@ struct dre_vjob {
 /* One frame handed to the helper thread. */
 struct dre_dslot {
 	dre_buf ops, data;        /* its struct dre_sop list and its bytes */
+	uint64_t op_bytes;        /* what its store operations may append */
 	int verify;               /* ... and, if set, check and output data (vj) first */
 	struct dre_vjob vj;
 };
@@ -106,12 +107,12 @@ struct dre_dec {
 	uint64_t prev;            /* last chunk output: used only by whoever runs sops */
 	dre_buf sops;             /* store operations of the frame being rebuilt */
 	size_t sops_done;         /* how many of them already ran (forced early) */
-	/* What the store operations recorded since everything last ran
-	 * (dre_dec_sync) may append, and the eviction horizon (see
-	 * dre_store_horizon) for up to hz_upto such bytes: an entry looked up
-	 * in an older file may be one those operations evict (and store again,
-	 * with another successor). */
-	uint64_t sop_bytes, hz_upto;
+	/* What the store operations not run yet may append: those of the frame
+	 * being rebuilt, and at most fly_bytes in the frames handed to the
+	 * helper thread; and the eviction horizon (see dre_store_horizon) for up
+	 * to hz_upto such bytes.  An entry looked up in an older file may be one
+	 * those operations evict (and store again, with another successor). */
+	uint64_t cur_bytes, fly_bytes, hz_upto;
 	uint32_t hz;
 	int in_frame;             /* rebuilding: links made by ops forced early are journaled */
 	dre_buf undo;             /* that journal: struct dre_undo, restored if the frame fails */

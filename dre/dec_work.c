@@ -12,7 +12,7 @@ int dre_dec_sop(dre_dec *d, uint32_t kind, uint32_t len, uint64_t arg)
 {
 	struct dre_sop op = { kind, len, arg };
 	if (kind == SOP_HIT || kind == SOP_PUT || kind == SOP_PUTL) /* a hit may copy the chunk forward */
-		d->sop_bytes += DRE_STORE_OP_BYTES(len);
+		d->cur_bytes += DRE_STORE_OP_BYTES(len);
 	return dre_buf_add(&d->sops, &op, sizeof op);
 }
 
@@ -161,7 +161,7 @@ int dre_dec_sync(dre_dec *d)
 		rc = sops_run(d->st, d->fp, &d->prev, (struct dre_sop *)d->sops.p + d->sops_done,
 			      n - d->sops_done, d->out.p, d->peer_bit, 1, d->in_frame ? &d->undo : NULL);
 	d->sops_done = n;
-	d->sop_bytes = d->hz_upto = 0; /* all ran */
+	d->cur_bytes = d->fly_bytes = d->hz_upto = 0; /* all ran */
 	return rc;
 }
 
@@ -178,7 +178,7 @@ int dre_dec_discard(dre_dec *d)
 		dre_store_set_next(d->st, u[i].tag, u[i].now, u[i].next);
 	d->undo.len = 0;
 	d->sops.len = d->sops_done = 0;
-	d->sop_bytes = d->hz_upto = 0;
+	d->cur_bytes = d->fly_bytes = d->hz_upto = 0;
 	d->prev = 0; /* what follows does not continue a frame that failed */
 	return rc ? rc : src;
 }
@@ -214,8 +214,17 @@ int dre_dec_commit(dre_dec *d, const struct dre_vjob *vj)
 	int rc = dre_worker_wait_below(&w->t, DRE_DEC_DEPTH);
 	if (rc)
 		return rc;
+	/* what may not have run yet: this frame's operations, and those of
+	 * the slots still pending (the last ones handed over) */
+	unsigned fly = dre_worker_pending(&w->t);
+	d->fly_bytes = d->cur_bytes;
+	for (unsigned i = 1; i <= fly; i++)
+		d->fly_bytes += w->slot[(w->put - i) % DRE_DEC_DEPTH].op_bytes;
+	d->hz_upto = 0; /* look the horizon up again */
 	/* the slot after the last one handed over has finished its run */
 	struct dre_dslot *s = &w->slot[w->put++ % DRE_DEC_DEPTH];
+	s->op_bytes = d->cur_bytes;
+	d->cur_bytes = 0;
 	s->verify = vj != NULL;
 	if (vj)
 		s->vj = *vj;
@@ -244,7 +253,7 @@ int dre_dec_read(dre_dec *d, uint64_t tag, dre_ent *e, uint8_t *buf, size_t max)
 		int rc = dre_store_read_fast(d->st, e, buf);
 		/* found before the helper thread evicted its file: this frame's
 		 * pending operations may store the chunk again */
-		if (rc != DRE_EMISS || again || !d->sop_bytes || dre_dec_sync(d))
+		if (rc != DRE_EMISS || again || !(d->cur_bytes + d->fly_bytes) || dre_dec_sync(d))
 			return rc;
 	}
 }
@@ -254,11 +263,12 @@ int dre_dec_read(dre_dec *d, uint64_t tag, dre_ent *e, uint8_t *buf, size_t max)
 /* May the store operations not run yet evict e's data file? */
 static int doomed(dre_dec *d, const dre_ent *e)
 {
-	if (!d->sop_bytes)
+	uint64_t pending = d->cur_bytes + d->fly_bytes;
+	if (!pending)
 		return 0;
-	if (d->sop_bytes > d->hz_upto) {
+	if (pending > d->hz_upto) {
 		uint32_t active;
-		d->hz_upto = d->sop_bytes + HZ_STEP;
+		d->hz_upto = pending + HZ_STEP;
 		d->hz = dre_store_horizon(d->st, d->hz_upto, &active);
 	}
 	return e->file < d->hz;
