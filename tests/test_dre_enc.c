@@ -13,6 +13,21 @@
 #include "../dre/enc_int.h"
 #include "dre_util.h"
 
+/* Decode enc into store sb: the bytes must be src[0..n).  Frees enc. */
+static void decode_check(dre_store *sb, struct tbuf *enc, const uint8_t *src, size_t n)
+{
+	struct tbuf dec = { 0 };
+	dre_dec *d = dre_dec_new(sb);
+	assert_non_null(d);
+	assert_int_equal(t_decode(d, enc->p, enc->len, 1 << 20, &dec), 0);
+	assert_int_equal(dre_dec_finish(d), 0);
+	assert_int_equal(dec.len, n);
+	assert_memory_equal(dec.p, src, n);
+	dre_dec_free(d);
+	free(enc->p);
+	free(dec.p);
+}
+
 /* Mixed input (random, text, a repeat with edits, so views, copies and
  * deltas all occur) written in large pieces from one scratch buffer that is
  * overwritten as soon as each write returns: the decoded stream is the
@@ -32,7 +47,7 @@ static void test_caller_buffer_reuse(void **state)
 	memcpy(src + (9 << 20), src + (1 << 20), 3 << 20); /* a repeat ... */
 	for (size_t i = 0; i < 40; i++)                  /* ... with edits */
 		src[(9 << 20) + t_rand() % (3 << 20)] ^= 0x5a;
-	struct tbuf enc = { 0 }, dec = { 0 };
+	struct tbuf enc = { 0 };
 	dre_enc_opts o = { .threaded = 1 };
 	dre_enc *e = dre_enc_new(sa, &o);
 	assert_non_null(e);
@@ -46,15 +61,7 @@ static void test_caller_buffer_reuse(void **state)
 	dre_enc_get_stats(e, &s);
 	assert_true(s.delta_bytes > 0 || s.ref_bytes > (2u << 20)); /* the repeat was found */
 	dre_enc_free(e);
-	dre_dec *d = dre_dec_new(sb);
-	assert_non_null(d);
-	assert_int_equal(t_decode(d, enc.p, enc.len, 1 << 20, &dec), 0);
-	assert_int_equal(dre_dec_finish(d), 0);
-	assert_int_equal(dec.len, n);
-	assert_memory_equal(dec.p, src, n);
-	dre_dec_free(d);
-	free(enc.p);
-	free(dec.p);
+	decode_check(sb, &enc, src, n);
 	free(src);
 	free(scratch);
 	t_stores_done(sa, da, sb, db);
@@ -111,19 +118,11 @@ static void test_space_in_place(void **state)
 		dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
 		assert_non_null(sa);
 		assert_non_null(sb);
-		struct tbuf enc = { 0 }, dec = { 0 };
+		struct tbuf enc = { 0 };
 		size_t twin = feed_space(sa, src, n, ragged, &enc);
 		if (!ragged)
 			assert_int_equal(twin, 0);
-		dre_dec *d = dre_dec_new(sb);
-		assert_non_null(d);
-		assert_int_equal(t_decode(d, enc.p, enc.len, 1 << 20, &dec), 0);
-		assert_int_equal(dre_dec_finish(d), 0);
-		assert_int_equal(dec.len, n);
-		assert_memory_equal(dec.p, src, n);
-		dre_dec_free(d);
-		free(enc.p);
-		free(dec.p);
+		decode_check(sb, &enc, src, n);
 		t_stores_done(sa, da, sb, db);
 	}
 	free(src);
