@@ -94,13 +94,9 @@ void dre_seterr(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
-int dre_buf_reserve(dre_buf *b, size_t more)
+/* Give b a capacity of cap bytes; 0 or DRE_ENOMEM. */
+static int buf_resize(dre_buf *b, size_t cap)
 {
-	if (b->cap - b->len >= more)
-		return 0;
-	size_t cap = b->cap ? b->cap : 4096;
-	while (cap - b->len < more)
-		cap *= 2;
 	uint8_t *np = realloc(b->p, cap);
 	if (!np)
 		return DRE_ENOMEM;
@@ -109,16 +105,19 @@ int dre_buf_reserve(dre_buf *b, size_t more)
 	return 0;
 }
 
-int dre_buf_reserve_exact(dre_buf *b, size_t more)
+int dre_buf_reserve(dre_buf *b, size_t more)
 {
 	if (b->cap - b->len >= more)
 		return 0;
-	uint8_t *np = realloc(b->p, b->len + more);
-	if (!np)
-		return DRE_ENOMEM;
-	b->p = np;
-	b->cap = b->len + more;
-	return 0;
+	size_t cap = b->cap ? b->cap : 4096;
+	while (cap - b->len < more)
+		cap *= 2;
+	return buf_resize(b, cap);
+}
+
+int dre_buf_reserve_exact(dre_buf *b, size_t more)
+{
+	return b->cap - b->len >= more ? 0 : buf_resize(b, b->len + more);
 }
 
 int dre_buf_add(dre_buf *b, const void *p, size_t n)

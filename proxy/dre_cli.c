@@ -340,7 +340,7 @@ static int run_codec(struct cli *c, int decode)
 	c->eo.threaded = 1; /* the CLI owns its thread: overlap LZ with chunking */
 	grow_out_pipe();
 	out_begin();
-	if (!c->eo.frame_max) {
+	if (!decode && !c->eo.frame_max) { /* frames are the encoder's */
 		dre_store_stats ss;
 		dre_store_get_stats(st, &ss);
 		uint64_t f = ss.size_limit / 256;
