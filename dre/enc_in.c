@@ -168,6 +168,32 @@ int dre_enc_write(dre_enc *e, const void *buf, size_t n, dre_out_fn out, void *a
 	return rc;
 }
 
+/* Whole frames straight from the caller's bytes, none buffered: see dre.h. */
+int dre_enc_write_frames(dre_enc *e, const void *buf, size_t n, size_t *took, dre_out_fn out, void *arg)
+{
+	*took = 0;
+	if (e->ended || e->in.len > e->in_off)
+		return DRE_ESTATE;
+	const uint8_t *p = buf;
+	size_t need = e->o.frame_max + e->cdc.max;
+	int rc = 0;
+	while (!rc && n - *took >= need) {
+		size_t used = 0;
+		e->view_ok = 1; /* their literals need no copy: we wait before returning */
+		rc = dre_enc_frame(e, p + *took, n - *took, 0, &used, out, arg);
+		e->view_ok = 0;
+		if (!used)
+			break;
+		*took += used;
+	}
+	if (e->view_busy && !e->busy_p) { /* p is the caller's again once we return */
+		e->view_busy = 0;
+		int wrc = dre_enc_wait(e);
+		rc = rc ? rc : wrc;
+	}
+	return rc;
+}
+
 #define IN_FRAMES 4 /* a threaded encoder's input buffer holds this many frames */
 
 /* Grow e->in for dre_enc_space(e, min).  With helper threads, to IN_FRAMES

@@ -183,6 +183,13 @@ int dre_enc_write(dre_enc *e, const void *buf, size_t n, dre_out_fn out, void *a
  * called on the encoder in between. */
 void *dre_enc_space(dre_enc *e, size_t min, size_t *room);
 int dre_enc_commit(dre_enc *e, size_t n, dre_out_fn out, void *arg);
+/* Encode whole frames straight from buf, with no copy: as many as buf holds
+ * with a chunk to spare after each (frame_max plus the largest chunk).
+ * *took: the bytes consumed; the rest is not buffered, the caller passes it
+ * again (with what follows it) or to dre_enc_write.  Returns once no helper
+ * thread reads buf.  Only while nothing is buffered (no dre_enc_write or
+ * dre_enc_commit since the encoder was made or flushed), else DRE_ESTATE. */
+int dre_enc_write_frames(dre_enc *e, const void *buf, size_t n, size_t *took, dre_out_fn out, void *arg);
 /* Emit everything buffered as frames now (the caller has no more data for a while). */
 int dre_enc_flush(dre_enc *e, dre_out_fn out, void *arg);
 /* The data ended: flush, then emit an END frame, on which the decoder reports

@@ -23,8 +23,9 @@ for v in v1 v2; do
 	"$W" dre decode --store "$T/B" < "$T/$v.dre" > "$T/$v.out"
 	cmp -s "$T/$v" "$T/$v.out" || fail "$v did not round-trip"
 done
-# input from a regular file and from a pipe both round-trip, and a file is
-# encoded from the offset stdin is at (here not page-aligned)
+# input from a regular file (mapped 16 MiB at a time: this spans four
+# windows) and from a pipe (read) both round-trip, and a file is encoded
+# from the offset stdin is at (here not page-aligned)
 python3 -c 'import random, sys; sys.stdout.buffer.write(random.Random(3).randbytes(67200000))' > "$T/big"
 cat "$T/big" | "$W" dre encode --store "$T/P" > "$T/pipe.dre"
 "$W" dre decode --store "$T/Q" < "$T/pipe.dre" | cmp -s - "$T/big" || fail "piped input did not round-trip"
@@ -45,12 +46,13 @@ echo head > "$T/app.dre"
 "$W" dre encode --store "$T/R2" < "$T/v1" >> "$T/app.dre"
 tail -c +6 "$T/app.dre" | "$W" dre decode --store "$T/RB2" | cmp -s - "$T/v1" || fail "appended output did not round-trip"
 rm -rf "$T/res.dre" "$T/R" "$T/RB" "$T/R2" "$T/RB2"
-# an input file cut short while being encoded: a clean run over what was
-# read (stdin is read, not mapped: no SIGBUS)
+# an input file cut short while being encoded (it is mapped): a clear error,
+# or a clean run if the encoder was done first; never death by SIGBUS
 "$W" dre encode --store "$T/S" < "$T/big" > /dev/null 2> "$T/err" & enc=$!
 sleep 0.05; truncate -s 1000000 "$T/big"
 set +e; wait $enc; rc=$?; set -e
-[ $rc -eq 0 ] || fail "input truncated mid-encode: exit $rc: $(cat "$T/err")"
+[ $rc -eq 0 ] || { [ $rc -eq 1 ] && grep -q "a mapped file shrank while being read" "$T/err"; } ||
+	fail "input truncated mid-encode: exit $rc: $(cat "$T/err")"
 echo "input truncated mid-encode: exit $rc"
 rm -f "$T/big" "$T/pipe.dre" "$T/off.dre"
 v1=$(stat -c %s "$T/v1.dre"); v2=$(stat -c %s "$T/v2.dre")

@@ -128,6 +128,56 @@ static void test_space_in_place(void **state)
 	free(src);
 }
 
+/* Fed as the command line feeds it a mapped file: whole frames straight from
+ * windows of the input, each window's unframed tail starting the next; the
+ * window is reused as soon as the call returns, and the last piece goes to
+ * dre_enc_write.  Each call leaves less than a frame and a chunk, takes
+ * nothing from a window smaller than that, and refuses to run while
+ * dre_enc_write has bytes buffered; the stream decodes to the input. */
+static void test_write_frames(void **state)
+{
+	(void)state;
+	char da[64], db[64];
+	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
+	assert_non_null(sa);
+	assert_non_null(sb);
+	size_t n = 24 << 20, win = 5 << 20, frame = 1 << 20, need = frame + 16384; /* the default largest chunk */
+	uint8_t *src = malloc(n), *w = malloc(win);
+	assert_non_null(src);
+	assert_non_null(w);
+	t_fill_random(src, 10 << 20);
+	t_fill_text(src + (10 << 20), 6 << 20);
+	memcpy(src + (16 << 20), src + (2 << 20), 8 << 20); /* a repeat, with edits */
+	for (size_t i = 0; i < 80; i++)
+		src[(16 << 20) + t_rand() % (8 << 20)] ^= 0x5a;
+	struct tbuf enc = { 0 };
+	dre_enc_opts o = { .threaded = 1, .frame_max = frame };
+	dre_enc *e = dre_enc_new(sa, &o);
+	assert_non_null(e);
+	size_t pos = 0, took = 0;
+	assert_int_equal(dre_enc_write_frames(e, src, need - 1, &took, tbuf_out, &enc), 0);
+	assert_int_equal(took, 0);
+	while (n - pos >= win) {
+		memcpy(w, src + pos, win);
+		assert_int_equal(dre_enc_write_frames(e, w, win, &took, tbuf_out, &enc), 0);
+		assert_true(took > 0 && win - took < need);
+		memset(w, 0xa5, win); /* the caller unmaps the window */
+		pos += took;
+	}
+	assert_int_equal(dre_enc_write(e, src + pos, 1000, tbuf_out, &enc), 0);
+	assert_int_equal(dre_enc_write_frames(e, src + pos + 1000, need, &took, tbuf_out, &enc), DRE_ESTATE);
+	assert_int_equal(dre_enc_write(e, src + pos + 1000, n - pos - 1000, tbuf_out, &enc), 0);
+	assert_int_equal(dre_enc_end(e, tbuf_out, &enc), 0);
+	dre_codec_stats s;
+	dre_enc_get_stats(e, &s);
+	assert_true(s.ref_bytes + s.delta_bytes > (4u << 20)); /* the repeat was found */
+	dre_enc_free(e);
+	decode_check(sb, &enc, src, n);
+	free(src);
+	free(w);
+	t_stores_done(sa, da, sb, db);
+}
+
 /* Encode n bytes of p as stream `version` from sa, decode into sb and check
  * the bytes; returns the encoded size, the stream in *enc. */
 static size_t enc_dec(dre_store *sa, dre_store *sb, int version, const uint8_t *p, size_t n, struct tbuf *enc)
@@ -414,6 +464,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_caller_buffer_reuse),
 		cmocka_unit_test(test_space_in_place),
+		cmocka_unit_test(test_write_frames),
 		cmocka_unit_test(test_repeated_chunk),
 		cmocka_unit_test(test_small_streams_stay_small),
 		cmocka_unit_test(test_slow_level_memory),
