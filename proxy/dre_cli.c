@@ -296,10 +296,12 @@ static void on_sigbus(int sig)
 /* When stdin is a regular file, encode it from mappings of MAP_WINDOW bytes
  * (or four frames, if larger) instead of read()ing it: the encoder frames
  * straight from the page cache, and the read copy goes away (corpus (c):
- * 8 % of the encoder's CPU samples; encoding it took 0.94-0.96x the time,
- * median of 40 alternating runs, 2026-12-03).  The pages fault in on the
- * threads that first read them: mapping with MAP_POPULATE, all on this one,
- * gained less (0.985x).  A window's unframed tail (less than a frame and a
+ * 8 % of the encoder's CPU samples; encoding it took 0.93-0.96x the time in
+ * three series of 20-40 alternating runs, 0.87-1.05x in series of 8, on
+ * 2026-12-03; in four runs of bench-dre's (c) each, 65-79 % of openssl's
+ * speed against 68-71 % read: inside that benchmark's noise).  The pages
+ * fault in on the threads that first read them: mapping with MAP_POPULATE,
+ * all on this one, gained less (0.985x).  A window's unframed tail (less than a frame and a
  * chunk) starts the next one, so nothing is copied; 16 MiB windows keep peak
  * RSS near the read()ing run's (29 against 22 MiB; 78 MiB with 64 MiB).
  * (From 2026-11-30 to 12-02 files were mapped 64 MiB at a time, each window's
