@@ -89,15 +89,23 @@ px_bg u1 put 127.0.0.1 "$L" 201 $((24 * MB))
 px_bg u2 put 127.0.0.1 "$L" 202 $((24 * MB))
 sleep 1.5
 check_shared "edge -> core, two uploads" "( dport = :$P )"
-# the edge's stats: its two connections to the core are one peer, paced at the sum
+# the edge's stats: its two connections to the core are one peer, paced at
+# the sum of their caps: the cap, or within 2 % of it, as check_shared
+# allows (each connection takes its share at its own tick, from the other's
+# last rate, so for a tick the two may add up to a little more or less)
+near_cap() {  # bit/s
+	python3 -c "import sys; sys.exit(not $CAP * 0.98 <= float('$1') <= $CAP * 1.02)" 2>/dev/null
+}
 for _ in $(seq 20); do
 	pace=$(px_stat "$S2" '[p["pace_bps"] for p in j["tunnel"]["peers"]]')
 	[ "$pace" = "[$CAP]" ] && break
 	sleep 0.1
 done
-[ "$pace" = "[$CAP]" ] && ok "edge stats: the core paced at $pace bit/s in all" || fail "edge stats: pace_bps $pace, want [$CAP]"
+case $pace in \[*[0-9]\]) near_cap "${pace//[][]/}" ;; *) false ;; esac &&
+	ok "edge stats: the core paced at $pace bit/s in all" || fail "edge stats: pace_bps $pace, want [$CAP] (within 2 %)"
 line=$(timeout 10 "$BIN" stats --stats=127.0.0.1:"$S2" | grep "tunnel peers")
-case $line in *"sending at 40 Mbit/s (paced at 38)"*) ok "wanopt stats: $line" ;; *) fail "wanopt stats: '$line'" ;; esac
+mbit=$(echo "$line" | sed -n 's/.*sending at 40 Mbit\/s (paced at \([0-9.]*\)).*/\1/p')
+[ -n "$mbit" ] && near_cap "${mbit}e6" && ok "wanopt stats: $line" || fail "wanopt stats: '$line'"
 for n in u1 u2; do
 	px_bg_wait $n 60
 	[ $BG_RC = 0 ] && ok "upload $n exact in $BG_SECS s: $BG_OUT" || fail "upload $n: rc $BG_RC $BG_OUT"
