@@ -28,6 +28,18 @@ static void decode_check(dre_store *sb, struct tbuf *enc, const uint8_t *src, si
 	free(dec.p);
 }
 
+/* Test input of rnd + txt + rep MiB at p: random bytes, text, then a copy of
+ * the rep MiB from `from` MiB on, with `edits` bytes flipped in the copy. */
+static void fill_mixed(uint8_t *p, size_t rnd, size_t txt, size_t from, size_t rep, size_t edits)
+{
+	t_fill_random(p, rnd << 20);
+	t_fill_text(p + (rnd << 20), txt << 20);
+	uint8_t *copy = p + ((rnd + txt) << 20);
+	memcpy(copy, p + (from << 20), rep << 20);
+	for (size_t i = 0; i < edits; i++)
+		copy[t_rand() % (rep << 20)] ^= 0x5a;
+}
+
 /* Mixed input (random, text, a repeat with edits, so views, copies and
  * deltas all occur) written in large pieces from one scratch buffer that is
  * overwritten as soon as each write returns: the decoded stream is the
@@ -42,11 +54,7 @@ static void test_caller_buffer_reuse(void **state)
 	uint8_t *src = malloc(n), *scratch = malloc(piece);
 	assert_non_null(src);
 	assert_non_null(scratch);
-	t_fill_random(src, 5 << 20);
-	t_fill_text(src + (5 << 20), 4 << 20);
-	memcpy(src + (9 << 20), src + (1 << 20), 3 << 20); /* a repeat ... */
-	for (size_t i = 0; i < 40; i++)                  /* ... with edits */
-		src[(9 << 20) + t_rand() % (3 << 20)] ^= 0x5a;
+	fill_mixed(src, 5, 4, 1, 3, 40);
 	struct tbuf enc = { 0 };
 	dre_enc_opts o = { .threaded = 1 };
 	dre_enc *e = dre_enc_new(sa, &o);
@@ -108,11 +116,7 @@ static void test_space_in_place(void **state)
 	size_t n = 40 << 20;
 	uint8_t *src = malloc(n);
 	assert_non_null(src);
-	t_fill_random(src, 16 << 20);
-	t_fill_text(src + (16 << 20), 8 << 20);
-	memcpy(src + (24 << 20), src + (4 << 20), 16 << 20); /* a repeat, with edits */
-	for (size_t i = 0; i < 400; i++)
-		src[(24 << 20) + t_rand() % (16 << 20)] ^= 0x5a;
+	fill_mixed(src, 16, 8, 4, 16, 400);
 	for (int ragged = 0; ragged < 2; ragged++) {
 		char da[64], db[64];
 		dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
@@ -145,11 +149,7 @@ static void test_write_frames(void **state)
 	uint8_t *src = malloc(n), *w = malloc(win);
 	assert_non_null(src);
 	assert_non_null(w);
-	t_fill_random(src, 10 << 20);
-	t_fill_text(src + (10 << 20), 6 << 20);
-	memcpy(src + (16 << 20), src + (2 << 20), 8 << 20); /* a repeat, with edits */
-	for (size_t i = 0; i < 80; i++)
-		src[(16 << 20) + t_rand() % (8 << 20)] ^= 0x5a;
+	fill_mixed(src, 10, 6, 2, 8, 80);
 	struct tbuf enc = { 0 };
 	dre_enc_opts o = { .threaded = 1, .frame_max = frame };
 	dre_enc *e = dre_enc_new(sa, &o);
