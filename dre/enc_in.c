@@ -129,6 +129,29 @@ static int enc_bridge(dre_enc *e, const uint8_t *p, size_t need, size_t *took, d
 	return 0;
 }
 
+/* One frame cut straight from the caller's bytes p (nothing buffered); its
+ * literals are views of p, which the caller keeps until caller_done. */
+static int frame_caller(dre_enc *e, const uint8_t *p, size_t n, size_t *took, dre_out_fn out, void *arg)
+{
+	e->view_ok = 1;
+	int rc = dre_enc_frame(e, p, n, 0, took, out, arg);
+	e->view_ok = 0;
+	return rc;
+}
+
+/* Before returning to a caller whose bytes a helper may still read as
+ * views (not in e->in): wait for the helper.  Returns rc, or the wait's
+ * error if rc is 0. */
+static int caller_done(dre_enc *e, int rc)
+{
+	if (e->view_busy && !e->busy_p) {
+		e->view_busy = 0;
+		int wrc = dre_enc_wait(e);
+		return rc ? rc : wrc;
+	}
+	return rc;
+}
+
 /* dre_enc_write's work, which may leave frames reading buf in flight. */
 static int enc_write(dre_enc *e, const uint8_t *p, size_t n, dre_out_fn out, void *arg)
 {
@@ -140,11 +163,8 @@ static int enc_write(dre_enc *e, const uint8_t *p, size_t n, dre_out_fn out, voi
 			rc = enc_buffered(e, p, n, &took, out, arg);
 		else if (e->in.len > e->in_off)
 			rc = enc_bridge(e, p, need, &took, out, arg);
-		else { /* nothing buffered: whole frames straight from the caller's bytes */
-			e->view_ok = 1; /* their literals need no copy: we wait before returning */
-			rc = dre_enc_frame(e, p, n, 0, &took, out, arg);
-			e->view_ok = 0;
-		}
+		else /* nothing buffered: whole frames straight from the caller's bytes */
+			rc = frame_caller(e, p, n, &took, out, arg);
 		if (rc)
 			return rc;
 		if (!took && e->in.len == e->in_off && (rc = enc_buffered(e, p, n, &took, out, arg)))
@@ -159,13 +179,7 @@ int dre_enc_write(dre_enc *e, const void *buf, size_t n, dre_out_fn out, void *a
 {
 	if (e->ended)
 		return n ? DRE_ESTATE : 0;
-	int rc = enc_write(e, buf, n, out, arg);
-	if (e->view_busy && !e->busy_p) { /* the caller may reuse its buffer once we return */
-		e->view_busy = 0;
-		int wrc = dre_enc_wait(e);
-		return rc ? rc : wrc;
-	}
-	return rc;
+	return caller_done(e, enc_write(e, buf, n, out, arg)); /* the caller may reuse buf */
 }
 
 /* Whole frames straight from the caller's bytes, none buffered: see dre.h. */
@@ -179,19 +193,12 @@ int dre_enc_write_frames(dre_enc *e, const void *buf, size_t n, size_t *took, dr
 	int rc = 0;
 	while (!rc && n - *took >= need) {
 		size_t used = 0;
-		e->view_ok = 1; /* their literals need no copy: we wait before returning */
-		rc = dre_enc_frame(e, p + *took, n - *took, 0, &used, out, arg);
-		e->view_ok = 0;
+		rc = frame_caller(e, p + *took, n - *took, &used, out, arg);
 		if (!used)
 			break;
 		*took += used;
 	}
-	if (e->view_busy && !e->busy_p) { /* p is the caller's again once we return */
-		e->view_busy = 0;
-		int wrc = dre_enc_wait(e);
-		rc = rc ? rc : wrc;
-	}
-	return rc;
+	return caller_done(e, rc); /* p is the caller's again once we return */
 }
 
 #define IN_FRAMES 4 /* a threaded encoder's input buffer holds this many frames */

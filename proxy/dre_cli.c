@@ -301,9 +301,10 @@ static void on_sigbus(int sig)
  * 2026-12-03; in four runs of bench-dre's (c) each, 65-79 % of openssl's
  * speed against 68-71 % read: inside that benchmark's noise).  The pages
  * fault in on the threads that first read them: mapping with MAP_POPULATE,
- * all on this one, gained less (0.985x).  A window's unframed tail (less than a frame and a
- * chunk) starts the next one, so nothing is copied; 16 MiB windows keep peak
- * RSS near the read()ing run's (29 against 22 MiB; 78 MiB with 64 MiB).
+ * all on this one, gained less (0.985x).  A window's unframed tail (less
+ * than a frame and a chunk) starts the next one, so nothing is copied; 16 MiB
+ * windows keep peak RSS near the read()ing run's (29 against 22 MiB; 78 MiB
+ * with 64 MiB).
  * (From 2026-11-30 to 12-02 files were mapped 64 MiB at a time, each window's
  * tail copied; on the VM of 12-02 that ran slower than reading, 0.44-0.57 s
  * against 0.36-0.44 s, six runs, and was dropped until this.)
