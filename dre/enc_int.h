@@ -30,18 +30,22 @@ struct dre_ret {
 
 /* A frame cut and hashed ahead (enc_prep.c). */
 struct dre_prep_ch;
+struct dre_prep_seg;
 struct dre_prep {
-	dre_worker t;            /* cuts and hashes the second half */
+	dre_worker t;            /* cuts and hashes pieces of the frame beside us */
 	dre_fp *fp;              /* the helper thread's hasher */
 	struct dre_prep_ch *ch;  /* chunks found, in order: offset, length, SHA-256 */
 	size_t n, next;          /* chunks, lookup cursor */
-	struct dre_prep_ch *hch; /* the helper's chunks, cut from `from` */
-	size_t hn, from;
-	size_t pos;              /* where our cuts of the first half ended */
-	int pending, err;        /* the helper's half not yet taken in; first error */
+	struct dre_prep_seg *seg; /* the frame's pieces, cut by whichever thread took each */
+	struct dre_prep_ch *sch; /* their chunks: PREP_MAX / PREP_SEGS slots each */
+	size_t nseg, merged;     /* pieces; how many are taken into ch */
+	size_t claim;            /* the next piece to take (atomic) */
+	size_t pos;              /* where the chunks in ch end */
+	int pending, kicked, err; /* pieces not yet in ch; the helper has this frame; first error */
 	const uint8_t *base;     /* the input: len bytes, final or not */
 	size_t len;
 	int final;
+	uint64_t used;           /* bytes of chunks the encoding loop took from here (tests) */
 };
 
 /* A helper thread: residual-codes and emits frame N (or runs its store
@@ -165,12 +169,13 @@ int dre_enc_eops_run(dre_store *st, const dre_buf *eops, const dre_buf *data, co
 		     uint32_t peer_bit);
 void dre_enc_work_stop(dre_enc *e);
 /* Hash-ahead (enc_prep.c): start/stop its helper thread.  dre_enc_prep
- * cuts p[0..n) (as enc_frame would from position 0) and hashes the chunks
- * on two threads: it returns once our half is done, the helper's going on
- * (0 or an error).  dre_enc_prep_get: the hash and length of the
- * precomputed chunk starting at pos, or NULL; past our half it waits for
- * the helper's.  dre_enc_prep_end, before the frame is done: waits for the
- * helper if it was not needed; the first error, or 0. */
+ * cuts p[0..n) (as enc_frame would from position 0) and hashes the chunks,
+ * in pieces that this thread and the helper take in turn: it returns once
+ * every piece is taken, the helper's last perhaps going on (0 or an error).
+ * dre_enc_prep_get: the hash and length of the precomputed chunk starting
+ * at pos, or NULL; it waits for the helper's piece when it gets there.
+ * dre_enc_prep_end, before the frame is done: waits for the helper if it
+ * was not needed; the first error, or 0. */
 int dre_enc_prep_start(dre_enc *e);
 void dre_enc_prep_stop(dre_enc *e);
 int dre_enc_prep(dre_enc *e, const uint8_t *p, size_t n, int final);

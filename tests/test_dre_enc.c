@@ -411,6 +411,57 @@ static void lz_pieces(dre_lzc *z, const uint8_t *p, size_t n, dre_buf *out)
 	dre_lz_free(d);
 }
 
+/* Encode p[0..n) into a fresh store, threaded or not; *s gets the store's
+ * figures (chunks, bytes).  Returns the bytes of chunks cut ahead
+ * (enc_prep.c) that the encoder used. */
+static uint64_t cut_into_store(const uint8_t *p, size_t n, int threaded, dre_store_stats *s)
+{
+	char dir[64];
+	dre_store *st = t_store(dir, 0);
+	assert_non_null(st);
+	dre_enc_opts o = { .threaded = threaded };
+	dre_enc *e = dre_enc_new(st, &o);
+	assert_non_null(e);
+	struct tbuf enc = { 0 };
+	assert_int_equal(dre_enc_write(e, p, n, tbuf_out, &enc), 0);
+	assert_int_equal(dre_enc_end(e, tbuf_out, &enc), 0);
+	uint64_t used = e->prep.used;
+	dre_enc_free(e);
+	dre_store_get_stats(st, s);
+	free(enc.p);
+	dre_store_close(st);
+	t_rmstore(dir);
+	return used;
+}
+
+/* A threaded encoder cuts and hashes new data in pieces on two threads
+ * (enc_prep.c): the chunks it stores are exactly those one thread cutting
+ * from the start finds, also where a piece starts in, or next to, a run of
+ * zeros (where cuts from two starts need not meet), and the pieces' chunks
+ * are joined so that the encoder uses them for nearly all of the data (a
+ * chunk cut ahead is used only where the encoder's own cuts reach its
+ * start: a bad join costs speed, not bytes). */
+static void test_prep_cuts(void **state)
+{
+	(void)state;
+	size_t n = 6 << 20, piece = (1 << 20) / 8;
+	uint8_t *p = malloc(n);
+	assert_non_null(p);
+	t_fill_random(p, n);
+	size_t runs[] = { 3000, 20000, 70000, 200 }, at = piece + 5000;
+	for (size_t i = 0; at + 300000 < n; i++, at += 3 * piece + 7777) {
+		size_t len = runs[i % 4], start = (at / piece) * piece - len / 2; /* across a piece's start */
+		memset(p + start, 0, len);
+	}
+	dre_store_stats one, two;
+	assert_int_equal(cut_into_store(p, n, 0, &one), 0);
+	assert_true(cut_into_store(p, n, 1, &two) > n - n / 20);
+	assert_true(one.chunks > n / 16384);
+	assert_int_equal(two.chunks, one.chunks);
+	assert_int_equal(two.data_bytes, one.data_bytes);
+	free(p);
+}
+
 /* zstd's worker threads code the residual of a bulk (threaded) encoder: the
  * stream decodes piece by piece as before, its blocks are laid out otherwise
  * (so the workers did run) and it is at most 3 % larger.  A threaded encoder
@@ -471,6 +522,7 @@ int main(void)
 		cmocka_unit_test(test_frame_lit_max),
 		cmocka_unit_test(test_rest),
 		cmocka_unit_test(test_lz_workers),
+		cmocka_unit_test(test_prep_cuts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
