@@ -48,19 +48,27 @@ struct dre_prep {
 	uint64_t used;           /* bytes of chunks the encoding loop took from here (tests) */
 };
 
-/* A helper thread: residual-codes and emits frame N (or runs its store
- * operations) while frame N+1 is cut and fingerprinted. */
-struct dre_ework {
-	dre_worker t;
-	dre_buf ops, lits;      /* the job */
+/* A frame handed to the helper threads: residual-coded and emitted by one,
+ * its store operations run by the other, while later frames are cut and
+ * fingerprinted.  Up to DRE_ENC_DEPTH frames are in flight. */
+#define DRE_ENC_DEPTH 2
+struct dre_eslot {
+	dre_buf ops, lits;      /* the frame's ops and literal section */
 	dre_buf litv;           /* ... or, when litv.p is set, its literal section as a view */
-	dre_buf eops, edata;    /* ... and its store operations, run first */
+	dre_buf eops, edata;    /* its store operations */
 	int type;
 	size_t raw_n;
 	uint64_t sum;
 	const uint8_t *src;     /* set: sum is the seed; checksum src[0..raw_n) first */
 	dre_out_fn out;
 	void *arg;
+	uint64_t op_bytes;      /* what its store operations may append */
+};
+
+/* A helper thread, taking the slots in order. */
+struct dre_ework {
+	dre_worker t;
+	unsigned take;          /* slots taken (the helper's own count) */
 };
 
 struct dre_enc {
@@ -110,6 +118,9 @@ struct dre_enc {
 	uint64_t st_ref, st_delta, st_lit;
 	struct dre_ework w;        /* helper thread: residual coding and output */
 	struct dre_ework ws;       /* helper thread: store operations */
+	struct dre_eslot slot[DRE_ENC_DEPTH]; /* frames handed to them */
+	unsigned put;              /* slots handed over */
+	int fly_in;                /* a frame in flight may lie in e->in (or in_alt) */
 	dre_buf eops, edata;       /* store operations of the frame being built (threaded) */
 	struct dre_pend *pend;     /* chunks recorded but maybe not stored yet */
 	uint32_t pend_gen;         /* frame generation of the pending table */

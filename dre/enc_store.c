@@ -3,7 +3,7 @@
  * With one, they are recorded in order with the frame and run on the helper
  * thread before that frame is coded and emitted, so store writes overlap the
  * next frame's chunking and hashing.  Chunks recorded but not yet stored stay
- * findable through a small pending table (current and in-flight frame), so a
+ * findable through a small pending table (current and in-flight frames), so a
  * repeat within that distance is still sent as a reference, if the file the
  * chunk lands in outlives the eviction horizon (a chunk the store held
  * already, in a file eviction drops soon, is not stored again: it goes with
@@ -13,7 +13,7 @@
 
 #include "enc_int.h"
 
-#define PEND_SLOTS 4096 /* power of two; more new chunks than this per two frames lose only dedup */
+#define PEND_SLOTS 4096 /* power of two; more new chunks than this per 3 frames lose only dedup */
 
 struct dre_eop {
 	uint32_t kind;  /* EOP_PUT or EOP_HIT */
@@ -62,7 +62,7 @@ static void pend_add(dre_enc *e, const uint8_t h[32], uint32_t len, uint32_t fil
 	uint64_t tag = dre_fp_tag(h);
 	for (size_t i = tag & (PEND_SLOTS - 1), k = 0; k < 16; k++, i = (i + 1) & (PEND_SLOTS - 1)) {
 		struct dre_pend *p = &e->pend[i];
-		int live = p->tag && p->gen + 1 >= e->pend_gen;
+		int live = p->tag && p->gen + DRE_ENC_DEPTH >= e->pend_gen;
 		if (live && p->tag != tag)
 			continue; /* a live entry for another chunk */
 		if (live && p->file < file)
@@ -83,7 +83,7 @@ int dre_enc_pending(const dre_enc *e, const uint8_t h[32], uint32_t len, uint32_
 	uint64_t tag = dre_fp_tag(h);
 	for (size_t i = tag & (PEND_SLOTS - 1), k = 0; k < 16; k++, i = (i + 1) & (PEND_SLOTS - 1)) {
 		const struct dre_pend *p = &e->pend[i];
-		if (p->tag == tag && p->gen + 1 >= e->pend_gen) {
+		if (p->tag == tag && p->gen + DRE_ENC_DEPTH >= e->pend_gen) {
 			*file = p->file;
 			return p->len == len && !memcmp(p->h, h, 32);
 		}

@@ -120,6 +120,7 @@ static void buf_swap(dre_buf *a, dre_buf *b)
 int dre_enc_wait(dre_enc *e)
 {
 	int a = dre_worker_wait(&e->w.t), b = dre_worker_wait(&e->ws.t);
+	e->fly_in = 0;
 	return a ? a : b;
 }
 
@@ -128,68 +129,89 @@ int dre_enc_submit(dre_enc *e, int type, size_t raw_n, uint64_t sum, dre_out_fn 
 	return dre_enc_submit_src(e, type, raw_n, sum, NULL, out, arg);
 }
 
+/* Wait until a slot is free for the next frame: the frame DRE_ENC_DEPTH
+ * back is done -- or every frame, when this one or one in flight lies in
+ * e->in (enc_in.c keeps one such frame in place at most: in_busy).  Then
+ * only the frames still pending, and this one, are in flight: fly_bytes. */
+static int slot_wait(dre_enc *e)
+{
+	int in_buf = e->busy_p != NULL, rc;
+	if (in_buf || e->fly_in)
+		rc = dre_enc_wait(e);
+	else if (!(rc = dre_worker_wait_below(&e->w.t, DRE_ENC_DEPTH)))
+		rc = dre_worker_wait_below(&e->ws.t, DRE_ENC_DEPTH);
+	if (rc)
+		return rc;
+	e->fly_in = in_buf;
+	unsigned fly = dre_worker_pending(&e->ws.t);
+	e->fly_bytes = e->cur_bytes;
+	for (unsigned i = 1; i <= fly; i++)
+		e->fly_bytes += e->slot[(e->put - i) % DRE_ENC_DEPTH].op_bytes;
+	return 0;
+}
+
 int dre_enc_submit_src(dre_enc *e, int type, size_t raw_n, uint64_t sum, const uint8_t *src, dre_out_fn out,
 		       void *arg)
 {
-	struct dre_ework *w = &e->w, *ws = &e->ws;
-	if (src && !w->t.running)
+	if (src && !e->w.t.running)
 		sum = dre_frame_sum(e->o.version, src, raw_n, sum);
-	if (!w->t.running) {
+	if (!e->w.t.running) {
 		int rc = emit(e, type, raw_n, sum, &e->ops, e->litv.p ? &e->litv : &e->lits, out, arg);
 		e->litv = (dre_buf){ 0 };
 		return rc;
 	}
-	int rc = dre_enc_wait(e);
+	int rc = slot_wait(e);
 	if (rc)
 		return rc;
-	w->litv = e->litv;
+	struct dre_eslot *s = &e->slot[e->put++ % DRE_ENC_DEPTH];
+	s->litv = e->litv;
 	e->litv = (dre_buf){ 0 };
-	w->src = src;
-	if (w->litv.p || src)
+	s->src = src;
+	if (s->litv.p || src)
 		e->view_busy = 1;
 	/* frame N's coding and its store writes run on two threads while this
 	 * one cuts and hashes frame N+1 */
-	buf_swap(&e->ops, &w->ops);
-	buf_swap(&e->lits, &w->lits);
-	buf_swap(&e->eops, &ws->eops);
-	e->fly_bytes = e->cur_bytes; /* the frame before has run: only this one is in flight */
+	buf_swap(&e->ops, &s->ops);
+	buf_swap(&e->lits, &s->lits);
+	buf_swap(&e->eops, &s->eops);
+	buf_swap(&e->edata, &s->edata);
+	s->op_bytes = e->cur_bytes;
 	e->cur_bytes = 0;
-	buf_swap(&e->edata, &ws->edata);
 	dre_enc_pend_next(e);
-	w->type = type;
-	w->raw_n = raw_n;
-	w->sum = sum;
-	w->out = out;
-	w->arg = arg;
-	dre_worker_kick(&ws->t);
-	dre_worker_kick(&w->t);
+	s->type = type;
+	s->raw_n = raw_n;
+	s->sum = sum;
+	s->out = out;
+	s->arg = arg;
+	dre_worker_kick(&e->ws.t);
+	dre_worker_kick(&e->w.t);
 	return 0;
 }
 
-/* Helper thread jobs: code and emit the frame handed over; run its store operations. */
+/* Helper thread jobs, each taking the slots in order: code and emit the
+ * frame handed over; run its store operations. */
 static int job_emit(void *arg)
 {
 	dre_enc *e = arg;
-	struct dre_ework *w = &e->w;
-	if (w->src) /* the seed in w->sum becomes the checksum */
-		w->sum = dre_frame_sum(e->o.version, w->src, w->raw_n, w->sum);
-	return emit(e, w->type, w->raw_n, w->sum, &w->ops, w->litv.p ? &w->litv : &w->lits, w->out, w->arg);
+	struct dre_eslot *s = &e->slot[e->w.take++ % DRE_ENC_DEPTH];
+	if (s->src) /* the seed in s->sum becomes the checksum */
+		s->sum = dre_frame_sum(e->o.version, s->src, s->raw_n, s->sum);
+	return emit(e, s->type, s->raw_n, s->sum, &s->ops, s->litv.p ? &s->litv : &s->lits, s->out, s->arg);
 }
 
 static int job_store(void *arg)
 {
 	dre_enc *e = arg;
-	const struct dre_ework *w = &e->w;
-	return dre_enc_eops_run(e->st, &e->ws.eops, &e->ws.edata, w->litv.p ? &w->litv : &w->lits, e->peer_bit);
+	const struct dre_eslot *s = &e->slot[e->ws.take++ % DRE_ENC_DEPTH];
+	return dre_enc_eops_run(e->st, &s->eops, &s->edata, s->litv.p ? &s->litv : &s->lits, e->peer_bit);
 }
 
-static void work_free(struct dre_ework *w)
+static void slot_free(struct dre_eslot *s)
 {
-	dre_worker_stop(&w->t);
-	dre_buf_free(&w->ops);
-	dre_buf_free(&w->lits);
-	dre_buf_free(&w->eops);
-	dre_buf_free(&w->edata);
+	dre_buf_free(&s->ops);
+	dre_buf_free(&s->lits);
+	dre_buf_free(&s->eops);
+	dre_buf_free(&s->edata);
 }
 
 int dre_enc_work_start(dre_enc *e)
@@ -205,7 +227,9 @@ int dre_enc_work_start(dre_enc *e)
 
 void dre_enc_work_stop(dre_enc *e)
 {
-	work_free(&e->w);
-	work_free(&e->ws);
+	dre_worker_stop(&e->w.t);
+	dre_worker_stop(&e->ws.t);
+	for (int i = 0; i < DRE_ENC_DEPTH; i++)
+		slot_free(&e->slot[i]);
 	dre_enc_prep_stop(e);
 }
