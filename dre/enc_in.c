@@ -198,7 +198,12 @@ int dre_enc_write_frames(dre_enc *e, const void *buf, size_t n, size_t *took, dr
 			break;
 		*took += used;
 	}
-	return caller_done(e, rc); /* p is the caller's again once we return */
+	return rc; /* the caller keeps p until dre_enc_release */
+}
+
+int dre_enc_release(dre_enc *e)
+{
+	return caller_done(e, 0);
 }
 
 #define IN_FRAMES 4 /* a threaded encoder's input buffer holds this many frames */

@@ -186,10 +186,16 @@ int dre_enc_commit(dre_enc *e, size_t n, dre_out_fn out, void *arg);
 /* Encode whole frames straight from buf, with no copy: as many as buf holds
  * with a chunk to spare after each (frame_max plus the largest chunk).
  * *took: the bytes consumed; the rest is not buffered, the caller passes it
- * again (with what follows it) or to dre_enc_write.  Returns once no helper
- * thread reads buf.  Only while nothing is buffered (no dre_enc_write or
- * dre_enc_commit since the encoder was made or flushed), else DRE_ESTATE. */
+ * again (with what follows it) or to dre_enc_write.  Helper threads may go
+ * on reading buf[0..*took) after it returns: the caller keeps those bytes
+ * unchanged until dre_enc_release (or dre_enc_write, _flush or _end)
+ * returns, so that the next buffer's frames overlap this one's.  Only while
+ * nothing is buffered (no dre_enc_write or dre_enc_commit since the encoder
+ * was made or flushed), else DRE_ESTATE. */
 int dre_enc_write_frames(dre_enc *e, const void *buf, size_t n, size_t *took, dre_out_fn out, void *arg);
+/* Wait until no helper thread reads bytes given to dre_enc_write_frames;
+ * 0, or a helper's error. */
+int dre_enc_release(dre_enc *e);
 /* Emit everything buffered as frames now (the caller has no more data for a while). */
 int dre_enc_flush(dre_enc *e, dre_out_fn out, void *arg);
 /* The data ended: flush, then emit an END frame, on which the decoder reports

@@ -32,7 +32,7 @@
  * sent with 1 MiB frames, 13.9 MB with 64 KiB). */
 #define CLI_FRAME (2u << 20)
 #define CLI_FRAME_MIN (64u << 10)
-#define MAP_WINDOW (16u << 20) /* bytes of a regular-file input mapped at a time */
+#define MAP_WINDOW (8u << 20) /* bytes of a regular-file input encoded per call */
 #define OUT_PIPE (1 << 20) /* half a decoded frame of CLI_FRAME; most a pipe may hold unprivileged */
 #define OUT_RESERVE (8u << 20) /* a regular file's blocks reserved ahead of the writes */
 
@@ -293,18 +293,23 @@ static void on_sigbus(int sig)
 	_exit(1);
 }
 
-/* When stdin is a regular file, encode it from mappings of MAP_WINDOW bytes
- * (or four frames, if larger) instead of read()ing it: the encoder frames
- * straight from the page cache, and the read copy goes away (corpus (c):
- * 8 % of the encoder's CPU samples; encoding it took 0.93-0.96x the time in
- * three series of 20-40 alternating runs, 0.87-1.05x in series of 8, on
- * 2026-12-03; in four runs of bench-dre's (c) each, 65-79 % of openssl's
- * speed against 68-71 % read: inside that benchmark's noise).  The pages
- * fault in on the threads that first read them: mapping with MAP_POPULATE,
- * all on this one, gained less (0.985x).  A window's unframed tail (less
- * than a frame and a chunk) starts the next one, so nothing is copied; 16 MiB
- * windows keep peak RSS near the read()ing run's (29 against 22 MiB; 78 MiB
- * with 64 MiB).
+/* When stdin is a regular file, encode it from one mapping of the file,
+ * MAP_WINDOW bytes (or four frames, if larger) at a time, instead of
+ * read()ing it: the encoder frames straight from the page cache, and the
+ * read copy goes away (corpus (c): 8 % of the encoder's CPU samples; encoding
+ * it took 0.93-0.96x the time in three series of 20-40 alternating runs on
+ * 2026-12-03).  The pages fault in on the threads that first read them:
+ * mapping with MAP_POPULATE, all on this one, gained less (0.985x).  The
+ * frames of one window are still being coded and stored while the next
+ * one's are cut (dre_enc_write_frames returns without waiting for them: a
+ * mapping per window, each waited for before it was unmapped, spent 12-17
+ * ms of a 190-220 ms encode of corpus (c) in such waits), and a window's
+ * unframed tail (less than a frame and a chunk) starts the next one, so
+ * nothing is copied.  Pages more than four
+ * frames behind (two may be in flight) are dropped from the mapping
+ * (MADV_DONTNEED: reading them again would fault them in from the page
+ * cache), which keeps peak RSS near the read()ing run's (29 against 22 MiB;
+ * 63 MiB keeping two windows, 78 MiB with 64 MiB windows).
  * (From 2026-11-30 to 12-02 files were mapped 64 MiB at a time, each window's
  * tail copied; on the VM of 12-02 that ran slower than reading, 0.44-0.57 s
  * against 0.36-0.44 s, six runs, and was dropped until this.)
@@ -315,27 +320,33 @@ static int encode_mapped(dre_enc *e, size_t frame, uint64_t *at)
 {
 	struct stat sb;
 	off_t pos = lseek(STDIN_FILENO, 0, SEEK_CUR);
-	if (pos < 0 || fstat(STDIN_FILENO, &sb) || !S_ISREG(sb.st_mode))
+	if (pos < 0 || fstat(STDIN_FILENO, &sb) || !S_ISREG(sb.st_mode) || pos >= sb.st_size ||
+	    (uint64_t)(sb.st_size - pos) > SIZE_MAX / 2)
 		return 0;
 	size_t win = 4 * frame > MAP_WINDOW ? 4 * frame : MAP_WINDOW;
-	long page = sysconf(_SC_PAGESIZE);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), skip = (size_t)pos % page, len = (size_t)(sb.st_size - pos);
+	char *m = mmap(NULL, skip + len, PROT_READ, MAP_PRIVATE, STDIN_FILENO, pos - (off_t)skip);
+	if (m == MAP_FAILED)
+		return 0;
+	size_t done = 0, dropped = 0;
 	int rc = 0;
-	while (!rc && pos < sb.st_size) {
-		off_t base = pos - pos % page;
-		size_t skip = (size_t)(pos - base), left = (size_t)(sb.st_size - pos), n = left < win ? left : win;
-		char *m = mmap(NULL, skip + n, PROT_READ, MAP_PRIVATE, STDIN_FILENO, base);
-		if (m == MAP_FAILED)
-			break;
-		size_t took = 0;
-		rc = dre_enc_write_frames(e, m + skip, n, &took, write_out, NULL);
-		munmap(m, skip + n);
+	while (!rc && done < len) {
+		size_t n = len - done < win ? len - done : win, took = 0;
+		rc = dre_enc_write_frames(e, m + skip + done, n, &took, write_out, NULL);
 		if (!took)
 			break;
-		pos += (off_t)took;
-		*at += took;
+		done += took;
+		size_t behind = skip + done > 4 * frame ? (skip + done - 4 * frame) / page * page : 0;
+		if (behind > dropped) {
+			madvise(m + dropped, behind - dropped, MADV_DONTNEED);
+			dropped = behind;
+		}
 	}
-	lseek(STDIN_FILENO, pos, SEEK_SET);
-	return rc;
+	int wrc = dre_enc_release(e); /* before the mapping goes */
+	munmap(m, skip + len);
+	*at += done;
+	lseek(STDIN_FILENO, pos + (off_t)done, SEEK_SET);
+	return rc ? rc : wrc;
 }
 
 /* Say how an encode (e) or decode (d) run ended: rc, its error, where `at`

@@ -132,12 +132,12 @@ static void test_space_in_place(void **state)
 	free(src);
 }
 
-/* Fed as the command line feeds it a mapped file: whole frames straight from
- * windows of the input, each window's unframed tail starting the next; the
- * window is reused as soon as the call returns, and the last piece goes to
- * dre_enc_write.  Each call leaves less than a frame and a chunk, takes
- * nothing from a window smaller than that, and refuses to run while
- * dre_enc_write has bytes buffered; the stream decodes to the input. */
+/* Whole frames straight from windows of the input, each window's unframed
+ * tail starting the next; the window is reused as soon as dre_enc_release
+ * returns, and the last piece goes to dre_enc_write.  Each call leaves less
+ * than a frame and a chunk, takes nothing from a window smaller than that,
+ * and refuses to run while dre_enc_write has bytes buffered; the stream
+ * decodes to the input. */
 static void test_write_frames(void **state)
 {
 	(void)state;
@@ -161,6 +161,7 @@ static void test_write_frames(void **state)
 		memcpy(w, src + pos, win);
 		assert_int_equal(dre_enc_write_frames(e, w, win, &took, tbuf_out, &enc), 0);
 		assert_true(took > 0 && win - took < need);
+		assert_int_equal(dre_enc_release(e), 0);
 		memset(w, 0xa5, win); /* the caller unmaps the window */
 		pos += took;
 	}
@@ -175,6 +176,46 @@ static void test_write_frames(void **state)
 	decode_check(sb, &enc, src, n);
 	free(src);
 	free(w);
+	t_stores_done(sa, da, sb, db);
+}
+
+/* The command line's way: windows of one mapping, each call's frames
+ * still in flight while the next window's are cut (no dre_enc_release in
+ * between), windows ending anywhere (a frame's tail starts the next one).
+ * The stream decodes to the input and finds its repeat. */
+static void test_write_frames_overlap(void **state)
+{
+	(void)state;
+	char da[64], db[64];
+	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
+	assert_non_null(sa);
+	assert_non_null(sb);
+	size_t n = 20 << 20, frame = 1 << 20, need = frame + 16384;
+	uint8_t *src = malloc(n);
+	assert_non_null(src);
+	fill_mixed(src, 8, 4, 1, 8, 50);
+	struct tbuf enc = { 0 };
+	dre_enc_opts o = { .threaded = 1, .frame_max = frame };
+	dre_enc *e = dre_enc_new(sa, &o);
+	assert_non_null(e);
+	size_t pos = 0, took = 0;
+	while (n - pos >= 2 * need) {
+		size_t win = need + t_rand() % (3 * frame);
+		if (win > n - pos)
+			win = n - pos;
+		assert_int_equal(dre_enc_write_frames(e, src + pos, win, &took, tbuf_out, &enc), 0);
+		assert_true(took > 0 && win - took < need);
+		pos += took;
+	}
+	assert_int_equal(dre_enc_release(e), 0);
+	assert_int_equal(dre_enc_write(e, src + pos, n - pos, tbuf_out, &enc), 0);
+	assert_int_equal(dre_enc_end(e, tbuf_out, &enc), 0);
+	dre_codec_stats s;
+	dre_enc_get_stats(e, &s);
+	assert_true(s.ref_bytes + s.delta_bytes > (6u << 20));
+	dre_enc_free(e);
+	decode_check(sb, &enc, src, n);
+	free(src);
 	t_stores_done(sa, da, sb, db);
 }
 
@@ -516,6 +557,7 @@ int main(void)
 		cmocka_unit_test(test_caller_buffer_reuse),
 		cmocka_unit_test(test_space_in_place),
 		cmocka_unit_test(test_write_frames),
+		cmocka_unit_test(test_write_frames_overlap),
 		cmocka_unit_test(test_repeated_chunk),
 		cmocka_unit_test(test_small_streams_stay_small),
 		cmocka_unit_test(test_slow_level_memory),
