@@ -132,6 +132,42 @@ static void test_space_in_place(void **state)
 	free(src);
 }
 
+#define WF_FRAME (1u << 20)
+#define WF_NEED (WF_FRAME + 16384) /* a frame and the default largest chunk */
+
+/* A threaded encoder with WF_FRAME frames over a fresh store, and a fresh
+ * store to decode into. */
+struct wf {
+	char da[64], db[64];
+	dre_store *sa, *sb;
+	dre_enc *e;
+	struct tbuf enc;
+};
+
+static void wf_begin(struct wf *t)
+{
+	memset(t, 0, sizeof *t);
+	t->sa = t_store(t->da, 0);
+	t->sb = t_store(t->db, 0);
+	assert_non_null(t->sa);
+	assert_non_null(t->sb);
+	dre_enc_opts o = { .threaded = 1, .frame_max = WF_FRAME };
+	assert_non_null(t->e = dre_enc_new(t->sa, &o));
+}
+
+/* End t's stream: more than `reused` bytes must have gone as references or
+ * deltas, and it must decode to src[0..n).  Frees all but src. */
+static void wf_end(struct wf *t, const uint8_t *src, size_t n, uint64_t reused)
+{
+	assert_int_equal(dre_enc_end(t->e, tbuf_out, &t->enc), 0);
+	dre_codec_stats s;
+	dre_enc_get_stats(t->e, &s);
+	assert_true(s.ref_bytes + s.delta_bytes > reused);
+	dre_enc_free(t->e);
+	decode_check(t->sb, &t->enc, src, n);
+	t_stores_done(t->sa, t->da, t->sb, t->db);
+}
+
 /* Whole frames straight from windows of the input, each window's unframed
  * tail starting the next; the window is reused as soon as dre_enc_release
  * returns, and the last piece goes to dre_enc_write.  Each call leaves less
@@ -141,42 +177,30 @@ static void test_space_in_place(void **state)
 static void test_write_frames(void **state)
 {
 	(void)state;
-	char da[64], db[64];
-	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
-	assert_non_null(sa);
-	assert_non_null(sb);
-	size_t n = 24 << 20, win = 5 << 20, frame = 1 << 20, need = frame + 16384; /* the default largest chunk */
+	size_t n = 24 << 20, win = 5 << 20;
 	uint8_t *src = malloc(n), *w = malloc(win);
 	assert_non_null(src);
 	assert_non_null(w);
 	fill_mixed(src, 10, 6, 2, 8, 80);
-	struct tbuf enc = { 0 };
-	dre_enc_opts o = { .threaded = 1, .frame_max = frame };
-	dre_enc *e = dre_enc_new(sa, &o);
-	assert_non_null(e);
+	struct wf t;
+	wf_begin(&t);
 	size_t pos = 0, took = 0;
-	assert_int_equal(dre_enc_write_frames(e, src, need - 1, &took, tbuf_out, &enc), 0);
+	assert_int_equal(dre_enc_write_frames(t.e, src, WF_NEED - 1, &took, tbuf_out, &t.enc), 0);
 	assert_int_equal(took, 0);
 	while (n - pos >= win) {
 		memcpy(w, src + pos, win);
-		assert_int_equal(dre_enc_write_frames(e, w, win, &took, tbuf_out, &enc), 0);
-		assert_true(took > 0 && win - took < need);
-		assert_int_equal(dre_enc_release(e), 0);
+		assert_int_equal(dre_enc_write_frames(t.e, w, win, &took, tbuf_out, &t.enc), 0);
+		assert_true(took > 0 && win - took < WF_NEED);
+		assert_int_equal(dre_enc_release(t.e), 0);
 		memset(w, 0xa5, win); /* the caller unmaps the window */
 		pos += took;
 	}
-	assert_int_equal(dre_enc_write(e, src + pos, 1000, tbuf_out, &enc), 0);
-	assert_int_equal(dre_enc_write_frames(e, src + pos + 1000, need, &took, tbuf_out, &enc), DRE_ESTATE);
-	assert_int_equal(dre_enc_write(e, src + pos + 1000, n - pos - 1000, tbuf_out, &enc), 0);
-	assert_int_equal(dre_enc_end(e, tbuf_out, &enc), 0);
-	dre_codec_stats s;
-	dre_enc_get_stats(e, &s);
-	assert_true(s.ref_bytes + s.delta_bytes > (4u << 20)); /* the repeat was found */
-	dre_enc_free(e);
-	decode_check(sb, &enc, src, n);
+	assert_int_equal(dre_enc_write(t.e, src + pos, 1000, tbuf_out, &t.enc), 0);
+	assert_int_equal(dre_enc_write_frames(t.e, src + pos + 1000, WF_NEED, &took, tbuf_out, &t.enc), DRE_ESTATE);
+	assert_int_equal(dre_enc_write(t.e, src + pos + 1000, n - pos - 1000, tbuf_out, &t.enc), 0);
+	wf_end(&t, src, n, 4u << 20); /* the repeat was found */
 	free(src);
 	free(w);
-	t_stores_done(sa, da, sb, db);
 }
 
 /* The command line's way: windows of one mapping, each call's frames
@@ -186,37 +210,24 @@ static void test_write_frames(void **state)
 static void test_write_frames_overlap(void **state)
 {
 	(void)state;
-	char da[64], db[64];
-	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
-	assert_non_null(sa);
-	assert_non_null(sb);
-	size_t n = 20 << 20, frame = 1 << 20, need = frame + 16384;
+	size_t n = 20 << 20;
 	uint8_t *src = malloc(n);
 	assert_non_null(src);
 	fill_mixed(src, 8, 4, 1, 8, 50);
-	struct tbuf enc = { 0 };
-	dre_enc_opts o = { .threaded = 1, .frame_max = frame };
-	dre_enc *e = dre_enc_new(sa, &o);
-	assert_non_null(e);
+	struct wf t;
+	wf_begin(&t);
 	size_t pos = 0, took = 0;
-	while (n - pos >= 2 * need) {
-		size_t win = need + t_rand() % (3 * frame);
-		if (win > n - pos)
-			win = n - pos;
-		assert_int_equal(dre_enc_write_frames(e, src + pos, win, &took, tbuf_out, &enc), 0);
-		assert_true(took > 0 && win - took < need);
+	while (n - pos >= 2 * WF_NEED) {
+		size_t win = WF_NEED + t_rand() % (3 * WF_FRAME);
+		win = win < n - pos ? win : n - pos;
+		assert_int_equal(dre_enc_write_frames(t.e, src + pos, win, &took, tbuf_out, &t.enc), 0);
+		assert_true(took > 0 && win - took < WF_NEED);
 		pos += took;
 	}
-	assert_int_equal(dre_enc_release(e), 0);
-	assert_int_equal(dre_enc_write(e, src + pos, n - pos, tbuf_out, &enc), 0);
-	assert_int_equal(dre_enc_end(e, tbuf_out, &enc), 0);
-	dre_codec_stats s;
-	dre_enc_get_stats(e, &s);
-	assert_true(s.ref_bytes + s.delta_bytes > (6u << 20));
-	dre_enc_free(e);
-	decode_check(sb, &enc, src, n);
+	assert_int_equal(dre_enc_release(t.e), 0);
+	assert_int_equal(dre_enc_write(t.e, src + pos, n - pos, tbuf_out, &t.enc), 0);
+	wf_end(&t, src, n, 6u << 20);
 	free(src);
-	t_stores_done(sa, da, sb, db);
 }
 
 /* Encode n bytes of p as stream `version` from sa, decode into sb and check
