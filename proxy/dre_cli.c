@@ -307,9 +307,9 @@ static void on_sigbus(int sig)
  * unframed tail (less than a frame and a chunk) starts the next one, so
  * nothing is copied.  Pages more than four frames behind (two may be in
  * flight) are dropped from the mapping (MADV_DONTNEED: reading them again
- * would fault them in from the page cache), which keeps peak RSS at 34-38
- * MiB for corpus (c) (reading it: 22; keeping two 16 MiB windows: 63; a
- * mapping per 64 MiB window: 78).
+ * would fault them in from the page cache), which keeps peak RSS at 31-44
+ * MiB for corpus (c), 34 at the median of 5 (reading it: 22; a mapping per
+ * 16 MiB window: 29-35; keeping two 16 MiB windows: 63; 64 MiB windows: 78).
  * (From 2026-11-30 to 12-02 files were mapped 64 MiB at a time, each window's
  * tail copied; on the VM of 12-02 that ran slower than reading, 0.44-0.57 s
  * against 0.36-0.44 s, six runs, and was dropped until this.)
