@@ -188,7 +188,7 @@ int dre_enc_commit(dre_enc *e, size_t n, dre_out_fn out, void *arg);
  * *took: the bytes consumed; the rest is not buffered, the caller passes it
  * again (with what follows it) or to dre_enc_write.  Helper threads may go
  * on reading buf[0..*took) after it returns: the caller keeps those bytes
- * unchanged until dre_enc_release (or dre_enc_write, _flush or _end)
+ * unchanged until dre_enc_release (or dre_enc_write, _flush, _end, _free)
  * returns, so that the next buffer's frames overlap this one's.  Only while
  * nothing is buffered (no dre_enc_write or dre_enc_commit since the encoder
  * was made or flushed), else DRE_ESTATE. */
