@@ -38,7 +38,7 @@ struct dre_prep {
 	size_t n, next;          /* chunks, lookup cursor */
 	struct dre_prep_seg *seg; /* the frame's pieces, cut by whichever thread took each */
 	struct dre_prep_ch *sch; /* their chunks: PREP_MAX / PREP_SEGS slots each */
-	size_t nseg, merged;     /* pieces; how many are taken into ch */
+	size_t merged;           /* pieces taken into ch */
 	size_t claim;            /* the next piece to take (atomic) */
 	size_t pos;              /* where the chunks in ch end */
 	int pending, kicked, err; /* pieces not yet in ch; the helper has this frame; first error */

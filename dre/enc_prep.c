@@ -89,7 +89,7 @@ static void take_pieces(dre_enc *e, dre_fp *fp)
 {
 	struct dre_prep *pr = &e->prep;
 	size_t s;
-	while ((s = __atomic_fetch_add(&pr->claim, 1, __ATOMIC_RELAXED)) < pr->nseg) {
+	while ((s = __atomic_fetch_add(&pr->claim, 1, __ATOMIC_RELAXED)) < PREP_SEGS) {
 		struct dre_prep_seg *g = &pr->seg[s];
 		size_t j = 0;
 		g->n = 0;
@@ -129,7 +129,7 @@ void dre_enc_prep_stop(dre_enc *e)
 int dre_enc_prep(dre_enc *e, const uint8_t *p, size_t n, int final)
 {
 	struct dre_prep *pr = &e->prep;
-	pr->n = pr->next = pr->pos = pr->merged = pr->nseg = 0;
+	pr->n = pr->next = pr->pos = pr->merged = 0;
 	pr->base = p;
 	pr->len = n;
 	pr->final = final;
@@ -141,7 +141,6 @@ int dre_enc_prep(dre_enc *e, const uint8_t *p, size_t n, int final)
 		pr->pos = cut_hash(e, e->fp, 0, e->o.frame_max, pr->ch, &pr->n, PREP_MAX, NULL, 0, &j, &pr->err);
 		return pr->err;
 	}
-	pr->nseg = PREP_SEGS;
 	for (size_t s = 0; s < PREP_SEGS; s++)
 		pr->seg[s] = (struct dre_prep_seg){ .start = s * end / PREP_SEGS,
 						    .lim = s + 1 < PREP_SEGS ? (s + 1) * end / PREP_SEGS
@@ -153,27 +152,36 @@ int dre_enc_prep(dre_enc *e, const uint8_t *p, size_t n, int final)
 	return 0;
 }
 
+/* Wait until the helper is done with this frame, if it has it; its error
+ * becomes ours unless we have one. */
+static void helper_done(struct dre_prep *pr)
+{
+	if (!pr->kicked)
+		return;
+	int rc = dre_worker_wait(&pr->t);
+	pr->kicked = 0;
+	if (rc && !pr->err)
+		pr->err = rc;
+}
+
 /* Take the next piece into ch, waiting for the helper if it still cuts
  * it: go on cutting from where ch ends until those cuts meet the piece's,
  * and take the piece's chunks from there. */
 static void prep_join(dre_enc *e)
 {
 	struct dre_prep *pr = &e->prep;
-	struct dre_prep_seg *g = &pr->seg[pr->merged];
-	if (!__atomic_load_n(&g->done, __ATOMIC_ACQUIRE)) {
-		int rc = dre_worker_wait(&pr->t); /* every piece is done after this */
-		pr->kicked = 0;
-		if (rc && !pr->err)
-			pr->err = rc;
-	}
-	pr->pending = ++pr->merged < pr->nseg;
+	size_t s = pr->merged++;
+	const struct dre_prep_seg *g = &pr->seg[s];
+	if (!__atomic_load_n(&g->done, __ATOMIC_ACQUIRE))
+		helper_done(pr); /* every piece is done after this */
+	pr->pending = pr->merged < PREP_SEGS;
 	if (g->err && !pr->err)
 		pr->err = g->err;
 	if (pr->err) {
 		pr->pending = 0;
 		return;
 	}
-	const struct dre_prep_ch *sc = pr->sch + (size_t)(g - pr->seg) * PREP_SEG_MAX;
+	const struct dre_prep_ch *sc = pr->sch + s * PREP_SEG_MAX;
 	size_t j = 0, pos = cut_hash(e, e->fp, pr->pos, e->o.frame_max, pr->ch, &pr->n, PREP_MAX, sc, g->n, &j,
 				     &pr->err);
 	for (; j < g->n && sc[j].off == pos && pr->n < PREP_MAX; j++) {
@@ -185,15 +193,9 @@ static void prep_join(dre_enc *e)
 
 int dre_enc_prep_end(dre_enc *e)
 {
-	struct dre_prep *pr = &e->prep;
-	pr->pending = 0;
-	if (pr->kicked) {
-		int rc = dre_worker_wait(&pr->t);
-		pr->kicked = 0;
-		if (rc && !pr->err)
-			pr->err = rc;
-	}
-	return pr->err;
+	e->prep.pending = 0;
+	helper_done(&e->prep);
+	return e->prep.err;
 }
 
 uint64_t dre_enc_prep_ahead(const dre_enc *e, size_t k)

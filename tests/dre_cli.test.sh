@@ -23,8 +23,8 @@ for v in v1 v2; do
 	"$W" dre decode --store "$T/B" < "$T/$v.dre" > "$T/$v.out"
 	cmp -s "$T/$v" "$T/$v.out" || fail "$v did not round-trip"
 done
-# input from a regular file (mapped 16 MiB at a time: this spans four
-# windows) and from a pipe (read) both round-trip, and a file is encoded
+# input from a regular file (mapped, encoded 8 MiB per call: this spans
+# eight calls) and from a pipe (read) both round-trip, and a file is encoded
 # from the offset stdin is at (here not page-aligned)
 python3 -c 'import random, sys; sys.stdout.buffer.write(random.Random(3).randbytes(67200000))' > "$T/big"
 cat "$T/big" | "$W" dre encode --store "$T/P" > "$T/pipe.dre"
