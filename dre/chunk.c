@@ -15,7 +15,7 @@
  * unlike the paper it tests the hash after the odd byte itself rather than
  * with a shifted mask: every position the one-byte loop tests is tested, in
  * the same order, so the cut points stay those of h = (h << 1) + gear[byte],
- * which define the chunks already in stores (tests/test_dre.c checks this
+ * which define the chunks already in stores (tests/test_dre_cdc.c checks this
  * against a copy of the one-byte loop).
  */
 #include <pthread.h>
@@ -23,7 +23,6 @@
 #include "dre_int.h"
 
 static uint64_t gear[256];
-static uint64_t gear_ls[256]; /* gear[b] << 1 */
 static pthread_once_t gear_once = PTHREAD_ONCE_INIT;
 
 /* Fill the gear table from a fixed seed (splitmix64): the table is part of the
@@ -37,7 +36,6 @@ static void gear_fill(void)
 		z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
 		z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
 		gear[i] = (z ^ (z >> 31)) | 1;
-		gear_ls[i] = gear[i] << 1;
 	}
 }
 
@@ -63,25 +61,43 @@ int dre_cdc_init(dre_cdc *c, uint32_t min, uint32_t avg, uint32_t max)
 	return 0;
 }
 
+/* One two-byte step of cdc_scan at p[i + k], p[i + k + 1]: the hash after
+ * the first byte (h1) and after both (h), each tested under m.  t = 2 gear[a]
+ * + gear[b] is formed off the chain; the empty asm keeps the compiler from
+ * reassociating h = 4 h + t into two dependent adds, so the carried hash
+ * costs one lea per two bytes. */
+#define CDC_STEP(k)                                                                     \
+	do {                                                                            \
+		uint64_t ga = gear[p[i + (k)]], t = ga * 2 + gear[p[i + (k) + 1]];      \
+		__asm__("" : "+r"(t));                                                  \
+		uint64_t h1 = (h << 1) + ga;                                            \
+		h = (h << 2) + t;                                                       \
+		if (!(h1 & m))                                                          \
+			return i + (k) + 1;                                             \
+		if (!(h & m))                                                           \
+			return i + (k) + 2;                                             \
+                                                                                        \
+} while (0)
+
 /* The first cut in p[i..end) under mask m, the hash so far in *hp: the
  * position just past the first byte after which no bit of the hash under m is
  * set, or 0 if there is none (then *hp holds the hash after p[end - 1]).
- * Two bytes a, b per step: the carried hash goes straight to
- * (h << 2) + gear_ls[a] + gear[b], one shift and add (the table sum is off the
- * chain), and the hash after a alone, (h << 1) + gear[a], is formed beside it
- * and tested first.  An odd last byte takes the one-byte step. */
+ * Two bytes a, b per step (CDC_STEP): the carried hash goes straight to
+ * (h << 2) + 2 gear[a] + gear[b], and the hash after a alone, (h << 1) +
+ * gear[a], is formed beside it and tested first.  Eight bytes per loop turn,
+ * at fixed offsets from i, so the index moves once per turn.  An odd last
+ * byte takes the one-byte step. */
 static inline size_t cdc_scan(const uint8_t *p, size_t i, size_t end, uint64_t m, uint64_t *hp)
 {
 	uint64_t h = *hp;
-#pragma GCC unroll 4
-	for (; i + 2 <= end; i += 2) {
-		uint64_t h1 = (h << 1) + gear[p[i]];
-		h = (h << 2) + (gear_ls[p[i]] + gear[p[i + 1]]);
-		if (!(h1 & m))
-			return i + 1;
-		if (!(h & m))
-			return i + 2;
+	for (; i + 8 <= end; i += 8) {
+		CDC_STEP(0);
+		CDC_STEP(2);
+		CDC_STEP(4);
+		CDC_STEP(6);
 	}
+	for (; i + 2 <= end; i += 2)
+		CDC_STEP(0);
 	if (i < end) {
 		h = (h << 1) + gear[p[i]];
 		if (!(h & m))
@@ -100,7 +116,7 @@ size_t dre_cdc_cut(const dre_cdc *c, const uint8_t *p, size_t n, int final)
 	uint64_t h = 0;
 	/* warm-up: fill the 64-byte window before min, no tests (64 is even) */
 	for (size_t i = c->min - 64; i < c->min; i += 2)
-		h = (h << 2) + (gear_ls[p[i]] + gear[p[i + 1]]);
+		h = (h << 2) + (gear[p[i]] * 2 + gear[p[i + 1]]);
 	size_t cut = cdc_scan(p, c->min, norm, c->mask_s, &h);
 	if (!cut)
 		cut = cdc_scan(p, norm, lim, c->mask_l, &h);

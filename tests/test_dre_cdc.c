@@ -92,10 +92,10 @@ static size_t ref_cdc_cut(const dre_cdc *c, const uint8_t *p, size_t n, int fina
 }
 
 /* dre_cdc_cut against the reference on p[0..n), final 0 and 1; returns the
- * reference cut for final=1.  seen[region][parity] counts true cuts by the
- * region (before/after avg) and the parity of their distance from its start
- * (odd: the first byte of a two-byte step). */
-static size_t cdc_check(const dre_cdc *c, const uint8_t *p, size_t n, size_t seen[2][2])
+ * reference cut for final=1.  seen[region][d % 8] counts true cuts by the
+ * region (before/after avg) and their distance d from its start: the scan
+ * takes eight bytes a turn, two a step (odd d: the first byte of a step). */
+static size_t cdc_check(const dre_cdc *c, const uint8_t *p, size_t n, size_t seen[2][8])
 {
 	size_t want[2];
 	for (int f = 0; f < 2; f++) {
@@ -113,7 +113,7 @@ static size_t cdc_check(const dre_cdc *c, const uint8_t *p, size_t n, size_t see
 	size_t cut = want[0]; /* without final, below max: a tested cut */
 	if (cut && cut < c->max) {
 		int late = cut > c->avg;
-		seen[late][(cut - (late ? c->avg : c->min)) & 1]++;
+		seen[late][(cut - (late ? c->avg : c->min)) % 8]++;
 	}
 	return want[1];
 }
@@ -154,7 +154,7 @@ static void test_cdc_matches_reference(void **state)
 	assert_true(c.mask_s == 0xFFF8000000000000ULL && c.mask_l == 0xFFE0000000000000ULL);
 	for (size_t s = 0; s < sizeof sets / sizeof *sets; s++) {
 		assert_int_equal(dre_cdc_init(&c, sets[s][0], sets[s][1], sets[s][2]), 0);
-		size_t seen[2][2] = { { 0 } };
+		size_t seen[2][8] = { { 0 } };
 		for (int k = 0; k < 9; k++) {
 			cdc_fill(buf, len, k);
 			for (size_t pos = 0; pos < len;)
@@ -168,9 +168,11 @@ static void test_cdc_matches_reference(void **state)
 				cdc_check(&c, buf + t_rand() % (len - n), n, seen);
 			}
 		}
-		/* both halves of the two-byte step cut, before and after avg */
-		for (int r = 0; r < 4 && c.avg - c.min >= 64 && c.max - c.avg >= 64; r++)
-			assert_true(seen[r / 2][r % 2] > 0);
+		/* every position of the eight-byte turn cuts, before and after avg */
+		for (int r = 0; r < 16 && c.avg - c.min >= 64 && c.max - c.avg >= 64; r++)
+			if (!seen[r / 8][r % 8])
+				fail_msg("cdc %u/%u/%u: no cut at %d mod 8 %s avg", c.min, c.avg, c.max, r % 8,
+					 r < 8 ? "before" : "after");
 	}
 	free(buf);
 }
