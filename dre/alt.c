@@ -41,6 +41,7 @@
  * forgotten one costs the ask), in memory only, under the store's lock.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "store_int.h"
 
@@ -122,6 +123,12 @@ void dre_store_peer_next_set(dre_store *st, int slot, uint64_t a, uint64_t b)
 		st->pnext[k & (PNEXT_SLOTS - 1)][1] = b;
 	}
 	pthread_mutex_unlock(&st->mu);
+}
+
+void dre_store_peer_next_forget(dre_store *st)
+{
+	if (st->pnext)
+		memset(st->pnext, 0, PNEXT_SLOTS * sizeof *st->pnext);
 }
 
 uint64_t dre_store_peer_next(dre_store *st, int slot, uint64_t a)

@@ -558,6 +558,11 @@ void dre_store_get_stats(dre_store *st, dre_store_stats *s)
 	s->hits = st->hits;
 	s->io_errors = st->io_errors;
 	s->io_errno = st->io_errno;
+	s->peers = (uint32_t)st->npeers;
+	for (int i = 0; i < st->npeers; i++)
+		s->peers_held += st->peer_users[i] > 0;
+	s->peers_untracked = st->peers_untracked;
+	s->peers_reclaimed = st->peers_reclaimed;
 	s->sizing_since = st->sz.since;
 	s->hit_bytes = st->sz.hit_bytes;
 	s->new_bytes = st->sz.new_bytes;

@@ -73,6 +73,10 @@ struct dre_store {
 	uint8_t peer_id[DRE_PEER_SLOTS][16]; /* store id of each peer slot */
 	int npeers;
 	uint32_t peers_dirty;   /* slots whose knowledge changed since saved */
+	uint32_t peers_seen;    /* slots used since saved (their files' times are renewed) */
+	int peer_users[DRE_PEER_SLOTS];     /* holders (dre_store_peer not yet put) */
+	int64_t peer_last[DRE_PEER_SLOTS];  /* unix time the slot was last taken or put */
+	uint64_t peers_untracked, peers_reclaimed; /* since open */
 	/* write-behind (wq.c): the writer thread and its jobs, under mu */
 	pthread_t wq_th;
 	pthread_cond_t wq_cv;     /* work queued, or stop */
@@ -138,8 +142,12 @@ void dre_store_close_file(struct dre_sfile *f);
 void dre_store_written(dre_store *st, uint32_t num, uint64_t end);
 /* DIR/NNNNNNNN.ext of data file num. */
 void dre_store_path(const dre_store *st, uint32_t num, const char *ext, char *out, size_t len);
-/* Write the knowledge files of peers that changed (lock held). */
+/* Write the knowledge files of peers that changed, and renew the time of
+ * those seen since (lock held). */
 int dre_store_save_peers(dre_store *st);
+/* Forget every successor noted at a peer (alt.c; a peer slot changed hands;
+ * lock held). */
+void dre_store_peer_next_forget(dre_store *st);
 /* Load DIR/peers/ after the index is built. */
 void dre_store_load_peers(dre_store *st);
 /* Lock DIR, read or create its STORE file, load every data file. */

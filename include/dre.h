@@ -63,6 +63,9 @@ typedef struct dre_store_stats {
 	uint64_t lookups, hits;   /* since open */
 	uint64_t io_errors;       /* failed data file reads and writes since open */
 	int io_errno;             /* errno of the last of them (0: none) */
+	uint32_t peers, peers_held; /* peer slots in use; of them, held now (dre_store_peer) */
+	uint64_t peers_untracked;  /* since open: dre_store_peer calls that found no slot */
+	uint64_t peers_reclaimed;  /* since open: idle slots given to new peers */
 	/* Sizing (kept in DIR/sizing across runs, since sizing_since, unix
 	 * time): chunk bytes referenced and stored anew, and of the latter the
 	 * bytes estimated to have been references with a store 2, 4 and 8 times
@@ -104,10 +107,19 @@ uint64_t dre_store_id(const dre_store *st);
 /* Peers: the encoder references only chunks a peer is known to hold.  A peer
  * is named by its store id (16 bytes, e.g. from the tunnel HELLO); it gets one
  * of DRE_PEER_SLOTS slots, whose knowledge is saved with dre_store_sync and
- * loaded at open.  Returns the slot, or -1 when all slots are taken (that peer
- * is then not tracked: treated as holding everything this store holds). */
+ * loaded at open.  dre_store_peer returns the slot and holds it until
+ * dre_store_peer_put(slot) (a codec using the slot's bit is freed first).
+ * When all slots are taken, a new peer gets the slot unused longest if nobody
+ * holds it and it has been unused DRE_PEER_IDLE_S seconds (across restarts:
+ * a slot's last use is saved with its knowledge); what its old peer held is
+ * forgotten, so that peer, if it comes back, starts as one holding nothing.
+ * Otherwise -1: that peer is not tracked (treated as holding everything this
+ * store holds; its misses cost an ask each). */
 #define DRE_PEER_SLOTS 32
+#define DRE_PEER_IDLE_S (24 * 3600)
 int dre_store_peer(dre_store *st, const uint8_t id[16]);
+/* Give back a slot dre_store_peer returned (-1: nothing). */
+void dre_store_peer_put(dre_store *st, int slot);
 /* Check the index against the data files (tests, debug): 0 or DRE_ESTORE. */
 int dre_store_check(dre_store *st, char *err, size_t errlen);
 

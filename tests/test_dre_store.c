@@ -1,6 +1,6 @@
 /* test_dre_store.c: the segment store on its own, through real store
  * directories: reserved blocks, shrinking, the eviction horizon, concurrent
- * writers, and the sizing estimate. */
+ * writers, the sizing estimate, and peer slots. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
@@ -9,11 +9,14 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "../dre/dre_int.h"
+#include "../dre/store_int.h"
 #include "dre_util.h"
 
 /* Bytes of .dat files in store directory dir. */
@@ -409,6 +412,120 @@ static void test_sizing(void **state)
 	free(blocks);
 }
 
+#define DAY (24 * 3600)
+
+/* Make the knowledge file of peer id in store dir `days` days old, as if
+ * the peer was last seen then. */
+static void peer_age(const char *dir, const uint8_t id[16], int days)
+{
+	char path[512];
+	int k = snprintf(path, sizeof path, "%s/peers/", dir);
+	for (int i = 0; i < 16; i++)
+		k += snprintf(path + k, sizeof path - (size_t)k, "%02x", id[i]);
+	struct timeval tv[2] = { { time(NULL) - (time_t)days * DAY, 0 } };
+	tv[1] = tv[0];
+	assert_int_equal(utimes(path, tv), 0);
+}
+
+/* Knowledge files in store dir's peers/. */
+static int peer_files(const char *dir)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/peers", dir);
+	DIR *d = opendir(path);
+	assert_non_null(d);
+	int n = 0;
+	for (struct dirent *de; (de = readdir(d)) != NULL;)
+		n += strlen(de->d_name) == 32;
+	closedir(d);
+	return n;
+}
+
+/* Peer bits chunk tag carries. */
+static uint32_t held_by(dre_store *st, uint64_t tag)
+{
+	dre_ent e;
+	assert_true(dre_store_find(st, tag, &e));
+	return e.peers;
+}
+
+/* Peer slots: 32 peers (each holding one chunk of its own) take every slot,
+ * and a 33rd is not tracked while all were used within DRE_PEER_IDLE_S.
+ * Reopened with three peers last seen days ago, new peers take the slot
+ * unused longest, except one held (dre_store_peer not put) however old:
+ * what the old peer held is forgotten and its file deleted.  A new peer's
+ * knowledge survives a reopen. */
+static void test_peer_slots(void **state)
+{
+	(void)state;
+	char d[64];
+	dre_store *st = t_store(d, 64u << 20);
+	dre_fp *fp = dre_fp_new();
+	enum { N = DRE_PEER_SLOTS };
+	uint8_t p[4096], h[32], id[N + 3][16];
+	uint64_t tag[N];
+	dre_store_stats ss;
+	for (int i = 0; i < N + 3; i++) {
+		memset(id[i], 0xa5, 16);
+		id[i][0] = (uint8_t)i;
+	}
+	for (int i = 0; i < N; i++) {
+		t_fill_random(p, sizeof p);
+		dre_ent e;
+		assert_int_equal(dre_fp_sha256(fp, p, sizeof p, h), 0);
+		assert_true(dre_store_put_after(st, h, p, sizeof p, 0, &e) >= 0);
+		tag[i] = dre_fp_tag(h);
+		int s = dre_store_peer(st, id[i]);
+		assert_int_equal(s, i);
+		dre_store_mark(st, tag[i], 1u << s);
+		dre_store_peer_put(st, s);
+	}
+	assert_int_equal(dre_store_peer(st, id[N]), -1);
+	dre_store_get_stats(st, &ss);
+	assert_true(ss.peers == N && ss.peers_held == 0 && ss.peers_untracked == 1 && ss.peers_reclaimed == 0);
+	assert_int_equal(dre_store_sync(st), 0);
+	dre_store_close(st);
+	assert_int_equal(peer_files(d), N);
+	peer_age(d, id[3], 3);
+	peer_age(d, id[5], 2);
+	peer_age(d, id[7], 4);
+	assert_non_null(st = t_reopen(d, 64u << 20));
+	int s7 = dre_store_peer(st, id[7]); /* held, and as if for 4 days */
+	assert_true(s7 >= 0);
+	st->peer_last[s7] -= 4 * DAY;
+	for (int i = 0; i < N; i++)
+		assert_int_not_equal(held_by(st, tag[i]), 0);
+	int s3 = dre_store_peer(st, id[N]); /* takes peer 3's slot: 7's is held */
+	assert_true(s3 >= 0 && s3 != s7);
+	assert_int_equal(held_by(st, tag[3]), 0);
+	int s5 = dre_store_peer(st, id[N + 1]); /* then 5's */
+	assert_true(s5 >= 0 && s5 != s3 && s5 != s7);
+	assert_int_equal(held_by(st, tag[5]), 0);
+	assert_int_equal(dre_store_peer(st, id[N + 2]), -1); /* nothing else unused for a day */
+	for (int i = 0; i < N; i++)
+		if (i != 3 && i != 5)
+			assert_int_not_equal(held_by(st, tag[i]), 0);
+	dre_store_get_stats(st, &ss);
+	assert_true(ss.peers == N && ss.peers_held == 3 && ss.peers_untracked == 1 && ss.peers_reclaimed == 2);
+	assert_int_equal(peer_files(d), N - 2);
+	dre_store_mark(st, tag[0], 1u << s3);
+	dre_store_peer_put(st, s3);
+	dre_store_peer_put(st, s5);
+	dre_store_peer_put(st, s7);
+	assert_int_equal(dre_store_sync(st), 0);
+	dre_store_close(st);
+	assert_int_equal(peer_files(d), N - 1); /* the new peer with knowledge */
+	assert_non_null(st = t_reopen(d, 64u << 20));
+	uint32_t bits = held_by(st, tag[0]);
+	assert_int_equal(__builtin_popcount(bits), 2);
+	int s = dre_store_peer(st, id[N]);
+	assert_true(s >= 0 && (bits & (1u << s)));
+	assert_int_equal(held_by(st, tag[3]), 0);
+	dre_store_close(st);
+	dre_fp_free(fp);
+	t_rmstore(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -418,6 +535,7 @@ int main(void)
 		cmocka_unit_test(test_store_concurrent),
 		cmocka_unit_test(test_idx_damaged),
 		cmocka_unit_test(test_sizing),
+		cmocka_unit_test(test_peer_slots),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
