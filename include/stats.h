@@ -38,6 +38,9 @@ enum stats_gauge {
 	STATS_STORE_LARGER_4X, /* ... 4x */
 	STATS_STORE_LARGER_8X, /* ... 8x */
 	STATS_LOOP_LAG_MAX_US, /* longest an event loop was held past a timer, us (stats_max) */
+	STATS_STORE_PEERS,     /* peer stores the store tracks (slots in use) */
+	STATS_STORE_PEERS_HELD, /* of those, in use by a stream now */
+	STATS_STORE_UNTRACKED, /* streams from peers that found no slot, since start (monotonic) */
 	STATS_NGAUGE
 };
 

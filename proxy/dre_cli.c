@@ -526,10 +526,10 @@ static int run_stats(struct cli *c, int check)
 		printf("{\"store\":\"%s\",\"id\":\"%016" PRIx64 "\",\"chunks\":%" PRIu64 ",\"data_bytes\":%" PRIu64
 		       ",\"disk_bytes\":%" PRIu64 ",\"size_limit\":%" PRIu64 ",\"fill_pct\":%.2f,\"files\":%" PRIu64
 		       ",\"index_bytes\":%" PRIu64 ",\"index_bytes_per_gib\":%.0f,\"dropped_records\":%" PRIu64
-		       ",\"sizing_since\":%" PRIu64 ",\"hit_bytes\":%" PRIu64 ",\"new_bytes\":%" PRIu64
+		       ",\"peers\":%u,\"sizing_since\":%" PRIu64 ",\"hit_bytes\":%" PRIu64 ",\"new_bytes\":%" PRIu64
 		       ",\"larger_hit_bytes\":{\"2x\":%" PRIu64 ",\"4x\":%" PRIu64 ",\"8x\":%" PRIu64 "}}\n",
 		       c->store, dre_store_id(st), s.chunks, s.data_bytes, s.disk_bytes, s.size_limit, fill, s.files,
-		       s.index_bytes, per_gib, s.dropped_records, s.sizing_since, s.hit_bytes, s.new_bytes,
+		       s.index_bytes, per_gib, s.dropped_records, s.peers, s.sizing_since, s.hit_bytes, s.new_bytes,
 		       s.larger_hit_bytes[0], s.larger_hit_bytes[1], s.larger_hit_bytes[2]);
 	} else {
 		printf("store        %s (id %016" PRIx64 ")\n", c->store, dre_store_id(st));
@@ -545,6 +545,7 @@ static int run_stats(struct cli *c, int check)
 			printf("index memory %" PRIu64 " bytes\n", s.index_bytes);
 		if (s.dropped_records)
 			printf("dropped      %" PRIu64 " torn records at open\n", s.dropped_records);
+		printf("peers        %u of %d peer stores tracked\n", s.peers, DRE_PEER_SLOTS);
 		print_sizing(&s);
 	}
 	dre_store_close(st);

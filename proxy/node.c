@@ -44,6 +44,9 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	stats_set(s, STATS_STORE_FILL, ss.disk_bytes);
 	stats_set(s, STATS_STORE_SIZE, ss.size_limit);
 	stats_set(s, STATS_STORE_EVICTIONS, ss.evicted_chunks);
+	stats_set(s, STATS_STORE_PEERS, ss.peers);
+	stats_set(s, STATS_STORE_PEERS_HELD, ss.peers_held);
+	stats_set(s, STATS_STORE_UNTRACKED, ss.peers_untracked);
 	stats_set(s, STATS_STORE_HIT_BYTES, ss.hit_bytes);
 	stats_set(s, STATS_STORE_NEW_BYTES, ss.new_bytes);
 	for (int i = 0; i < 3; i++)
@@ -60,6 +63,12 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 			 conf_store(px_daemon_conf(n->d)), (unsigned long long)(ss.io_errors - n->io_errors),
 			 strerror(ss.io_errno ? ss.io_errno : EIO));
 	n->io_errors = ss.io_errors;
+	if (ss.peers_untracked > n->untracked)
+		log_warn("store %s: %llu streams from peers beyond the %d tracked, whose slots were used within %d h:"
+			 " sent as if those peers held every chunk (their misses cost an ask each)",
+			 conf_store(px_daemon_conf(n->d)), (unsigned long long)(ss.peers_untracked - n->untracked),
+			 DRE_PEER_SLOTS, DRE_PEER_IDLE_S / 3600);
+	n->untracked = ss.peers_untracked;
 	/* idle streams freed their codecs' memory: hand the pages back (freed
 	 * memory in the middle of the heap would otherwise stay resident) */
 	if (px_relay_rests_take())

@@ -27,6 +27,7 @@ struct px_node {
 	uint64_t shrink_t0_us; /* its start (px_mono_us) */
 	unsigned ticks;
 	uint64_t io_errors; /* the store's I/O error count at the last tick */
+	uint64_t untracked; /* the store's count of streams from untracked peers, likewise */
 	char name[64];
 	char cc[16];
 	/* link hints, set by the main thread (start, reload), read by workers */

@@ -114,6 +114,7 @@ static void relay_free(struct px_relay *r, int rst, const char *why)
 		atomic_fetch_add(&rests, 1);
 	dre_enc_free(r->enc);
 	dre_dec_free(r->dec);
+	dre_store_peer_put(r->env->store, r->peer_slot); /* the codecs that marked its bit are gone */
 	if (r->pend)
 		evbuffer_free(r->pend);
 	if (r->gather)
@@ -445,7 +446,7 @@ static int make_codec(struct px_relay *r, tun_stream *s)
 		return 0;
 	tun_conn *c = tun_stream_conn(s);
 	const tun_hello *h = c ? tun_conn_hello(c) : NULL;
-	int slot = h ? dre_store_peer(r->env->store, h->store_id) : -1;
+	int slot = r->peer_slot = h ? dre_store_peer(r->env->store, h->store_id) : -1;
 	/* the link this stream's tunnel connection sends on (ours, or the peer's
 	 * slower one); the node's hint for a connection not up */
 	uint64_t bps = c && tun_conn_link_bps(c) ? tun_conn_link_bps(c) : r->env->link_bps;
@@ -484,6 +485,7 @@ struct px_relay *px_relay_new(struct px_relay_env *env, struct bufferevent *bev,
 	r->env = env;
 	r->bev = bev;
 	r->policy = policy;
+	r->peer_slot = -1;
 	r->connecting = connecting;
 	r->direct = DIRECT_MIN;
 	r->t0_us = px_mono_us();

@@ -26,6 +26,7 @@ struct px_relay {
 	uint64_t link_bps;        /* the residual coder's link rate (make_codec) */
 	dre_enc *enc;
 	dre_dec *dec;
+	int peer_slot;             /* the peer's store slot the codecs use (dre_store_peer), or -1 */
 	struct stats_stream *st;
 	struct event *flush_ev;
 	struct event *rest_ev;    /* every REST_S while there is a codec */

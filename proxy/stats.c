@@ -537,6 +537,11 @@ static void prom_gauges(FILE *f, struct stats *s)
 	fprintf(f, "wanopt_store_size_bytes %llu\n", G(STATS_STORE_SIZE));
 	prom_head(f, "store_evictions_total", "counter", "Chunks evicted from the store.");
 	fprintf(f, "wanopt_store_evictions_total %llu\n", G(STATS_STORE_EVICTIONS));
+	prom_head(f, "store_peers", "gauge", "Peer stores whose chunks the store tracks (of 32 slots).");
+	fprintf(f, "wanopt_store_peers %llu\n", G(STATS_STORE_PEERS));
+	prom_head(f, "store_peers_untracked_total", "counter",
+		  "Streams from peer stores that found every slot in use, sent as if those peers held every chunk.");
+	fprintf(f, "wanopt_store_peers_untracked_total %llu\n", G(STATS_STORE_UNTRACKED));
 	prom_sizing(f, g);
 	prom_head(f, "tunnel_rtt_seconds", "gauge",
 		  "Smoothed round-trip time of the tunnel (TCP_INFO; the smallest over its connections).");
@@ -684,10 +689,12 @@ static void json_fill(FILE *f, struct stats *s)
 		(unsigned long long)atomic_load(&s->opened), (unsigned long long)stats_active(s));
 	fprintf(f, "\"store\":{\"fill_bytes\":%llu,\"size_bytes\":%llu,\"evictions\":%llu,"
 		"\"hit_bytes\":%llu,\"new_bytes\":%llu,\"hit_ratio\":%.4f,"
-		"\"larger_hit_ratio\":{\"2x\":%.4f,\"4x\":%.4f,\"8x\":%.4f}},",
+		"\"larger_hit_ratio\":{\"2x\":%.4f,\"4x\":%.4f,\"8x\":%.4f},"
+		"\"peers\":%llu,\"peers_held\":%llu,\"peers_untracked\":%llu},",
 		G(STATS_STORE_FILL), G(STATS_STORE_SIZE), G(STATS_STORE_EVICTIONS), G(STATS_STORE_HIT_BYTES),
 		G(STATS_STORE_NEW_BYTES), stats_hit_ratio(s->gauge, 0), stats_hit_ratio(s->gauge, 1),
-		stats_hit_ratio(s->gauge, 2), stats_hit_ratio(s->gauge, 3));
+		stats_hit_ratio(s->gauge, 2), stats_hit_ratio(s->gauge, 3), G(STATS_STORE_PEERS),
+		G(STATS_STORE_PEERS_HELD), G(STATS_STORE_UNTRACKED));
 	fprintf(f, "\"tunnel\":{\"rtt_us\":%llu,\"up\":%llu,\"peers\":[", G(STATS_TUNNEL_RTT_US),
 		G(STATS_TUNNELS_UP));
 	json_tunnels(f, s);

@@ -42,6 +42,9 @@ static struct stats *sample_registry(struct stats_stream **a, struct stats_strea
 	stats_set(s, STATS_STORE_FILL, 1u << 30);
 	stats_set(s, STATS_STORE_SIZE, 10ull << 30);
 	stats_set(s, STATS_STORE_EVICTIONS, 7);
+	stats_set(s, STATS_STORE_PEERS, 3);
+	stats_set(s, STATS_STORE_PEERS_HELD, 1);
+	stats_set(s, STATS_STORE_UNTRACKED, 4);
 	stats_set(s, STATS_STORE_HIT_BYTES, 600);
 	stats_set(s, STATS_STORE_NEW_BYTES, 400);
 	stats_set(s, STATS_STORE_LARGER_2X, 100);
@@ -212,6 +215,8 @@ static void test_render(void **state)
 		"wanopt_active_streams 2\n",
 		"wanopt_store_fill_bytes 1073741824\n",
 		"wanopt_store_evictions_total 7\n",
+		"wanopt_store_peers 3\n",
+		"wanopt_store_peers_untracked_total 4\n",
 		"wanopt_store_reference_bytes_total 600\n",
 		"wanopt_store_new_bytes_total 400\n",
 		"wanopt_store_hit_ratio 0.6000\n",
@@ -235,7 +240,8 @@ static void test_render(void **state)
 				  "\"streams_opened\":2,\"active_streams\":2}"));
 	assert_non_null(strstr(p, "\"store\":{\"fill_bytes\":1073741824,\"size_bytes\":10737418240,"
 				  "\"evictions\":7,\"hit_bytes\":600,\"new_bytes\":400,\"hit_ratio\":0.6000,"
-				  "\"larger_hit_ratio\":{\"2x\":0.7000,\"4x\":0.8000,\"8x\":0.8500}},"
+				  "\"larger_hit_ratio\":{\"2x\":0.7000,\"4x\":0.8000,\"8x\":0.8500},"
+				  "\"peers\":3,\"peers_held\":1,\"peers_untracked\":4},"
 				  "\"tunnel\":{\"rtt_us\":40100,\"up\":1,\"peers\":[]},\"loop_lag_max_us\":12500,"));
 	assert_non_null(strstr(p, "{\"id\":1,\"src\":\"10.0.0.5:41000\",\"dst\":\"10.1.1.1:21\","
 				  "\"mode\":\"full\",\"age_s\":"));
