@@ -1,9 +1,15 @@
 /* peers.c: what each peer's store is known to hold.  Each indexed chunk carries
  * a bit per peer slot (dre_ent.peers); a slot belongs to a peer's store id.
- * DIR/peers/ID holds, per peer, the tags of the chunks it holds, rewritten on
- * dre_store_sync when they changed, and loaded at open: a restart does not
- * make the encoder forget what its peers hold.  The file's time is when the
- * peer was last seen (renewed at each sync while it is in use).
+ * DIR/peers/ID holds, per peer, the tags of the chunks it holds, loaded at
+ * open: a restart does not make the encoder forget what its peers hold.  The
+ * file is a journal: each dre_store_sync appends the tags marked since the
+ * last one (a store of millions of chunks would otherwise rewrite every
+ * active peer's file, megabytes each, every sync), with the store's lock
+ * released while it writes.  Tags evicted since, or appended twice, are
+ * skipped at load; once a file holds more than twice as many tags as the
+ * index plus DRE_PEER_SLACK, it is rewritten from the index, a batch of entries
+ * at a time.  The file's time is when the peer was last seen (renewed at
+ * each sync while it is in use).
  *
  * Slots are few (DRE_PEER_SLOTS) and a wiped or replaced peer store comes
  * back under a new id, so a slot nobody holds (dre_store_peer without
@@ -19,6 +25,9 @@
 #include <unistd.h>
 
 #include "store_int.h"
+
+#define PEER_LOG_MAX (8u << 20) /* tags held in memory per slot, beyond which its file is rewritten */
+#define PEER_BATCH 65536     /* index entries scanned per hold of the lock in a rewrite */
 
 static void id_hex(const uint8_t id[16], char out[33])
 {
@@ -83,6 +92,9 @@ static void slot_forget(dre_store *st, int i)
 		st->idx.slot[k].peers &= ~bit;
 	st->peers_dirty &= ~bit;
 	st->peers_seen &= ~bit;
+	st->peers_full &= ~bit;
+	dre_buf_free(&st->peer_log[i]);
+	st->peer_logged[i] = 0;
 	if (!st->readonly) {
 		char path[4200];
 		peer_path(st, i, path, sizeof path);
@@ -97,6 +109,11 @@ int dre_store_peer(dre_store *st, const uint8_t id[16])
 	int64_t now = now_s();
 	pthread_mutex_lock(&st->mu);
 	int s = slot_find(st, id);
+	while (s < 0 && st->npeers == DRE_PEER_SLOTS && st->peers_saving) {
+		/* a save may be writing the file of the slot about to change hands */
+		pthread_cond_wait(&st->peers_cv, &st->mu);
+		s = slot_find(st, id);
+	}
 	if (s < 0 && (s = slot_new(st, id, now)) < 0 && (s = slot_idle(st, now)) >= 0) {
 		slot_forget(st, s);
 		memcpy(st->peer_id[s], id, 16);
@@ -132,35 +149,100 @@ void dre_store_mark(dre_store *st, uint64_t tag, uint32_t bits)
 	pthread_mutex_lock(&st->mu);
 	dre_ent *e = dre_idx_get(&st->idx, tag);
 	if (e && (e->peers & bits) != bits) {
+		uint32_t fresh = bits & ~e->peers;
 		e->peers |= bits;
-		st->peers_dirty |= bits;
+		st->peers_dirty |= fresh;
+		for (int i = 0; fresh; i++, fresh >>= 1) {
+			dre_buf *b = &st->peer_log[i];
+			if (!(fresh & 1) || st->peers_full & (1u << i))
+				continue;
+			if (b->len >= 8 * (size_t)PEER_LOG_MAX || dre_buf_add(b, &tag, 8)) {
+				st->peers_full |= 1u << i; /* the next save rewrites the file instead */
+				dre_buf_free(b);
+			}
+		}
 	}
 	pthread_mutex_unlock(&st->mu);
 }
 
-/* Write peer slot i's knowledge file (temp + rename).  Lock held. */
-static int save_peer(dre_store *st, int i)
+/* Append the tags marked since the last save to slot i's file, the lock
+ * released while writing.  Lock held. */
+static int peer_append(dre_store *st, int i)
+{
+	char path[4200];
+	dre_buf log = st->peer_log[i];
+	st->peer_log[i] = (dre_buf){ 0 };
+	st->peers_dirty &= ~(1u << i);
+	peer_path(st, i, path, sizeof path);
+	pthread_mutex_unlock(&st->mu);
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644), rc = fd < 0 ? DRE_EIO : 0;
+	if (!rc && dre_write_all(fd, log.p, log.len, -1))
+		rc = DRE_EIO;
+	if (fd >= 0 && close(fd))
+		rc = DRE_EIO;
+	pthread_mutex_lock(&st->mu);
+	if (rc) /* what reached the file is unknown: rewrite it next time */
+		st->peers_full |= 1u << i, st->peers_dirty |= 1u << i;
+	else
+		st->peer_logged[i] += log.len / 8;
+	dre_buf_free(&log);
+	return rc;
+}
+
+/* The tags of index entries k.. (at most PEER_BATCH) that slot bit's peer
+ * holds, into out; returns where to go on, past the end when done. */
+static size_t peer_batch(const dre_store *st, size_t k, uint32_t bit, dre_buf *out)
+{
+	size_t end = k + PEER_BATCH;
+	out->len = 0;
+	for (; k <= st->idx.mask && k < end; k++) {
+		const dre_ent *e = &st->idx.slot[k];
+		if (e->tag && (e->peers & bit) && dre_buf_add(out, &e->tag, 8))
+			return SIZE_MAX; /* out of memory: the caller sees out->len 0 and stops */
+	}
+	return k;
+}
+
+/* Rewrite slot i's file from the index (temp + rename), PEER_BATCH entries
+ * per hold of the lock.  An index that grows meanwhile moves its entries: a
+ * few may be written twice (no harm) or missed (sent again as new).  Lock
+ * held. */
+static int peer_rewrite(dre_store *st, int i)
 {
 	char path[4200], tmp[4300];
+	uint32_t bit = 1u << i;
+	st->peers_full &= ~bit;
+	st->peers_dirty &= ~bit;
+	dre_buf_free(&st->peer_log[i]); /* the index holds those marks too */
 	peer_path(st, i, path, sizeof path);
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	FILE *f = fopen(tmp, "w");
-	if (!f)
-		return DRE_EIO;
-	uint32_t bit = 1u << i;
+	dre_buf b = { 0 };
 	uint64_t n = 0;
-	for (size_t k = 0; k <= st->idx.mask; k++) {
-		const dre_ent *e = &st->idx.slot[k];
-		if (e->tag && (e->peers & bit)) {
-			fwrite(&e->tag, 8, 1, f);
-			n++;
-		}
+	int rc = 0;
+	pthread_mutex_unlock(&st->mu);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	pthread_mutex_lock(&st->mu);
+	for (size_t k = 0; fd >= 0 && !rc && k <= st->idx.mask;) {
+		k = peer_batch(st, k, bit, &b);
+		if (k == SIZE_MAX)
+			rc = DRE_ENOMEM;
+		pthread_mutex_unlock(&st->mu);
+		if (!rc && dre_write_all(fd, b.p, b.len, -1))
+			rc = DRE_EIO;
+		pthread_mutex_lock(&st->mu);
+		n += b.len / 8;
 	}
-	int rc = fflush(f) || fclose(f) ? DRE_EIO : 0;
-	if (!rc && rename(tmp, path))
-		rc = DRE_EIO;
+	pthread_mutex_unlock(&st->mu);
+	if (fd < 0 || close(fd) || (!rc && rename(tmp, path)))
+		rc = rc ? rc : DRE_EIO;
 	if (rc)
 		unlink(tmp);
+	pthread_mutex_lock(&st->mu);
+	dre_buf_free(&b);
+	if (rc)
+		st->peers_full |= bit, st->peers_dirty |= bit;
+	else
+		st->peer_logged[i] = n;
 	return rc;
 }
 
@@ -185,6 +267,8 @@ int dre_store_save_peers(dre_store *st)
 	int rc = 0;
 	if (st->readonly)
 		return 0;
+	while (st->peers_saving) /* one save at a time: both would append */
+		pthread_cond_wait(&st->peers_cv, &st->mu);
 	touch_peers(st);
 	if (!st->peers_dirty)
 		return 0;
@@ -192,11 +276,17 @@ int dre_store_save_peers(dre_store *st)
 	snprintf(dir, sizeof dir, "%s/peers", st->dir);
 	if (mkdir(dir, 0755) && errno != EEXIST)
 		return DRE_EIO;
-	for (int i = 0; i < st->npeers; i++)
-		if (st->peers_dirty & (1u << i))
-			rc |= save_peer(st, i);
-	if (!rc)
-		st->peers_dirty = 0;
+	st->peers_saving = 1;
+	for (int i = 0; i < st->npeers; i++) {
+		uint32_t bit = 1u << i;
+		if (!(st->peers_dirty & bit))
+			continue;
+		if (st->peer_logged[i] + st->peer_log[i].len / 8 > 2 * (uint64_t)st->idx.count + DRE_PEER_SLACK)
+			st->peers_full |= bit; /* mostly evicted or repeated tags: compact */
+		rc |= st->peers_full & bit ? peer_rewrite(st, i) : peer_append(st, i);
+	}
+	st->peers_saving = 0;
+	pthread_cond_broadcast(&st->peers_cv);
 	return rc ? DRE_EIO : 0;
 }
 
@@ -208,9 +298,10 @@ static void load_peer(dre_store *st, int i, const char *path)
 	if (!f)
 		return;
 	while (fread(&tag, 8, 1, f) == 1) {
-		dre_ent *e = dre_idx_get(&st->idx, tag);
+		dre_ent *e = tag ? dre_idx_get(&st->idx, tag) : NULL;
 		if (e)
 			e->peers |= 1u << i;
+		st->peer_logged[i]++;
 	}
 	fclose(f);
 }

@@ -650,6 +650,7 @@ dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, s
 		return NULL;
 	}
 	pthread_mutex_init(&st->mu, NULL);
+	pthread_cond_init(&st->peers_cv, NULL);
 	st->lockfd = -1;
 	st->readonly = o->readonly;
 	st->limit_saved = dre_store_limit_load(dir);
@@ -715,6 +716,9 @@ void dre_store_close(dre_store *st)
 	free(st->alt);
 	free(st->forks);
 	free(st->pnext);
+	for (int i = 0; i < DRE_PEER_SLOTS; i++)
+		dre_buf_free(&st->peer_log[i]);
+	pthread_cond_destroy(&st->peers_cv);
 	pthread_mutex_destroy(&st->mu);
 	free(st->dir);
 	free(st);

@@ -53,6 +53,8 @@ void dre_sizing_evicted(dre_store *st, uint64_t tag, uint32_t len);
 void dre_sizing_stored(dre_store *st, uint64_t tag, uint32_t len);
 void dre_sizing_hit(dre_store *st, uint32_t len);
 
+#define DRE_PEER_SLACK 65536 /* tags a peer's file may hold beyond twice the index's chunks (peers.c) */
+
 struct dre_store {
 	pthread_mutex_t mu;
 	char *dir;
@@ -74,6 +76,11 @@ struct dre_store {
 	int npeers;
 	uint32_t peers_dirty;   /* slots whose knowledge changed since saved */
 	uint32_t peers_seen;    /* slots used since saved (their files' times are renewed) */
+	uint32_t peers_full;    /* slots whose file is rewritten from the index at the next save */
+	dre_buf peer_log[DRE_PEER_SLOTS];     /* tags marked held since saved, to append to the file */
+	uint64_t peer_logged[DRE_PEER_SLOTS]; /* tags in the slot's file (repeated or evicted ones too) */
+	int peers_saving;        /* a save writes files with the lock released... */
+	pthread_cond_t peers_cv; /* ...and signals this when done */
 	int peer_users[DRE_PEER_SLOTS];     /* holders (dre_store_peer not yet put) */
 	int64_t peer_last[DRE_PEER_SLOTS];  /* unix time the slot was last taken or put */
 	uint64_t peers_untracked, peers_reclaimed; /* since open */

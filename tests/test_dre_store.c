@@ -1,6 +1,6 @@
 /* test_dre_store.c: the segment store on its own, through real store
  * directories: reserved blocks, shrinking, the eviction horizon, concurrent
- * writers, the sizing estimate, and peer slots. */
+ * writers, the sizing estimate, and peer slots and knowledge files. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
@@ -526,6 +526,96 @@ static void test_peer_slots(void **state)
 	t_rmstore(d);
 }
 
+/* Bytes of the knowledge file of peer id in store dir (-1: none). */
+static long peer_file_size(const char *dir, const uint8_t id[16])
+{
+	char path[512];
+	struct stat sb;
+	int k = snprintf(path, sizeof path, "%s/peers/", dir);
+	for (int i = 0; i < 16; i++)
+		k += snprintf(path + k, sizeof path - (size_t)k, "%02x", id[i]);
+	return stat(path, &sb) ? -1 : (long)sb.st_size;
+}
+
+/* Store n new chunks of 64 random bytes, each marked held by peer slot s;
+ * their tags into tags[0..n) if given. */
+static void put_marked(dre_store *st, dre_fp *fp, int s, int n, uint64_t *tags)
+{
+	uint8_t p[64], h[32];
+	for (int i = 0; i < n; i++) {
+		t_fill_random(p, sizeof p);
+		dre_ent e;
+		assert_int_equal(dre_fp_sha256(fp, p, sizeof p, h), 0);
+		assert_true(dre_store_put_after(st, h, p, sizeof p, 0, &e) >= 0);
+		dre_store_mark(st, dre_fp_tag(h), 1u << s);
+		if (tags)
+			tags[i] = dre_fp_tag(h);
+	}
+}
+
+/* A peer's knowledge file is a journal: a sync appends the tags marked since
+ * the last one and leaves what the file held as it was; a reopen finds every
+ * mark.  Under churn (a small store evicting as it takes new chunks) the file
+ * is rewritten from the index once it holds more than twice the index's
+ * chunks plus DRE_PEER_SLACK tags, and what is live stays marked. */
+static void test_peer_journal(void **state)
+{
+	(void)state;
+	char d[64], path[512];
+	dre_store *st = t_store(d, 4u << 20);
+	dre_fp *fp = dre_fp_new();
+	uint8_t id[16], first[8000], again[8000];
+	static uint64_t tags[1500];
+	memset(id, 0x5c, 16);
+	int s = dre_store_peer(st, id);
+	assert_true(s >= 0);
+	put_marked(st, fp, s, 1000, tags);
+	assert_int_equal(dre_store_sync(st), 0);
+	assert_int_equal(peer_file_size(d, id), 8000);
+	int k = snprintf(path, sizeof path, "%s/peers/", d);
+	for (int i = 0; i < 16; i++)
+		k += snprintf(path + k, sizeof path - (size_t)k, "%02x", id[i]);
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	assert_int_equal(fread(first, 1, sizeof first, f), sizeof first);
+	fclose(f);
+	put_marked(st, fp, s, 500, tags + 1000);
+	assert_int_equal(dre_store_sync(st), 0);
+	assert_int_equal(peer_file_size(d, id), 12000);
+	assert_non_null(f = fopen(path, "r"));
+	assert_int_equal(fread(again, 1, sizeof again, f), sizeof again);
+	fclose(f);
+	assert_memory_equal(first, again, sizeof first);
+	dre_store_peer_put(st, s);
+	dre_store_close(st);
+	assert_non_null(st = t_reopen(d, 4u << 20));
+	for (int i = 0; i < 1500; i++)
+		assert_int_not_equal(held_by(st, tags[i]), 0);
+	assert_true((s = dre_store_peer(st, id)) >= 0);
+	long most = 0, marks = 0;
+	for (int round = 0; round < 15; round++) {
+		put_marked(st, fp, s, 10000, NULL);
+		marks += 10000;
+		assert_int_equal(dre_store_sync(st), 0);
+		long tags_now = peer_file_size(d, id) / 8;
+		dre_store_stats ss;
+		dre_store_get_stats(st, &ss);
+		assert_true(tags_now <= 2 * (long)ss.chunks + DRE_PEER_SLACK + 10000);
+		most = tags_now > most ? tags_now : most;
+	}
+	assert_true(most < 1500 + marks); /* rewritten at least once */
+	put_marked(st, fp, s, 1000, tags);
+	assert_int_equal(dre_store_sync(st), 0);
+	dre_store_peer_put(st, s);
+	dre_store_close(st);
+	assert_non_null(st = t_reopen(d, 4u << 20));
+	for (int i = 0; i < 1000; i++)
+		assert_int_not_equal(held_by(st, tags[i]), 0);
+	dre_store_close(st);
+	dre_fp_free(fp);
+	t_rmstore(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -536,6 +626,7 @@ int main(void)
 		cmocka_unit_test(test_idx_damaged),
 		cmocka_unit_test(test_sizing),
 		cmocka_unit_test(test_peer_slots),
+		cmocka_unit_test(test_peer_journal),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
