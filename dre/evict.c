@@ -53,11 +53,12 @@ static int evict_oldest(dre_store *st)
 	size_t n = 0;
 	if (dre_store_load_idx(st, f.num, f.size, &ents, &n) != 0) {
 		/* no usable .idx: walk the table instead */
-		for (size_t i = 0; i <= st->idx.mask; i++) {
-			dre_ent *e = &st->idx.slot[i];
-			while (e->tag && e->file == f.num)
-				drop_entry(st, e); /* the slot now holds a follower: look again */
-		}
+		for (size_t p = 0; p < DRE_IDX_PARTS; p++)
+			for (size_t i = 0; i <= st->idx.part[p].mask; i++) {
+				dre_ent *e = dre_idx_slot(&st->idx, p, i);
+				while (e->tag && e->file == f.num)
+					drop_entry(st, e); /* the slot now holds a follower: look again */
+			}
 	}
 	for (size_t i = 0; i < n; i++) {
 		if (ents[i].len == DRE_IDX_LINK)

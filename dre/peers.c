@@ -27,7 +27,7 @@
 #include "store_int.h"
 
 #define PEER_LOG_MAX (8u << 20) /* tags held in memory per slot, beyond which its file is rewritten */
-#define PEER_BATCH 65536     /* index entries scanned per hold of the lock in a rewrite */
+#define PEER_BATCH 65536     /* index entries taken per hold of the lock in a rewrite */
 
 static void id_hex(const uint8_t id[16], char out[33])
 {
@@ -88,8 +88,9 @@ static int slot_idle(const dre_store *st, int64_t now)
 static void slot_forget(dre_store *st, int i)
 {
 	uint32_t bit = 1u << i;
-	for (size_t k = 0; k <= st->idx.mask; k++)
-		st->idx.slot[k].peers &= ~bit;
+	dre_ent *e;
+	for (uint64_t pos = 0; (e = dre_idx_next(&st->idx, &pos));)
+		e->peers &= ~bit;
 	st->peers_dirty &= ~bit;
 	st->peers_seen &= ~bit;
 	st->peers_full &= ~bit;
@@ -189,18 +190,20 @@ static int peer_append(dre_store *st, int i)
 	return rc;
 }
 
-/* The tags of index entries k.. (at most PEER_BATCH) that slot bit's peer
- * holds, into out; returns where to go on, past the end when done. */
-static size_t peer_batch(const dre_store *st, size_t k, uint32_t bit, dre_buf *out)
+/* The tags of the index entries from scan position *pos on (at most
+ * PEER_BATCH) that slot bit's peer holds, into out; 1 when the scan is done,
+ * -1 out of memory, else 0. */
+static int peer_batch(const dre_store *st, uint64_t *pos, uint32_t bit, dre_buf *out)
 {
-	size_t end = k + PEER_BATCH;
 	out->len = 0;
-	for (; k <= st->idx.mask && k < end; k++) {
-		const dre_ent *e = &st->idx.slot[k];
-		if (e->tag && (e->peers & bit) && dre_buf_add(out, &e->tag, 8))
-			return SIZE_MAX; /* out of memory: the caller sees out->len 0 and stops */
+	for (int n = 0; n < PEER_BATCH; n++) {
+		const dre_ent *e = dre_idx_next(&st->idx, pos);
+		if (!e)
+			return 1;
+		if ((e->peers & bit) && dre_buf_add(out, &e->tag, 8))
+			return -1;
 	}
-	return k;
+	return 0;
 }
 
 /* Rewrite slot i's file from the index (temp + rename), PEER_BATCH entries
@@ -222,9 +225,10 @@ static int peer_rewrite(dre_store *st, int i)
 	pthread_mutex_unlock(&st->mu);
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	pthread_mutex_lock(&st->mu);
-	for (size_t k = 0; fd >= 0 && !rc && k <= st->idx.mask;) {
-		k = peer_batch(st, k, bit, &b);
-		if (k == SIZE_MAX)
+	uint64_t pos = 0;
+	for (int done = fd < 0; !done && !rc;) {
+		done = peer_batch(st, &pos, bit, &b);
+		if (done < 0)
 			rc = DRE_ENOMEM;
 		pthread_mutex_unlock(&st->mu);
 		if (!rc && dre_write_all(fd, b.p, b.len, -1))

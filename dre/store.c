@@ -600,10 +600,8 @@ int dre_store_check(dre_store *st, char *err, size_t errlen)
 	}
 	pthread_mutex_lock(&st->mu);
 	dre_wq_drain(st);
-	for (size_t i = 0; i <= st->idx.mask && !rc; i++) {
-		dre_ent *e = &st->idx.slot[i];
-		if (!e->tag)
-			continue;
+	dre_ent *e;
+	for (uint64_t pos = 0; !rc && (e = dre_idx_next(&st->idx, &pos));) {
 		count++;
 		bytes += e->len;
 		struct dre_sfile *f = file_find(st, e->file);
