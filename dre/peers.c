@@ -26,7 +26,7 @@
 
 #include "store_int.h"
 
-#define PEER_LOG_MAX (8u << 20) /* tags held in memory per slot, beyond which its file is rewritten */
+#define PEER_LOG_MAX (1u << 20) /* tags (8 MiB) held per slot between saves; beyond, its file is rewritten */
 #define PEER_BATCH 65536     /* index entries taken per hold of the lock in a rewrite */
 
 static void id_hex(const uint8_t id[16], char out[33])
@@ -105,20 +105,28 @@ static void slot_forget(dre_store *st, int i)
 	st->peers_reclaimed++;
 }
 
+/* The slot of id: its own, a new one, or an idle one it takes over; -1 if
+ * none.  Lock held. */
+static int slot_take(dre_store *st, const uint8_t id[16], int64_t now)
+{
+	int s = slot_find(st, id);
+	if (s >= 0 || (s = slot_new(st, id, now)) >= 0 || slot_idle(st, now) < 0)
+		return s;
+	/* a slot changes hands: not while a save may be writing its file */
+	while (st->peers_saving)
+		pthread_cond_wait(&st->peers_cv, &st->mu);
+	if ((s = slot_find(st, id)) >= 0 || (s = slot_new(st, id, now)) >= 0 || (s = slot_idle(st, now)) < 0)
+		return s;
+	slot_forget(st, s);
+	memcpy(st->peer_id[s], id, 16);
+	return s;
+}
+
 int dre_store_peer(dre_store *st, const uint8_t id[16])
 {
 	int64_t now = now_s();
 	pthread_mutex_lock(&st->mu);
-	int s = slot_find(st, id);
-	while (s < 0 && st->npeers == DRE_PEER_SLOTS && st->peers_saving) {
-		/* a save may be writing the file of the slot about to change hands */
-		pthread_cond_wait(&st->peers_cv, &st->mu);
-		s = slot_find(st, id);
-	}
-	if (s < 0 && (s = slot_new(st, id, now)) < 0 && (s = slot_idle(st, now)) >= 0) {
-		slot_forget(st, s);
-		memcpy(st->peer_id[s], id, 16);
-	}
+	int s = slot_take(st, id, now);
 	if (s >= 0) {
 		st->peer_users[s]++;
 		st->peer_last[s] = now;
@@ -182,10 +190,12 @@ static int peer_append(dre_store *st, int i)
 	if (fd >= 0 && close(fd))
 		rc = DRE_EIO;
 	pthread_mutex_lock(&st->mu);
-	if (rc) /* what reached the file is unknown: rewrite it next time */
-		st->peers_full |= 1u << i, st->peers_dirty |= 1u << i;
-	else
+	if (rc) { /* what reached the file is unknown: rewrite it next time */
+		st->peers_full |= 1u << i;
+		st->peers_dirty |= 1u << i;
+	} else {
 		st->peer_logged[i] += log.len / 8;
+	}
 	dre_buf_free(&log);
 	return rc;
 }
@@ -243,10 +253,12 @@ static int peer_rewrite(dre_store *st, int i)
 		unlink(tmp);
 	pthread_mutex_lock(&st->mu);
 	dre_buf_free(&b);
-	if (rc)
-		st->peers_full |= bit, st->peers_dirty |= bit;
-	else
+	if (rc) {
+		st->peers_full |= bit;
+		st->peers_dirty |= bit;
+	} else {
 		st->peer_logged[i] = n;
+	}
 	return rc;
 }
 

@@ -83,11 +83,7 @@ px_wait_log core2 "the peer receives at 20.000 Mbit/s and sends at 20.000 Mbit/s
 	ok "core2 grants edge c's streams a 1.5 MB window" ||
 	fail "core2's window for edge c: $(grep -o 'stream window [0-9]* bytes' "$T/core2.log" | head -1)"
 # the stats list each peer with the rate sent to it (published once a second)
-for _ in $(seq 30); do
-	links=$(px_stat "$S1" 'sorted(p["link_bps"] for p in j["tunnel"]["peers"])')
-	[ "$links" = "[0, 20000000]" ] && break
-	sleep 0.1
-done
+links=$(px_stat_wait "$S1" 'sorted(p["link_bps"] for p in j["tunnel"]["peers"])' "[0, 20000000]")
 [ "$links" = "[0, 20000000]" ] && ok "the core's stats: link_bps of its two peers $links" ||
 	fail "the core's stats: link_bps of its peers $links, want [0, 20000000]"
 bufs=$(grep -o "the peer receives at 20.000 Mbit/s.*buffers [0-9]* bytes" "$T/core.log" | grep -o '[0-9]* bytes' | head -1)

@@ -88,11 +88,7 @@ echo "     ($(( $(px_stat "$S2" 'j["total"]["asks"]') - a0 )) asks)"
 # The wiped store came back under a new id: the core tracks two peer stores,
 # and every stream gave its peer slot back when it closed (the gauges follow
 # within a tick).
-for _ in $(seq 30); do
-	pk=$(px_stat "$S1" '"%d %d" % (j["store"]["peers"], j["store"]["peers_held"])')
-	[ "$pk" = "2 0" ] && break
-	sleep 0.1
-done
+pk=$(px_stat_wait "$S1" '"%d %d" % (j["store"]["peers"], j["store"]["peers_held"])' "2 0")
 [ "$pk" = "2 0" ] && ok "the core tracks both edge stores, no slot held after the streams closed" ||
 	fail "core peer slots (tracked, held): $pk, expected 2 0"
 

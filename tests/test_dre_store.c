@@ -36,16 +36,28 @@ static uint64_t dat_bytes(const char *dir)
 	return sum;
 }
 
-/* Store n random 4 KiB chunks. */
-static void put_random(dre_store *st, dre_fp *fp, int n)
+/* Store n new chunks of len random bytes (at most 4 KiB), each marked held
+ * by peer slot `slot` unless it is negative; their tags into tags[0..n) if
+ * given. */
+static void put_chunks(dre_store *st, dre_fp *fp, size_t len, int n, int slot, uint64_t *tags)
 {
 	uint8_t p[4096], h[32];
 	for (int i = 0; i < n; i++) {
-		t_fill_random(p, sizeof p);
+		t_fill_random(p, len);
 		dre_ent e;
-		assert_int_equal(dre_fp_sha256(fp, p, sizeof p, h), 0);
-		assert_true(dre_store_put_after(st, h, p, sizeof p, 0, &e) >= 0);
+		assert_int_equal(dre_fp_sha256(fp, p, len, h), 0);
+		assert_true(dre_store_put_after(st, h, p, (uint32_t)len, 0, &e) >= 0);
+		if (slot >= 0)
+			dre_store_mark(st, dre_fp_tag(h), 1u << slot);
+		if (tags)
+			tags[i] = dre_fp_tag(h);
 	}
+}
+
+/* Store n random 4 KiB chunks. */
+static void put_random(dre_store *st, dre_fp *fp, int n)
+{
+	put_chunks(st, fp, 4096, n, -1, NULL);
 }
 
 /* Bytes allocated to DIR/NNNNNNNN.dat of file num, its size in *size. */
@@ -414,14 +426,20 @@ static void test_sizing(void **state)
 
 #define DAY (24 * 3600)
 
+/* The knowledge file of peer id in store dir, into path (512 bytes). */
+static void peer_file(const char *dir, const uint8_t id[16], char *path)
+{
+	int k = snprintf(path, 512, "%s/peers/", dir);
+	for (int i = 0; i < 16; i++)
+		k += snprintf(path + k, 512 - (size_t)k, "%02x", id[i]);
+}
+
 /* Make the knowledge file of peer id in store dir `days` days old, as if
  * the peer was last seen then. */
 static void peer_age(const char *dir, const uint8_t id[16], int days)
 {
 	char path[512];
-	int k = snprintf(path, sizeof path, "%s/peers/", dir);
-	for (int i = 0; i < 16; i++)
-		k += snprintf(path + k, sizeof path - (size_t)k, "%02x", id[i]);
+	peer_file(dir, id, path);
 	struct timeval tv[2] = { { time(NULL) - (time_t)days * DAY, 0 } };
 	tv[1] = tv[0];
 	assert_int_equal(utimes(path, tv), 0);
@@ -531,9 +549,7 @@ static long peer_file_size(const char *dir, const uint8_t id[16])
 {
 	char path[512];
 	struct stat sb;
-	int k = snprintf(path, sizeof path, "%s/peers/", dir);
-	for (int i = 0; i < 16; i++)
-		k += snprintf(path + k, sizeof path - (size_t)k, "%02x", id[i]);
+	peer_file(dir, id, path);
 	return stat(path, &sb) ? -1 : (long)sb.st_size;
 }
 
@@ -541,16 +557,7 @@ static long peer_file_size(const char *dir, const uint8_t id[16])
  * their tags into tags[0..n) if given. */
 static void put_marked(dre_store *st, dre_fp *fp, int s, int n, uint64_t *tags)
 {
-	uint8_t p[64], h[32];
-	for (int i = 0; i < n; i++) {
-		t_fill_random(p, sizeof p);
-		dre_ent e;
-		assert_int_equal(dre_fp_sha256(fp, p, sizeof p, h), 0);
-		assert_true(dre_store_put_after(st, h, p, sizeof p, 0, &e) >= 0);
-		dre_store_mark(st, dre_fp_tag(h), 1u << s);
-		if (tags)
-			tags[i] = dre_fp_tag(h);
-	}
+	put_chunks(st, fp, 64, n, s, tags);
 }
 
 /* A peer's knowledge file is a journal: a sync appends the tags marked since
@@ -572,9 +579,7 @@ static void test_peer_journal(void **state)
 	put_marked(st, fp, s, 1000, tags);
 	assert_int_equal(dre_store_sync(st), 0);
 	assert_int_equal(peer_file_size(d, id), 8000);
-	int k = snprintf(path, sizeof path, "%s/peers/", d);
-	for (int i = 0; i < 16; i++)
-		k += snprintf(path + k, sizeof path - (size_t)k, "%02x", id[i]);
+	peer_file(d, id, path);
 	FILE *f = fopen(path, "r");
 	assert_non_null(f);
 	assert_int_equal(fread(first, 1, sizeof first, f), sizeof first);

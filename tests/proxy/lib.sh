@@ -175,6 +175,18 @@ px_stat() {  # stats-port python-expression-on-j
 	"$BIN" stats --json --stats=127.0.0.1:"$1" | python3 -c 'import json,sys; j=json.load(sys.stdin); print(eval(sys.argv[1]))' "$2"
 }
 
+# px_stat_wait PORT EXPR WANT: px_stat until it prints WANT (gauges are
+# published once a second), for at most 3 s; prints the last value.
+px_stat_wait() {
+	local v
+	for _ in $(seq 30); do
+		v=$(px_stat "$1" "$2")
+		[ "$v" = "$3" ] && break
+		sleep 0.1
+	done
+	echo "$v"
+}
+
 # pxtool with an outer time bound (the tool bounds its own sockets too).
 pxt() { timeout -k 2 "${PXT_LIMIT:-120}" python3 "$PXTOOL" "$@"; }
 
