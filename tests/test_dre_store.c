@@ -564,7 +564,8 @@ static void put_marked(dre_store *st, dre_fp *fp, int s, int n, uint64_t *tags)
  * the last one and leaves what the file held as it was; a reopen finds every
  * mark.  Under churn (a small store evicting as it takes new chunks) the file
  * is rewritten from the index once it holds more than twice the index's
- * chunks plus DRE_PEER_SLACK tags, and what is live stays marked. */
+ * chunks plus DRE_PEER_SLACK tags, and what is live stays marked, also after
+ * a torn last append. */
 static void test_peer_journal(void **state)
 {
 	(void)state;
@@ -613,6 +614,9 @@ static void test_peer_journal(void **state)
 	assert_int_equal(dre_store_sync(st), 0);
 	dre_store_peer_put(st, s);
 	dre_store_close(st);
+	assert_non_null(f = fopen(path, "a")); /* an append torn by a crash */
+	assert_int_equal(fwrite("\x01\x02\x03", 1, 3, f), 3);
+	fclose(f);
 	assert_non_null(st = t_reopen(d, 4u << 20));
 	for (int i = 0; i < 1000; i++)
 		assert_int_not_equal(held_by(st, tags[i]), 0);
