@@ -324,7 +324,7 @@ static void load_peer(dre_store *st, int i, const char *path)
 		free(tags);
 		return;
 	}
-	while ((n = fread(tags, 8, LOAD_BLOCK, f)) > 0) { /* a torn last tag is left out */
+	while ((n = fread(tags, 8, LOAD_BLOCK, f)) > 0) { /* a torn last tag is left out... */
 		for (size_t k = 0; k < n; k++) {
 			if (k + LOAD_AHEAD < n && tags[k + LOAD_AHEAD])
 				dre_idx_prefetch(&st->idx, tags[k + LOAD_AHEAD]);
@@ -334,6 +334,9 @@ static void load_peer(dre_store *st, int i, const char *path)
 		}
 		st->peer_logged[i] += n;
 	}
+	struct stat sb;
+	if (!st->readonly && !fstat(fileno(f), &sb) && sb.st_size % 8)
+		(void)!truncate(path, sb.st_size / 8 * 8); /* appends start whole again */
 	fclose(f);
 	free(tags);
 }

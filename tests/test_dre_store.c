@@ -565,7 +565,7 @@ static void put_marked(dre_store *st, dre_fp *fp, int s, int n, uint64_t *tags)
  * mark.  Under churn (a small store evicting as it takes new chunks) the file
  * is rewritten from the index once it holds more than twice the index's
  * chunks plus DRE_PEER_SLACK tags, and what is live stays marked, also after
- * a torn last append. */
+ * a torn last append, and what is appended after it. */
 static void test_peer_journal(void **state)
 {
 	(void)state;
@@ -619,6 +619,15 @@ static void test_peer_journal(void **state)
 	fclose(f);
 	assert_non_null(st = t_reopen(d, 4u << 20));
 	for (int i = 0; i < 1000; i++)
+		assert_int_not_equal(held_by(st, tags[i]), 0);
+	assert_true((s = dre_store_peer(st, id)) >= 0); /* and what is appended after it */
+	put_marked(st, fp, s, 10, tags);
+	assert_int_equal(dre_store_sync(st), 0);
+	dre_store_peer_put(st, s);
+	dre_store_close(st);
+	assert_int_equal(peer_file_size(d, id) % 8, 0);
+	assert_non_null(st = t_reopen(d, 4u << 20));
+	for (int i = 0; i < 10; i++)
 		assert_int_not_equal(held_by(st, tags[i]), 0);
 	dre_store_close(st);
 	dre_fp_free(fp);
