@@ -26,8 +26,6 @@ void dre_store_unlink_file(const dre_store *st, uint32_t num)
 	unlink(path);
 }
 
-#define EVICT_AHEAD 16 /* index entries prefetched ahead of an eviction's drops */
-
 /* Forget index entry e, whose file is being evicted. */
 static void drop_entry(dre_store *st, dre_ent *e)
 {
@@ -66,8 +64,8 @@ static int evict_oldest(dre_store *st)
 		/* each lookup misses the cache: load the ones a few entries on
 		 * meanwhile (a file of 593,000 chunks: 103-120 ms under the lock, now
 		 * 49-87; 32 ahead: 69-80) */
-		if (i + EVICT_AHEAD < n)
-			dre_idx_prefetch(&st->idx, ents[i + EVICT_AHEAD].a);
+		if (i + DRE_IDX_AHEAD < n)
+			dre_idx_prefetch(&st->idx, ents[i + DRE_IDX_AHEAD].a);
 		if (ents[i].len == DRE_IDX_LINK)
 			continue;
 		dre_ent *e = dre_idx_get(&st->idx, ents[i].a);

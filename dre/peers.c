@@ -92,7 +92,6 @@ static void slot_forget(dre_store *st, int i)
 	dre_ent *e;
 	for (uint64_t pos = 0; (e = dre_idx_next(&st->idx, &pos));)
 		e->peers &= ~bit;
-	st->peers_dirty &= ~bit;
 	st->peers_seen &= ~bit;
 	st->peers_full &= ~bit;
 	dre_buf_free(&st->peer_log[i]);
@@ -161,7 +160,6 @@ void dre_store_mark(dre_store *st, uint64_t tag, uint32_t bits)
 	if (e && (e->peers & bits) != bits) {
 		uint32_t fresh = bits & ~e->peers;
 		e->peers |= bits;
-		st->peers_dirty |= fresh;
 		for (int i = 0; fresh; i++, fresh >>= 1) {
 			dre_buf *b = &st->peer_log[i];
 			if (!(fresh & 1) || st->peers_full & (1u << i))
@@ -175,6 +173,13 @@ void dre_store_mark(dre_store *st, uint64_t tag, uint32_t bits)
 	pthread_mutex_unlock(&st->mu);
 }
 
+/* 1 if slot i's file lacks marks: some are logged, or it is due for a
+ * rewrite.  Lock held. */
+static int slot_dirty(const dre_store *st, int i)
+{
+	return st->peer_log[i].len || (st->peers_full & (1u << i));
+}
+
 /* Append the tags marked since the last save to slot i's file, the lock
  * released while writing.  Lock held. */
 static int peer_append(dre_store *st, int i)
@@ -182,7 +187,6 @@ static int peer_append(dre_store *st, int i)
 	char path[4200];
 	dre_buf log = st->peer_log[i];
 	st->peer_log[i] = (dre_buf){ 0 };
-	st->peers_dirty &= ~(1u << i);
 	peer_path(st, i, path, sizeof path);
 	pthread_mutex_unlock(&st->mu);
 	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644), rc = fd < 0 ? DRE_EIO : 0;
@@ -191,12 +195,10 @@ static int peer_append(dre_store *st, int i)
 	if (fd >= 0 && close(fd))
 		rc = DRE_EIO;
 	pthread_mutex_lock(&st->mu);
-	if (rc) { /* what reached the file is unknown: rewrite it next time */
+	if (rc) /* what reached the file is unknown: rewrite it next time */
 		st->peers_full |= 1u << i;
-		st->peers_dirty |= 1u << i;
-	} else {
+	else
 		st->peer_logged[i] += log.len / 8;
-	}
 	dre_buf_free(&log);
 	return rc;
 }
@@ -226,7 +228,6 @@ static int peer_rewrite(dre_store *st, int i)
 	char path[4200], tmp[4300];
 	uint32_t bit = 1u << i;
 	st->peers_full &= ~bit;
-	st->peers_dirty &= ~bit;
 	dre_buf_free(&st->peer_log[i]); /* the index holds those marks too */
 	peer_path(st, i, path, sizeof path);
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -254,12 +255,10 @@ static int peer_rewrite(dre_store *st, int i)
 		unlink(tmp);
 	pthread_mutex_lock(&st->mu);
 	dre_buf_free(&b);
-	if (rc) {
+	if (rc)
 		st->peers_full |= bit;
-		st->peers_dirty |= bit;
-	} else {
+	else
 		st->peer_logged[i] = n;
-	}
 	return rc;
 }
 
@@ -270,7 +269,7 @@ static void touch_peers(dre_store *st)
 {
 	for (int i = 0; i < st->npeers; i++) {
 		uint32_t bit = 1u << i;
-		if (!(st->peers_dirty & bit) && (st->peers_seen & bit || st->peer_users[i])) {
+		if (!slot_dirty(st, i) && (st->peers_seen & bit || st->peer_users[i])) {
 			char path[4200];
 			peer_path(st, i, path, sizeof path);
 			utimensat(AT_FDCWD, path, NULL, 0); /* none yet (ENOENT): nothing to renew */
@@ -287,7 +286,10 @@ int dre_store_save_peers(dre_store *st)
 	while (st->peers_saving) /* one save at a time: both would append */
 		pthread_cond_wait(&st->peers_cv, &st->mu);
 	touch_peers(st);
-	if (!st->peers_dirty)
+	int any = 0;
+	for (int i = 0; i < st->npeers; i++)
+		any |= slot_dirty(st, i);
+	if (!any)
 		return 0;
 	char dir[4200];
 	snprintf(dir, sizeof dir, "%s/peers", st->dir);
@@ -296,7 +298,7 @@ int dre_store_save_peers(dre_store *st)
 	st->peers_saving = 1;
 	for (int i = 0; i < st->npeers; i++) {
 		uint32_t bit = 1u << i;
-		if (!(st->peers_dirty & bit))
+		if (!slot_dirty(st, i))
 			continue;
 		if (st->peer_logged[i] + st->peer_log[i].len / 8 > 2 * (uint64_t)st->idx.count + DRE_PEER_SLACK)
 			st->peers_full |= bit; /* mostly evicted or repeated tags: compact */
@@ -308,10 +310,9 @@ int dre_store_save_peers(dre_store *st)
 }
 
 #define LOAD_BLOCK 8192 /* tags read at a time at open */
-#define LOAD_AHEAD 16   /* index slots prefetched ahead of the lookups */
 
 /* Load one knowledge file into slot i: LOAD_BLOCK tags per read, each
- * lookup's slot prefetched LOAD_AHEAD tags before it (1.23 million tags:
+ * lookup's slot prefetched DRE_IDX_AHEAD tags before it (1.23 million tags:
  * 105-140 ms a file looked up one by one). */
 static void load_peer(dre_store *st, int i, const char *path)
 {
@@ -326,8 +327,8 @@ static void load_peer(dre_store *st, int i, const char *path)
 	}
 	while ((n = fread(tags, 8, LOAD_BLOCK, f)) > 0) { /* a torn last tag is left out... */
 		for (size_t k = 0; k < n; k++) {
-			if (k + LOAD_AHEAD < n && tags[k + LOAD_AHEAD])
-				dre_idx_prefetch(&st->idx, tags[k + LOAD_AHEAD]);
+			if (k + DRE_IDX_AHEAD < n && tags[k + DRE_IDX_AHEAD])
+				dre_idx_prefetch(&st->idx, tags[k + DRE_IDX_AHEAD]);
 			dre_ent *e = tags[k] ? dre_idx_get(&st->idx, tags[k]) : NULL;
 			if (e)
 				e->peers |= 1u << i;

@@ -17,7 +17,6 @@
 #include "index.h"
 #include "store_int.h"
 
-#define REPLAY_AHEAD 16 /* .idx entries whose index slots load ahead of the replay */
 #define IDX_HDR 24
 /* .idx format 2: its checksum is seeded with the data file's number, so an
  * .idx found beside another data file (same size, same count) fails it.  A
@@ -297,9 +296,9 @@ static int load_file(dre_store *st, uint32_t num, int active)
 	int rc = 0;
 	if (!active && dre_store_load_idx(st, num, f->size, &ents, &n) == 0) {
 		for (size_t i = 0; i < n && !rc; i++) {
-			if (i + REPLAY_AHEAD < n) { /* each lookup misses the cache */
-				dre_idx_prefetch(&st->idx, ents[i + REPLAY_AHEAD].a);
-				dre_idx_prefetch(&st->idx, ents[i + REPLAY_AHEAD].b);
+			if (i + DRE_IDX_AHEAD < n) { /* each lookup misses the cache */
+				dre_idx_prefetch(&st->idx, ents[i + DRE_IDX_AHEAD].a);
+				dre_idx_prefetch(&st->idx, ents[i + DRE_IDX_AHEAD].b);
 			}
 			rc = dre_store_apply(st, num, &ents[i]);
 		}

@@ -74,7 +74,6 @@ struct dre_store {
 	int io_errno;                /* errno of the last failed data file read or write */
 	uint8_t peer_id[DRE_PEER_SLOTS][16]; /* store id of each peer slot */
 	int npeers;
-	uint32_t peers_dirty;   /* slots whose knowledge changed since saved */
 	uint32_t peers_seen;    /* slots used since saved (their files' times are renewed) */
 	uint32_t peers_full;    /* slots whose file is rewritten from the index at the next save */
 	dre_buf peer_log[DRE_PEER_SLOTS];     /* tags marked held since saved, to append to the file */
