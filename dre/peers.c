@@ -156,7 +156,7 @@ void dre_store_mark(dre_store *st, uint64_t tag, uint32_t bits)
 	if (!bits)
 		return;
 	pthread_mutex_lock(&st->mu);
-	dre_ent *e = dre_idx_get(&st->idx, tag);
+	dre_ent *e = dre_store_ent(st, tag);
 	if (e && (e->peers & bits) != bits) {
 		uint32_t fresh = bits & ~e->peers;
 		e->peers |= bits;
@@ -213,7 +213,7 @@ static int peer_batch(const dre_store *st, uint64_t *pos, uint32_t bit, dre_buf 
 		const dre_ent *e = dre_idx_next(&st->idx, pos);
 		if (!e)
 			return 1;
-		if ((e->peers & bit) && dre_buf_add(out, &e->tag, 8))
+		if ((e->peers & bit) && e->file >= st->live_from && dre_buf_add(out, &e->tag, 8))
 			return -1;
 	}
 	return 0;
@@ -329,7 +329,7 @@ static void load_peer(dre_store *st, int i, const char *path)
 		for (size_t k = 0; k < n; k++) {
 			if (k + DRE_IDX_AHEAD < n && tags[k + DRE_IDX_AHEAD])
 				dre_idx_prefetch(&st->idx, tags[k + DRE_IDX_AHEAD]);
-			dre_ent *e = tags[k] ? dre_idx_get(&st->idx, tags[k]) : NULL;
+			dre_ent *e = tags[k] ? dre_store_ent(st, tags[k]) : NULL;
 			if (e)
 				e->peers |= 1u << i;
 		}

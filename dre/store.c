@@ -148,30 +148,56 @@ static int act_note(dre_store *st, uint64_t a, uint64_t b, uint32_t off, uint32_
 	return dre_buf_add(&st->act, &ie, sizeof ie);
 }
 
+/* Count index entry e in (sign 1) or out of (-1) its file's tally; lock held. */
+static void tally(dre_store *st, const dre_ent *e, int sign)
+{
+	struct dre_sfile *f = st->nfiles && st->files[st->nfiles - 1].num == e->file ? &st->files[st->nfiles - 1]
+										      : file_find(st, e->file);
+	if (f) {
+		f->ents += (uint64_t)(int64_t)sign;
+		f->ent_bytes += (uint64_t)((int64_t)sign * e->len);
+	}
+}
+
+/* A new index entry for tag, which has no live one: zeroed but for its tag,
+ * whether made, or taken over from an evicted file not yet swept out.  NULL
+ * if out of memory.  Lock held. */
+static dre_ent *ent_new(dre_store *st, uint64_t tag)
+{
+	size_t had = st->idx.count;
+	dre_ent *e = dre_idx_add(&st->idx, tag);
+	if (e && st->idx.count == had) {
+		dre_store_dead_gone(st, e);
+		*e = (dre_ent){ .tag = tag };
+	}
+	return e;
+}
+
 /* Apply one index entry to the in-memory index (open-time replay and writes). */
 int dre_store_apply(dre_store *st, uint32_t file, const struct dre_idxent *ie)
 {
 	if (ie->len == DRE_IDX_LINK) {
 		/* link records are written only when they change the successor
 		 * (unset, or relinked): the latest one holds */
-		dre_ent *e = dre_idx_get(&st->idx, ie->a);
+		dre_ent *e = dre_store_ent(st, ie->a);
 		if (e)
 			e->next = ie->b;
 		return 0;
 	}
-	dre_ent *e = dre_idx_get(&st->idx, ie->a);
-	if (!e) {
-		if (!(e = dre_idx_add(&st->idx, ie->a)))
-			return DRE_ENOMEM;
-		st->data_bytes += ie->len;
-	} else {
-		st->data_bytes += (int64_t)ie->len - e->len;
+	dre_ent *e = dre_store_ent(st, ie->a);
+	if (e) {
+		st->data_bytes -= e->len;
+		tally(st, e, -1);
+	} else if (!(e = ent_new(st, ie->a))) {
+		return DRE_ENOMEM;
 	}
 	e->file = file;
 	e->off = ie->off;
 	e->len = ie->len;
+	st->data_bytes += e->len;
+	tally(st, e, 1);
 	if (ie->b) {
-		dre_ent *p = dre_idx_get(&st->idx, ie->b);
+		dre_ent *p = dre_store_ent(st, ie->b);
 		if (p && !p->next)
 			p->next = ie->a;
 		else if (p && p->next != ie->a)
@@ -213,7 +239,7 @@ int dre_store_find_ahead(dre_store *st, uint64_t tag, uint64_t ahead, dre_ent *o
 	pthread_mutex_lock(&st->mu);
 	if (ahead)
 		dre_idx_prefetch(&st->idx, ahead);
-	dre_ent *e = dre_idx_get(&st->idx, tag);
+	dre_ent *e = dre_store_ent(st, tag);
 	st->lookups++;
 	if (e) {
 		*out = *e;
@@ -238,7 +264,7 @@ static int put_locked(dre_store *st, const uint8_t *hdr, const uint8_t h[32], co
 		return DRE_ENOMEM;
 	dre_sizing_stored(st, tag, len);
 	rc = dre_store_enforce_limit(st);
-	dre_ent *e = dre_idx_get(&st->idx, tag);
+	dre_ent *e = dre_store_ent(st, tag);
 	if (e)
 		*out = *e;
 	else
@@ -256,7 +282,7 @@ int dre_store_put_after(dre_store *st, const uint8_t h[32], const void *p, uint3
 	pthread_mutex_lock(&st->mu);
 	dre_wq_throttle(st);
 	int rc;
-	dre_ent *e = dre_idx_get(&st->idx, dre_fp_tag(h));
+	dre_ent *e = dre_store_ent(st, dre_fp_tag(h));
 	if (e) {
 		*out = *e;
 		rc = 0;
@@ -289,7 +315,7 @@ int dre_store_add(dre_store *st, const uint8_t h[32], const void *p, uint32_t le
  * checksum only if verify); caller holds the lock. */
 static int read_locked(dre_store *st, const dre_ent *e, uint8_t hdr[DRE_REC_HDR], void *buf, int verify)
 {
-	dre_ent *cur = dre_idx_get(&st->idx, e->tag);
+	dre_ent *cur = dre_store_ent(st, e->tag);
 	if (!cur)
 		return DRE_EMISS;
 	struct dre_sfile *f = file_find(st, cur->file);
@@ -326,6 +352,7 @@ static int read_locked(dre_store *st, const dre_ent *e, uint8_t hdr[DRE_REC_HDR]
 		 * (no run through it, alt.c) */
 		st->data_bytes -= cur->len;
 		st->bad_reads++;
+		tally(st, cur, -1);
 		dre_store_fork_locked(st, cur->tag);
 		dre_idx_del(&st->idx, cur);
 		return DRE_EMISS;
@@ -373,7 +400,7 @@ int dre_store_match(dre_store *st, uint64_t tag, const void *p, size_t max, uint
 {
 	int eq = 0;
 	pthread_mutex_lock(&st->mu);
-	dre_ent *cur = dre_idx_get(&st->idx, tag);
+	dre_ent *cur = dre_store_ent(st, tag);
 	st->lookups++;
 	if (cur && cur->len <= max && (!bits || (cur->peers & bits))) {
 		*out = *cur;
@@ -416,7 +443,7 @@ static void set_next_locked(dre_store *st, dre_ent *e, uint64_t a, uint64_t b)
  * fork if b is not that successor (or is a itself); lock held. */
 static void link_locked(dre_store *st, uint64_t a, uint64_t b)
 {
-	dre_ent *e = a && b ? dre_idx_get(&st->idx, a) : NULL;
+	dre_ent *e = a && b ? dre_store_ent(st, a) : NULL;
 	if (e && !e->next && a != b)
 		set_next_locked(st, e, a, b);
 	else if (e && e->next != b)
@@ -426,7 +453,7 @@ static void link_locked(dre_store *st, uint64_t a, uint64_t b)
 int dre_store_next_of(dre_store *st, uint64_t tag, uint64_t *next)
 {
 	pthread_mutex_lock(&st->mu);
-	dre_ent *e = tag ? dre_idx_get(&st->idx, tag) : NULL;
+	dre_ent *e = tag ? dre_store_ent(st, tag) : NULL;
 	if (e)
 		*next = e->next;
 	pthread_mutex_unlock(&st->mu);
@@ -438,7 +465,7 @@ void dre_store_set_next(dre_store *st, uint64_t a, uint64_t expect, uint64_t b)
 	if (st->readonly || !a || a == b)
 		return;
 	pthread_mutex_lock(&st->mu);
-	dre_ent *e = dre_idx_get(&st->idx, a);
+	dre_ent *e = dre_store_ent(st, a);
 	if (e && e->next == expect && e->next != b)
 		set_next_locked(st, e, a, b);
 	pthread_mutex_unlock(&st->mu);
@@ -449,7 +476,7 @@ void dre_store_relink(dre_store *st, uint64_t a, uint64_t b)
 	if (st->readonly || !a || !b || a == b)
 		return;
 	pthread_mutex_lock(&st->mu);
-	dre_ent *e = dre_idx_get(&st->idx, a);
+	dre_ent *e = dre_store_ent(st, a);
 	if (e && e->next != b) {
 		if (e->next)
 			dre_store_fork_locked(st, a);
@@ -473,7 +500,7 @@ static void touch_locked(dre_store *st, const dre_ent *e)
 {
 	if (st->readonly || st->nfiles < 4)
 		return;
-	dre_ent *cur = dre_idx_get(&st->idx, e->tag);
+	dre_ent *cur = dre_store_ent(st, e->tag);
 	if (cur && cur->file < st->files[st->nfiles / 4].num) {
 		uint8_t hdr[DRE_REC_HDR], *buf = malloc(cur->len);
 		if (buf && read_locked(st, cur, hdr, buf, 1) == 0) {
@@ -482,9 +509,11 @@ static void touch_locked(dre_store *st, const dre_ent *e)
 			dre_rec_header(h2, DRE_REC_CHUNK, len, hdr + 8, 0, buf);
 			if (append_rec(st, h2, buf, len, &file, &off) == 0 &&
 			    act_note(st, e->tag, 0, off, len) == 0 &&
-			    (cur = dre_idx_get(&st->idx, e->tag)) != NULL) {
+			    (cur = dre_store_ent(st, e->tag)) != NULL) {
+				tally(st, cur, -1);
 				cur->file = file;
 				cur->off = off;
+				tally(st, cur, 1);
 				st->copied_forward++;
 			}
 		}
@@ -498,7 +527,7 @@ void dre_store_hit(dre_store *st, uint64_t prev, uint64_t tag)
 		return;
 	pthread_mutex_lock(&st->mu);
 	link_locked(st, prev, tag);
-	dre_ent *e = dre_idx_get(&st->idx, tag);
+	dre_ent *e = dre_store_ent(st, tag);
 	if (e) {
 		dre_ent copy = *e;
 		dre_sizing_hit(st, e->len);
@@ -545,7 +574,7 @@ void dre_store_get_stats(dre_store *st, dre_store_stats *s)
 {
 	pthread_mutex_lock(&st->mu);
 	memset(s, 0, sizeof *s);
-	s->chunks = st->idx.count;
+	s->chunks = st->idx.count - st->dead_ents;
 	s->data_bytes = st->data_bytes;
 	s->disk_bytes = st->disk_bytes;
 	s->size_limit = dre_store_target(st);
@@ -586,26 +615,44 @@ static int payload_sound(const struct dre_sfile *f, const dre_ent *e, const uint
 	       !dre_fp_sha256(fp, buf, e->len, h) && !memcmp(h, hdr + 8, 32);
 }
 
+/* The first data file whose tally of index entries (ents, ent_bytes)
+ * differs from the counts in tal (entries and bytes per file, in the order of
+ * st->files), or NULL.  Lock held. */
+static const struct dre_sfile *tally_drift(const dre_store *st, const uint64_t (*tal)[2])
+{
+	for (size_t i = 0; i < st->nfiles; i++)
+		if (st->files[i].ents != tal[i][0] || st->files[i].ent_bytes != tal[i][1])
+			return &st->files[i];
+	return NULL;
+}
+
 int dre_store_check(dre_store *st, char *err, size_t errlen)
 {
 	int rc = 0;
 	uint64_t bytes = 0, count = 0;
 	uint8_t *buf = malloc(DRE_CHUNK_MAX);
 	dre_fp *fp = dre_fp_new();
-	if (!buf || !fp) {
+	pthread_mutex_lock(&st->mu);
+	uint64_t(*tal)[2] = calloc(st->nfiles + 1, sizeof *tal);
+	if (!buf || !fp || !tal) {
+		pthread_mutex_unlock(&st->mu);
 		free(buf);
+		free(tal);
 		dre_fp_free(fp);
 		dre_seterr(err, errlen, "out of memory");
 		return DRE_ENOMEM;
 	}
-	pthread_mutex_lock(&st->mu);
-	dre_wq_drain(st);
+	dre_wq_drain(st); /* evicted files' entries are swept out by then */
 	dre_ent *e;
 	for (uint64_t pos = 0; !rc && (e = dre_idx_next(&st->idx, &pos));) {
 		count++;
 		bytes += e->len;
 		struct dre_sfile *f = file_find(st, e->file);
 		uint8_t hdr[DRE_REC_HDR];
+		if (f) {
+			tal[f - st->files][0]++;
+			tal[f - st->files][1] += e->len;
+		}
 		if (!f || e->off + (uint64_t)DRE_REC_HDR + e->len > f->size) {
 			dre_seterr(err, errlen, "chunk %016" PRIx64 " points past file %08" PRIx32, e->tag, e->file);
 			rc = DRE_ESTORE;
@@ -619,11 +666,19 @@ int dre_store_check(dre_store *st, char *err, size_t errlen)
 			rc = DRE_ESTORE;
 		}
 	}
-	if (!rc && (count != st->idx.count || bytes != st->data_bytes)) {
-		dre_seterr(err, errlen, "index totals drifted: %" PRIu64 "/%zu chunks, %" PRIu64 "/%" PRIu64 " bytes",
-		       count, st->idx.count, bytes, st->data_bytes);
+	if (!rc && (count != st->idx.count || bytes != st->data_bytes || st->dead_ents)) {
+		dre_seterr(err, errlen, "index totals drifted: %" PRIu64 "/%zu chunks, %" PRIu64 "/%" PRIu64 " bytes, %" PRIu64
+		       " evicted", count, st->idx.count, bytes, st->data_bytes, st->dead_ents);
 		rc = DRE_ESTORE;
 	}
+	const struct dre_sfile *drift = rc ? NULL : tally_drift(st, (const uint64_t(*)[2])tal);
+	if (drift) {
+		dre_seterr(err, errlen, "file %08" PRIx32 " counts %" PRIu64 " chunks, %" PRIu64 " bytes; the index has %" PRIu64
+		       ", %" PRIu64, drift->num, drift->ents, drift->ent_bytes, tal[drift - st->files][0],
+		       tal[drift - st->files][1]);
+		rc = DRE_ESTORE;
+	}
+	free(tal);
 	uint64_t disk = 0;
 	for (size_t i = 0; i < st->nfiles; i++)
 		disk += st->files[i].size;

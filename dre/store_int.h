@@ -28,6 +28,7 @@ struct dre_sfile {
 	uint64_t written; /* bytes the writer has written (readable through map) */
 	const uint8_t *map; /* read-only mapping of the file, or NULL (pread then) */
 	uint64_t map_len;
+	uint64_t ents, ent_bytes; /* index entries that point here, and their payload bytes */
 };
 
 /* What a larger store would buy (sizing.c). */
@@ -65,6 +66,8 @@ struct dre_store {
 	uint64_t shrink_to;          /* the target of a shrink under way (0: none) */
 	int created;                 /* this open made the store (a new STORE file) */
 	dre_idx idx;
+	uint32_t live_from;      /* entries of files numbered below this were evicted... */
+	uint64_t dead_ents;      /* ...and this many are still in idx, until swept (evict.c) */
 	struct dre_sfile *files; /* by number, oldest first; the last is active */
 	size_t nfiles, capfiles;
 	dre_buf act;             /* struct dre_idxent list of the active file */
@@ -109,6 +112,23 @@ void dre_rec_header(uint8_t h[DRE_REC_HDR], uint32_t magic, uint32_t len, const 
 		    uint64_t prev, const void *payload);
 int dre_rec_check(const uint8_t h[DRE_REC_HDR], const void *payload);
 int dre_store_apply(dre_store *st, uint32_t file, const struct dre_idxent *ie);
+/* The live index entry for tag, or NULL.  Every lookup of the store goes
+ * through this: an evicted file's entries count as gone from the moment it is
+ * evicted, though they leave the index later, in batches (dre_store_sweep).
+ * Lock held. */
+static inline dre_ent *dre_store_ent(const dre_store *st, uint64_t tag)
+{
+	dre_ent *e = dre_idx_get(&st->idx, tag);
+	return e && e->file >= st->live_from ? e : NULL;
+}
+/* Index entry e, of an evicted file, is no longer counted as in the index
+ * (it is deleted, or taken over by a new chunk of its tag); lock held. */
+void dre_store_dead_gone(dre_store *st, const dre_ent *e);
+/* Remove the entries still in the index of evicted file num (`size` bytes;
+ * entries of any evicted file when its .idx cannot be read).  With lock
+ * NULL the caller holds the store's lock throughout; otherwise the sweep
+ * takes that lock for a batch of entries at a time. */
+void dre_store_sweep(dre_store *st, uint32_t num, uint64_t size, pthread_mutex_t *lock);
 /* Write file num's .idx from n entries: a temp file, renamed into place, not
  * fdatasync()ed.  The .idx only saves reading its data file at the next open:
  * one that did not reach the disk whole before a crash fails its checks (size
@@ -191,5 +211,9 @@ void dre_wq_drain(dre_store *st);
 void dre_wq_forget(dre_store *st, uint32_t file);
 /* Have the writer delete evicted file `file` (at once if it cannot). */
 void dre_wq_unlink(dre_store *st, uint32_t file);
+/* Have the writer sweep evicted file `file` (`size` bytes) out of the index
+ * (dre_store_sweep), before a dre_wq_unlink of it queued next; 0, or -1 if it
+ * cannot (then the caller sweeps). */
+int dre_wq_sweep(dre_store *st, uint32_t file, uint64_t size);
 
 #endif

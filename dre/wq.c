@@ -6,7 +6,8 @@
  * pwrite, outside the lock, and also does the store's slow file work: sealing
  * a data file's .idx (written and fdatasync()ed), background syncs, and
  * deleting evicted files (unlinking a file of 100+ MiB in the page cache
- * takes milliseconds, spent freeing its pages).  So a
+ * takes milliseconds, spent freeing its pages) after taking their entries
+ * out of the index, a batch per hold of the lock.  So a
  * thread that stores chunks (the proxy's event loop) never waits on the disk,
  * unless the writer falls DRE_WQ_CAP bytes behind: then appenders wait for it
  * (back-pressure, bounded memory).
@@ -45,6 +46,7 @@ enum wq_kind {
 	WQ_IDX,  /* write the .idx of sealed file `file` (data: len entries, covering off bytes) */
 	WQ_SYNC, /* fdatasync the data file, then save peer knowledge */
 	WQ_UNLINK, /* delete evicted file `file` (.dat and .idx) */
+	WQ_SWEEP, /* remove evicted file `file`'s entries (off: its size) from the index */
 };
 
 struct dre_wjob {
@@ -203,6 +205,9 @@ static int run_job(dre_store *st, struct dre_wjob *j)
 		break;
 	case WQ_UNLINK:
 		dre_store_unlink_file(st, j->file);
+		break;
+	case WQ_SWEEP:
+		dre_store_sweep(st, j->file, j->off, &st->mu);
 		break;
 	}
 	return rc;
@@ -408,6 +413,15 @@ void dre_wq_unlink(dre_store *st, uint32_t file)
 		return;
 	}
 	push(st, j);
+}
+
+int dre_wq_sweep(dre_store *st, uint32_t file, uint64_t size)
+{
+	struct dre_wjob *j = st->wq_running ? job_new(WQ_SWEEP, file, -1, size, 0) : NULL;
+	if (!j)
+		return -1;
+	push(st, j);
+	return 0;
 }
 
 /* The queued or in-flight data block holding [off, off+n) of file, or NULL. */

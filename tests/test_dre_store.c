@@ -1,6 +1,7 @@
 /* test_dre_store.c: the segment store on its own, through real store
  * directories: reserved blocks, shrinking, the eviction horizon, concurrent
- * writers, the sizing estimate, and peer slots and knowledge files. */
+ * writers, the sizing estimate, peer slots and knowledge files, and eviction's
+ * sweep of the index. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
@@ -634,6 +635,132 @@ static void test_peer_journal(void **state)
 	t_rmstore(d);
 }
 
+/* Evict the oldest data file, with the store's lock held by the caller: the
+ * writer cannot sweep its entries out of the index until the lock is let
+ * go.  Returns the evicted file's number. */
+static uint32_t evict_one_locked(dre_store *st)
+{
+	uint32_t num = st->files[0].num;
+	uint64_t limit = st->limit;
+	st->limit = st->disk_bytes - 1;
+	assert_int_equal(dre_store_enforce_limit(st), 0);
+	st->limit = limit;
+	assert_true(st->files[0].num > num);
+	return num;
+}
+
+/* Entries of tags[0..n) that count as live (dre_store_ent), and how many of
+ * the others are still in the index, in *dead; lock held. */
+static int live_of(dre_store *st, const uint64_t *tags, int n, int *dead)
+{
+	int live = 0;
+	*dead = 0;
+	for (int i = 0; i < n; i++) {
+		if (dre_store_ent(st, tags[i]))
+			live++;
+		else if (dre_idx_get(&st->idx, tags[i]))
+			(*dead)++;
+	}
+	return live;
+}
+
+/* Store chunk p (len bytes, SHA-256 h) as a record of the active file the way
+ * a put does, and index it there (lock held, as in put_locked). */
+static void put_record_locked(dre_store *st, const uint8_t h[32], const uint8_t *p, uint32_t len)
+{
+	struct dre_sfile *f = &st->files[st->nfiles - 1];
+	uint8_t hdr[DRE_REC_HDR];
+	dre_rec_header(hdr, DRE_REC_CHUNK, len, h, 0, p);
+	assert_int_equal(dre_wq_append(st, f, hdr, p, len), 0);
+	struct dre_idxent ie = { dre_fp_tag(h), 0, (uint32_t)f->size, len };
+	f->size += DRE_REC_HDR + len;
+	st->disk_bytes += DRE_REC_HDR + len;
+	assert_int_equal(dre_store_apply(st, f->num, &ie), 0);
+}
+
+/* Eviction: an evicted file's chunks are gone for every lookup at once, and
+ * its entries leave the index after, swept by the writer once the lock is
+ * free (from its .idx, or over the whole table when that is missing).  A
+ * chunk stored again before its old entry is swept takes the entry over,
+ * with nothing of the old one (peer bits, successor).  Stats and the check's
+ * per-file counts stay exact throughout. */
+#define EV_N 2400
+static void test_evict_sweep(void **state)
+{
+	(void)state;
+	char d[64], err[256];
+	dre_store *st = t_store(d, 8u << 20); /* files of 1 MiB: about 250 chunks each */
+	dre_fp *fp = dre_fp_new();
+	static uint64_t tags[EV_N];
+	static uint8_t data[EV_N][2048];
+	uint8_t h[32], q[2048];
+	for (int i = 0; i < EV_N; i++) {
+		t_fill_random(data[i], sizeof data[i]);
+		dre_ent e;
+		assert_int_equal(dre_fp_sha256(fp, data[i], sizeof data[i], h), 0);
+		assert_int_equal(dre_store_put_after(st, h, data[i], sizeof data[i], 0, &e), 1);
+		tags[i] = dre_fp_tag(h);
+	}
+	dre_store_flush(st); /* every sealed file's .idx is written */
+	dre_store_stats s0, s;
+	dre_store_get_stats(st, &s0);
+	assert_int_equal(s0.chunks, EV_N);
+	char path[512];
+	snprintf(path, sizeof path, "%s/%08x.idx", d, st->files[1].num);
+	assert_int_equal(unlink(path), 0); /* the second eviction walks the table */
+	uint64_t evicted = s0.evicted_chunks;
+	for (int round = 0; round < 2; round++) {
+		pthread_mutex_lock(&st->mu);
+		int dead, before = live_of(st, tags, EV_N, &dead);
+		uint32_t num = evict_one_locked(st);
+		int live = live_of(st, tags, EV_N, &dead);
+		assert_true(live < before && dead == before - live);
+		assert_int_equal(st->dead_ents, dead);
+		assert_int_equal(st->idx.count - st->dead_ents, live);
+		evicted += (uint64_t)dead;
+		/* the first evicted chunk, stored anew before it is swept */
+		int k = 0;
+		while (dre_store_ent(st, tags[k]) || !dre_idx_get(&st->idx, tags[k]))
+			k++;
+		dre_ent *old = dre_idx_get(&st->idx, tags[k]);
+		assert_true(old->file == num);
+		old->peers = 5;
+		old->next = tags[0];
+		uint64_t bytes = st->data_bytes;
+		assert_int_equal(dre_fp_sha256(fp, data[k], sizeof data[k], h), 0);
+		put_record_locked(st, h, data[k], sizeof data[k]);
+		dre_ent *e = dre_store_ent(st, tags[k]);
+		assert_non_null(e);
+		assert_true(e->peers == 0 && e->next == 0 && e->file == st->files[st->nfiles - 1].num);
+		assert_int_equal(st->dead_ents, dead - 1);
+		assert_int_equal(st->data_bytes, bytes + sizeof data[k]);
+		pthread_mutex_unlock(&st->mu);
+		dre_store_flush(st); /* waits for the sweep */
+		dre_store_get_stats(st, &s);
+		assert_int_equal(s.chunks, live + 1);
+		assert_int_equal(s.evicted_chunks, evicted);
+		pthread_mutex_lock(&st->mu);
+		assert_int_equal(st->dead_ents, 0);
+		assert_int_equal(live_of(st, tags, EV_N, &dead), live + 1);
+		assert_int_equal(dead, 0);
+		pthread_mutex_unlock(&st->mu);
+		dre_ent f;
+		assert_int_equal(dre_store_find(st, tags[k], &f), 1);
+		assert_int_equal(dre_store_read(st, &f, q), 0);
+		assert_memory_equal(q, data[k], sizeof q);
+		assert_int_equal(dre_store_check(st, err, sizeof err), 0);
+	}
+	uint64_t chunks = s.chunks;
+	dre_store_close(st);
+	st = t_reopen(d, 8u << 20);
+	dre_store_get_stats(st, &s);
+	assert_int_equal(s.chunks, chunks);
+	assert_int_equal(dre_store_check(st, err, sizeof err), 0);
+	dre_fp_free(fp);
+	dre_store_close(st);
+	t_rmstore(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -645,6 +772,7 @@ int main(void)
 		cmocka_unit_test(test_sizing),
 		cmocka_unit_test(test_peer_slots),
 		cmocka_unit_test(test_peer_journal),
+		cmocka_unit_test(test_evict_sweep),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
