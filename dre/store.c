@@ -706,6 +706,7 @@ dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, s
 	pthread_cond_init(&st->peers_cv, NULL);
 	st->lockfd = -1;
 	st->readonly = o->readonly;
+	st->batch = o->batch;
 	st->limit_saved = dre_store_limit_load(dir);
 	uint64_t saved = o->size_limit ? 0 : st->limit_saved;
 	st->limit = o->size_limit ? o->size_limit : saved ? saved : DEFAULT_LIMIT;

@@ -60,6 +60,7 @@ struct dre_store {
 	pthread_mutex_t mu;
 	char *dir;
 	int lockfd, readonly;
+	int batch;                   /* dre_store_opts.batch: no early writeback (wq.c) */
 	uint64_t id;
 	uint64_t limit, file_max;
 	uint64_t limit_saved;        /* the limit DIR/limit holds (0: none) */

@@ -184,8 +184,9 @@ static int run_job(dre_store *st, struct dre_wjob *j)
 		rc = dre_write_all(j->fd, j->data, j->len, (int64_t)j->off) ? fail_errno() : 0;
 		uint64_t end = j->off + j->len, mark = end & ~(uint64_t)(WQ_WRITEBACK - 1);
 		/* start writeback of each 8 MiB as it fills, without waiting: dirty
-		 * pages never pile up to where the kernel throttles us for seconds */
-		if (!rc && mark > j->off)
+		 * pages never pile up to where the kernel throttles us for seconds
+		 * (unless a batch run: see dre_store_opts) */
+		if (!rc && mark > j->off && !st->batch)
 			sync_file_range(j->fd, (off_t)(mark - WQ_WRITEBACK), WQ_WRITEBACK, SYNC_FILE_RANGE_WRITE);
 		break;
 	}

@@ -49,6 +49,12 @@ typedef struct dre_store_opts {
 	int create;           /* create DIR (and a new store in it) if absent */
 	int readonly;         /* open for stats only: no writes, no lock */
 	int keep;             /* writable, but neither evict nor save the limit (dre check) */
+	int batch;            /* a one-shot run (wanopt dre): leave writing the data back to the
+				 disk to the kernel, as any program's file writes.  Otherwise the
+				 store starts writeback of every 8 MiB it writes, so that a
+				 long-running daemon never builds up a backlog of dirty pages that
+				 a sync, or the kernel's throttling of writers, would then make
+				 its threads wait for */
 } dre_store_opts;
 
 typedef struct dre_store_stats {

@@ -390,7 +390,7 @@ static int run_codec(struct cli *c, int decode)
 	struct sigaction sa = { .sa_handler = on_sigbus };
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGBUS, &sa, NULL);
-	dre_store_opts so = { .size_limit = c->size, .create = 1 };
+	dre_store_opts so = { .size_limit = c->size, .create = 1, .batch = 1 };
 	dre_store *st = dre_store_open(c->store, &so, err, sizeof err);
 	if (!st) {
 		fprintf(stderr, "wanopt dre: %s\n", err);
