@@ -67,7 +67,7 @@ static void drop_part(dre_store *st, size_t p)
 {
 	for (size_t i = 0; i <= st->idx.part[p].mask; i++) {
 		dre_ent *e = dre_idx_slot(&st->idx, p, i);
-		while (e->tag && e->file < st->live_from)
+		while (e->tag && dre_store_dead(st, e))
 			drop_dead(st, e); /* the slot now holds a follower: look again */
 	}
 }

@@ -213,7 +213,7 @@ static int peer_batch(const dre_store *st, uint64_t *pos, uint32_t bit, dre_buf 
 		const dre_ent *e = dre_idx_next(&st->idx, pos);
 		if (!e)
 			return 1;
-		if ((e->peers & bit) && e->file >= st->live_from && dre_buf_add(out, &e->tag, 8))
+		if ((e->peers & bit) && !dre_store_dead(st, e) && dre_buf_add(out, &e->tag, 8))
 			return -1;
 	}
 	return 0;

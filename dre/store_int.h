@@ -113,14 +113,19 @@ void dre_rec_header(uint8_t h[DRE_REC_HDR], uint32_t magic, uint32_t len, const 
 		    uint64_t prev, const void *payload);
 int dre_rec_check(const uint8_t h[DRE_REC_HDR], const void *payload);
 int dre_store_apply(dre_store *st, uint32_t file, const struct dre_idxent *ie);
-/* The live index entry for tag, or NULL.  Every lookup of the store goes
- * through this: an evicted file's entries count as gone from the moment it is
- * evicted, though they leave the index later, in batches (dre_store_sweep).
- * Lock held. */
+/* 1 if index entry e belongs to an evicted file: it counts as gone from the
+ * moment its file is evicted, though it leaves the index later, in batches
+ * (dre_store_sweep).  Lock held. */
+static inline int dre_store_dead(const dre_store *st, const dre_ent *e)
+{
+	return e->file < st->live_from;
+}
+/* The live index entry for tag, or NULL: every lookup of the store goes
+ * through this.  Lock held. */
 static inline dre_ent *dre_store_ent(const dre_store *st, uint64_t tag)
 {
 	dre_ent *e = dre_idx_get(&st->idx, tag);
-	return e && e->file >= st->live_from ? e : NULL;
+	return e && !dre_store_dead(st, e) ? e : NULL;
 }
 /* Index entry e, of an evicted file, is no longer counted as in the index
  * (it is deleted, or taken over by a new chunk of its tag); lock held. */
