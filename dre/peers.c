@@ -84,14 +84,47 @@ static int slot_idle(const dre_store *st, int64_t now)
 	return best;
 }
 
-/* Forget what the peer of slot i holds: its bit in every index entry, its
- * knowledge file, and the successors noted at peers (alt.c).  Lock held. */
+/* Take bit off every entry of index part p; lock held. */
+static void clear_part(dre_store *st, size_t p, uint32_t bit)
+{
+	for (size_t i = 0; i <= st->idx.part[p].mask; i++)
+		dre_idx_slot(&st->idx, p, i)->peers &= ~bit;
+}
+
+void dre_store_clear_slot(dre_store *st, int slot, pthread_mutex_t *lock)
+{
+	uint32_t bit = 1u << slot;
+	for (size_t p = 0; p < DRE_IDX_PARTS; p++) {
+		dre_pass_lock(lock);
+		clear_part(st, p, bit);
+		dre_pass_unlock(lock);
+	}
+	if (lock)
+		pthread_mutex_lock(lock);
+	st->peers_clearing &= ~bit;
+	/* marks for the new peer meanwhile are in the log, their bits taken off
+	 * by lookups or by this pass: set them again (a log that overflowed
+	 * was dropped: those chunks count as not held, and go out again) */
+	const uint64_t *tag = (const uint64_t *)st->peer_log[slot].p;
+	for (size_t k = 0, n = st->peer_log[slot].len / 8; k < n; k++) {
+		dre_ent *e = dre_store_ent(st, tag[k]);
+		if (e)
+			e->peers |= bit;
+	}
+	if (lock)
+		pthread_mutex_unlock(lock);
+}
+
+/* Forget what the peer of slot i holds: its knowledge file, the successors
+ * noted at peers (alt.c), and its bit in every index entry.  The bits are
+ * cleared by the writer thread, a part of the index per hold of the lock
+ * (in one go, 32 million entries held the lock for 305 ms): until it is done
+ * (peers_clearing), lookups take them off what they find, so a mark for the
+ * slot's new peer counts only once the pass ends and sets it again from the
+ * slot's log, which is not saved until then.  Lock held. */
 static void slot_forget(dre_store *st, int i)
 {
 	uint32_t bit = 1u << i;
-	dre_ent *e;
-	for (uint64_t pos = 0; (e = dre_idx_next(&st->idx, &pos));)
-		e->peers &= ~bit;
 	st->peers_seen &= ~bit;
 	st->peers_full &= ~bit;
 	dre_buf_free(&st->peer_log[i]);
@@ -103,6 +136,9 @@ static void slot_forget(dre_store *st, int i)
 	}
 	dre_store_peer_next_forget(st);
 	st->peers_reclaimed++;
+	st->peers_clearing |= bit;
+	if (dre_wq_clear_slot(st, i))
+		dre_store_clear_slot(st, i, NULL);
 }
 
 /* The slot of id: its own, a new one, or an idle one it takes over; -1 if
@@ -174,10 +210,11 @@ void dre_store_mark(dre_store *st, uint64_t tag, uint32_t bits)
 }
 
 /* 1 if slot i's file lacks marks: some are logged, or it is due for a
- * rewrite.  Lock held. */
+ * rewrite; not while the slot's old bits are being cleared (its log is
+ * still to be set in the index).  Lock held. */
 static int slot_dirty(const dre_store *st, int i)
 {
-	return st->peer_log[i].len || (st->peers_full & (1u << i));
+	return !(st->peers_clearing & (1u << i)) && (st->peer_log[i].len || (st->peers_full & (1u << i)));
 }
 
 /* Append the tags marked since the last save to slot i's file, the lock

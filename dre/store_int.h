@@ -3,6 +3,7 @@
 #define WANOPT_DRE_STORE_INT_H
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include "index.h"
 
@@ -80,6 +81,7 @@ struct dre_store {
 	int npeers;
 	uint32_t peers_seen;    /* slots used since saved (their files' times are renewed) */
 	uint32_t peers_full;    /* slots whose file is rewritten from the index at the next save */
+	uint32_t peers_clearing; /* reclaimed slots whose old bits the writer is clearing (peers.c) */
 	dre_buf peer_log[DRE_PEER_SLOTS];     /* tags marked held since saved, to append to the file */
 	uint64_t peer_logged[DRE_PEER_SLOTS]; /* tags in the slot's file (repeated or evicted ones too) */
 	int peers_saving;        /* a save writes files with the lock released... */
@@ -121,15 +123,37 @@ static inline int dre_store_dead(const dre_store *st, const dre_ent *e)
 	return e->file < st->live_from;
 }
 /* The live index entry for tag, or NULL: every lookup of the store goes
- * through this.  Lock held. */
+ * through this.  The bits of reclaimed slots not yet cleared (peers.c) are
+ * taken off the entry first, so no lookup sees them.  Lock held. */
 static inline dre_ent *dre_store_ent(const dre_store *st, uint64_t tag)
 {
 	dre_ent *e = dre_idx_get(&st->idx, tag);
-	return e && !dre_store_dead(st, e) ? e : NULL;
+	if (!e || dre_store_dead(st, e))
+		return NULL;
+	e->peers &= ~st->peers_clearing;
+	return e;
 }
 /* Index entry e, of an evicted file, is no longer counted as in the index
  * (it is deleted, or taken over by a new chunk of its tag); lock held. */
 void dre_store_dead_gone(dre_store *st, const dre_ent *e);
+/* Long passes over the index by the writer thread (sweeps, peer slot
+ * clears) take the lock a batch at a time (lock NULL: the caller holds it
+ * throughout), and pause after letting it go: a mutex let go and taken
+ * straight back went to the same thread again and again, and a lookup
+ * waited 97-126 ms during a 200 ms sweep of 8 million entries. */
+#define DRE_PASS_PAUSE_US 50
+static inline void dre_pass_lock(pthread_mutex_t *lock)
+{
+	if (lock)
+		pthread_mutex_lock(lock);
+}
+static inline void dre_pass_unlock(pthread_mutex_t *lock)
+{
+	if (lock) {
+		pthread_mutex_unlock(lock);
+		usleep(DRE_PASS_PAUSE_US);
+	}
+}
 /* Remove the entries still in the index of evicted file num (`size` bytes;
  * entries of any evicted file when its .idx cannot be read).  With lock
  * NULL the caller holds the store's lock throughout; otherwise the sweep
@@ -221,5 +245,13 @@ void dre_wq_unlink(dre_store *st, uint32_t file);
  * (dre_store_sweep), before a dre_wq_unlink of it queued next; 0, or -1 if it
  * cannot (then the caller sweeps). */
 int dre_wq_sweep(dre_store *st, uint32_t file, uint64_t size);
+/* Have the writer clear reclaimed peer slot `slot`'s bits from the index
+ * (dre_store_clear_slot); 0, or -1 if it cannot (then the caller clears). */
+int dre_wq_clear_slot(dre_store *st, int slot);
+/* Take slot's bit off every index entry, a part of the index per hold of
+ * `lock` (with lock NULL the caller holds the store's lock throughout), then
+ * set it again on the entries marked for the slot's new peer meanwhile, and
+ * let lookups and marks use the slot again (peers.c). */
+void dre_store_clear_slot(dre_store *st, int slot, pthread_mutex_t *lock);
 
 #endif

@@ -47,6 +47,7 @@ enum wq_kind {
 	WQ_SYNC, /* fdatasync the data file, then save peer knowledge */
 	WQ_UNLINK, /* delete evicted file `file` (.dat and .idx) */
 	WQ_SWEEP, /* remove evicted file `file`'s entries (off: its size) from the index */
+	WQ_CLEAR, /* clear reclaimed peer slot `off`'s bit from the index */
 };
 
 struct dre_wjob {
@@ -209,6 +210,9 @@ static int run_job(dre_store *st, struct dre_wjob *j)
 		break;
 	case WQ_SWEEP:
 		dre_store_sweep(st, j->file, j->off, &st->mu);
+		break;
+	case WQ_CLEAR:
+		dre_store_clear_slot(st, (int)j->off, &st->mu);
 		break;
 	}
 	return rc;
@@ -425,6 +429,15 @@ int dre_wq_sweep(dre_store *st, uint32_t file, uint64_t size)
 	return 0;
 }
 
+int dre_wq_clear_slot(dre_store *st, int slot)
+{
+	struct dre_wjob *j = st->wq_running ? job_new(WQ_CLEAR, 0, -1, (uint64_t)slot, 0) : NULL;
+	if (!j)
+		return -1;
+	push(st, j);
+	return 0;
+}
+
 /* The queued or in-flight data block holding [off, off+n) of file, or NULL. */
 static const struct dre_wjob *find_block(const dre_store *st, uint32_t file, uint64_t off, size_t n)
 {
@@ -481,7 +494,7 @@ void dre_wq_forget(dre_store *st, uint32_t file)
 	struct dre_wjob **pp = &st->wq_head, *j;
 	st->wq_tail = NULL;
 	while ((j = *pp)) {
-		if (j->file == file) {
+		if (j->file == file && j->kind != WQ_CLEAR) {
 			*pp = j->next;
 			if (j->kind == WQ_DATA)
 				st->wq_bytes -= j->len;
@@ -498,7 +511,7 @@ void dre_wq_forget(dre_store *st, uint32_t file)
 	}
 	st->wq_waiters++;
 	st->wq_forgot = file + 1;
-	while (st->wq_busy && st->wq_busy->file == file)
+	while (st->wq_busy && st->wq_busy->file == file && st->wq_busy->kind != WQ_CLEAR)
 		pthread_cond_wait(&st->wq_done, &st->mu);
 	st->wq_forgot = 0;
 	st->wq_waiters--;
