@@ -9,6 +9,7 @@
 #include <event2/thread.h>
 
 #include "daemon.h"
+#include "evmem.h"
 #include "log.h"
 #include "tun.h"
 
@@ -215,6 +216,9 @@ int px_daemon_main(enum conf_role role, int argc, char **argv,
 		log_warn("%s", err);
 	signal(SIGPIPE, SIG_IGN);
 	px_daemon_raise_nofile();
+	if (px_evmem_install() < 0)
+		log_warn("cannot reserve address space for libevent's small records: they share the heap"
+			 " (handing memory back after a burst of connections takes longer)");
 	evthread_use_pthreads();
 	if (px_daemon_setup(&d) < 0)
 		goto out;

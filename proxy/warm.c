@@ -22,6 +22,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 
+#include "evmem.h"
 #include "log.h"
 #include "stats.h"
 #include "warm.h"
@@ -298,9 +299,16 @@ static void warm_http(struct evhttp_request *req, void *arg)
 	j->http_base = sv->base;
 	atomic_init(&j->pending, 1); /* held while posting */
 	struct evbuffer *in = evhttp_request_get_input_buffer(req);
-	char *line;
+	char *got;
 	size_t n;
-	while ((line = evbuffer_readln(in, &n, EVBUFFER_EOL_ANY))) {
+	while ((got = evbuffer_readln(in, &n, EVBUFFER_EOL_ANY))) {
+		/* libevent's allocation (evmem.h): copied onto the heap, as the job frees its paths */
+		char *line = strndup(got, n);
+		px_evmem_free(got);
+		if (!line) {
+			atomic_fetch_add(&j->failed, 1);
+			continue;
+		}
 		char **np = realloc(j->paths, (j->npaths + 1) * sizeof *np);
 		if (n && line[0] == '/' && np) {
 			j->paths = np;
