@@ -18,20 +18,39 @@
 #define TICK_MS 1000
 #define SYNC_EVERY 30 /* ticks between store syncs */
 #define TRIM_FREE_MIN (16u << 20) /* free heap bytes kept before trimming (trim_heap) */
+#define TRIM_PIECES_MAX 512       /* free heap pieces beyond which the trim waits (trim_heap) */
+#define TRIM_WAIT_MAX 2           /* ticks it waits at most */
 #define LINK_PACE_PCT 95 /* of link_rate: the tunnel sockets' pacing cap (link_queues) */
 
 /* Hand freed heap pages back to the kernel once more than TRIM_FREE_MIN is
  * free.  Below that they stay for the next transfers: touching returned
  * pages again costs a page fault each, which on a hypervisor that traps them
  * made a hot 3.4 MB transfer over the emulated T1 take 0.069-0.076 s instead
- * of 0.054-0.057 s when every closed stream's buffers were trimmed. */
-static void trim_heap(void)
+ * of 0.054-0.057 s when every closed stream's buffers were trimmed.
+ *
+ * malloc_trim makes one madvise call per free piece of the heap, each a TLB
+ * flush (50-60 us on a VM that traps them).  Once a burst of closes is over,
+ * the freed memory lies in few pieces (100-300 after 1,000 streams: libevent's
+ * records per descriptor live apart, evmem.h); in the middle of it, the
+ * streams still open split it (700-1,300 pieces, 60-110 ms of the loop).  So
+ * while the free memory lies in more than TRIM_PIECES_MAX pieces the trim
+ * waits a tick, at most TRIM_WAIT_MAX ticks.  Returns whether it trimmed (or
+ * had nothing to do). */
+static int trim_heap(struct px_node *n)
 {
 	struct mallinfo2 mi = mallinfo2();
-	if (mi.fordblks > TRIM_FREE_MIN) {
-		log_debug("heap: %zu bytes free, handed back", mi.fordblks);
-		malloc_trim(0);
+	if (mi.fordblks <= TRIM_FREE_MIN)
+		return 1;
+	if (mi.ordblks > TRIM_PIECES_MAX && n->trim_waits++ < TRIM_WAIT_MAX) {
+		log_debug("heap: %zu bytes free in %zu pieces, the trim waits", mi.fordblks, mi.ordblks);
+		return 0;
 	}
+	uint64_t t0 = px_mono_us();
+	malloc_trim(0);
+	log_debug("heap: %zu bytes free in %zu pieces, handed back in %llu us", mi.fordblks, mi.ordblks,
+		  (unsigned long long)(px_mono_us() - t0));
+	n->trim_waits = 0;
+	return 1;
 }
 
 /* Once a second: gauges; every SYNC_EVERY: make the store durable. */
@@ -71,8 +90,9 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	n->untracked = ss.peers_untracked;
 	/* idle streams freed their codecs' memory: hand the pages back (freed
 	 * memory in the middle of the heap would otherwise stay resident) */
-	if (px_relay_rests_take())
-		trim_heap();
+	n->trim_due |= px_relay_rests_take() != 0;
+	if (n->trim_due && trim_heap(n))
+		n->trim_due = 0;
 	/* the store's writer thread does the fdatasync: the loop never waits on it */
 	if (++n->ticks % SYNC_EVERY == 0 && dre_store_sync_later(n->store))
 		log_warn("store %s: cannot queue a sync", conf_store(px_daemon_conf(n->d)));
