@@ -82,12 +82,12 @@ void dre_store_sweep(dre_store *st, uint32_t num, uint64_t size, pthread_mutex_t
 	/* without a usable .idx, walk the table a part at a time */
 	int listed = dre_store_load_idx(st, num, size, &ents, &n) == 0;
 	for (size_t p = 0; listed ? at < n : p < DRE_IDX_PARTS; p++) {
-		dre_pass_lock(lock);
+		uint64_t t0 = dre_pass_lock(lock);
 		if (listed)
 			drop_listed(st, num, ents, n, &at, SWEEP_BATCH);
 		else
 			drop_part(st, p);
-		dre_pass_unlock(lock);
+		dre_pass_unlock(lock, t0);
 	}
 	free(ents);
 }

@@ -95,9 +95,9 @@ void dre_store_clear_slot(dre_store *st, int slot, pthread_mutex_t *lock)
 {
 	uint32_t bit = 1u << slot;
 	for (size_t p = 0; p < DRE_IDX_PARTS; p++) {
-		dre_pass_lock(lock);
+		uint64_t t0 = dre_pass_lock(lock);
 		clear_part(st, p, bit);
-		dre_pass_unlock(lock);
+		dre_pass_unlock(lock, t0);
 	}
 	if (lock)
 		pthread_mutex_lock(lock);
