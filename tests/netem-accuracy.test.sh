@@ -72,8 +72,11 @@ goodput_test() {
 	# the emulator's rate is IP bytes: TCP can carry at most its payload share
 	local tcp_max
 	tcp_max=$(python3 -c "print(round($down_rate_bit * ($mtu - 52) / $mtu))")
-	# held > 0: the transfer still filled the link when the second snapshot was taken
-	check "rate-$name" "abs($ip_bps / $down_rate_bit - 1) <= 0.02 and $(jget "$s1" down.held) > 0" \
+	# the transfer must still run at the second snapshot (it ran to its time
+	# limit: complete false).  Packets held on the link at that instant were
+	# asked for too, until one run in CI found none (99.88 % of the rate,
+	# CUBIC's default window between two sawtooth teeth): informative only.
+	check "rate-$name" "abs($ip_bps / $down_rate_bit - 1) <= 0.02 and not $(jget "$r" complete)" \
 		"IP throughput $(python3 -c "print(round(100*$ip_bps/$down_rate_bit,2))") % of $down_rate_bit bit/s, $(jget "$s1" down.held) packets on the link at the end"
 	check "goodput-$name" "abs($(jget "$r" steady_bps) / $tcp_max - 1) <= 0.05" \
 		"TCP goodput $(jget "$r" steady_bps) bit/s = $(python3 -c "print(round(100*$(jget "$r" steady_bps)/$tcp_max,2))") % of the $tcp_max bit/s TCP payload can fill at $down_rate_bit bit/s"
