@@ -149,19 +149,25 @@ void dre_store_dead_gone(dre_store *st, const dre_ent *e);
  * of 20. */
 #define DRE_PASS_PAUSE_US 50
 #define DRE_PASS_LONG_US 200
-static inline uint64_t dre_pass_lock(pthread_mutex_t *lock)
+/* Microseconds on the monotonic clock. */
+static inline uint64_t dre_pass_now_us(void)
 {
 	struct timespec t;
-	if (lock)
-		pthread_mutex_lock(lock);
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
+}
+/* Takes lock (if any); returns when, for dre_pass_unlock. */
+static inline uint64_t dre_pass_lock(pthread_mutex_t *lock)
+{
+	if (lock)
+		pthread_mutex_lock(lock);
+	return dre_pass_now_us();
 }
 /* t0: what dre_pass_lock returned. */
 static inline void dre_pass_unlock(pthread_mutex_t *lock, uint64_t t0)
 {
 	if (lock) {
-		uint64_t t1 = dre_pass_lock(NULL);
+		uint64_t t1 = dre_pass_now_us();
 		pthread_mutex_unlock(lock);
 		if (t1 - t0 >= DRE_PASS_LONG_US)
 			usleep(DRE_PASS_PAUSE_US);
