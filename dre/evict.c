@@ -30,7 +30,7 @@ void dre_store_unlink_file(const dre_store *st, uint32_t num)
 
 void dre_store_dead_gone(dre_store *st, const dre_ent *e)
 {
-	dre_sizing_evicted(st, e->tag, e->len);
+	dre_sizing_evicted(st, e);
 	st->dead_ents--;
 }
 
@@ -114,6 +114,7 @@ static int evict_oldest(dre_store *st)
 	st->data_bytes -= f.ent_bytes;
 	st->evicted_bytes += f.ent_bytes;
 	st->evicted_chunks += f.ents;
+	dre_sizing_file_gone(st, f.num, f.size);
 	dre_store_close_file(&f);
 	memmove(st->files, st->files + 1, (st->nfiles - 1) * sizeof *st->files);
 	st->nfiles--;

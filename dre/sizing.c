@@ -4,15 +4,17 @@
  * 2x, 4x and 8x the size).
  *
  * Eviction is by whole data file, oldest first, so a store m times larger
- * keeps a chunk until (m - 1) x size_limit more record bytes have been
+ * keeps a chunk until (m - 1) x size_limit more data file bytes have been
  * evicted from this one after it.  The store remembers a sample of the
  * chunks it evicted (1 in 2^shift, by tag, so that 7 x size_limit of
- * evictions fill about half of the table) with the eviction clock (record
- * bytes evicted so far) at the time.  When a sampled chunk is stored anew (it crossed the
- * WAN again) and is still remembered, the bytes evicted since tell which
- * larger stores would have held it; its length, times 2^shift, counts for
- * those.  This is the "ghost list" of cache literature with spatial
- * sampling (SHARDS, Waldspurger et al., FAST '15).
+ * evictions fill about half of the table) with the eviction clock (data
+ * file bytes evicted so far) at the point its record went: the clock moves
+ * when a file is evicted, and its entries, swept out of the index later by
+ * the writer, are stamped by their offset in it.  When a sampled chunk is
+ * stored anew (it crossed the WAN again) and is still remembered, the bytes
+ * evicted since tell which larger stores would have held it; its length,
+ * times 2^shift, counts for those.  This is the "ghost list" of cache
+ * literature with spatial sampling (SHARDS, Waldspurger et al., FAST '15).
  *
  * Hit bytes (references) and new bytes (chunks stored) are counted too, and
  * all of it persists in DIR/sizing, so figures span runs and restarts.
@@ -59,12 +61,38 @@ void dre_sizing_limit(dre_store *st, uint64_t limit)
 	st->sz.shift = shift_for(limit);
 }
 
-void dre_sizing_evicted(dre_store *st, uint64_t tag, uint32_t len)
+void dre_sizing_file_gone(dre_store *st, uint32_t num, uint64_t bytes)
 {
 	struct dre_sizing *z = &st->sz;
-	z->clock += len + DRE_REC_HDR;
-	if (z->ghost && sampled(z, tag))
-		*slot(z, tag) = (struct dre_ghost){ tag, z->clock + 1 };
+	z->gone[z->ngone++ % DRE_SIZING_GONE] = (struct dre_sizing_gone){ num, z->clock };
+	z->clock += bytes;
+}
+
+/* The clock when file num was evicted, if it is among the last ones. */
+static int gone_base(const struct dre_sizing *z, uint32_t num, uint64_t *base)
+{
+	unsigned n = z->ngone < DRE_SIZING_GONE ? z->ngone : DRE_SIZING_GONE;
+	for (unsigned i = 1; i <= n; i++) { /* the newest first */
+		unsigned k = (z->ngone - i) % DRE_SIZING_GONE;
+		if (z->gone[k].num == num) {
+			*base = z->gone[k].base;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+void dre_sizing_evicted(dre_store *st, const dre_ent *e)
+{
+	struct dre_sizing *z = &st->sz;
+	if (!z->ghost || !sampled(z, e->tag))
+		return;
+	/* the record went when the clock passed it in its file; a file swept
+	 * too late to be remembered counts as gone now */
+	uint64_t base, at = z->clock;
+	if (gone_base(z, e->file, &base))
+		at = base + e->off + DRE_REC_HDR + e->len;
+	*slot(z, e->tag) = (struct dre_ghost){ e->tag, at + 1 };
 }
 
 void dre_sizing_stored(dre_store *st, uint64_t tag, uint32_t len)

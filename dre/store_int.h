@@ -35,15 +35,24 @@ struct dre_sfile {
 
 /* What a larger store would buy (sizing.c). */
 enum { DRE_SIZING_STEPS = 3 }; /* 2x, 4x, 8x */
+enum { DRE_SIZING_GONE = 64 };  /* evicted files whose clock is kept */
 struct dre_ghost;
+struct dre_sizing_gone {
+	uint32_t num;
+	uint64_t base;
+};
 struct dre_sizing {
 	uint64_t since;      /* unix time the counts began */
-	uint64_t clock;      /* record bytes evicted, ever */
+	uint64_t clock;      /* data file bytes evicted, ever */
 	uint64_t hit_bytes;  /* chunk bytes referenced */
 	uint64_t new_bytes;  /* chunk bytes stored anew */
 	uint64_t larger[DRE_SIZING_STEPS]; /* of new_bytes: estimated hits in a store 2, 4, 8 x larger */
 	int shift;           /* 1 in 2^shift evicted chunks remembered */
 	struct dre_ghost *ghost;
+	/* the clock when each of the last files evicted went (their entries
+	 * leave the index later, as the writer sweeps them out) */
+	struct dre_sizing_gone gone[DRE_SIZING_GONE];
+	unsigned ngone; /* files recorded in gone, ever (ring index) */
 };
 /* All with the store's lock held (or before it is shared). */
 int dre_sizing_open(dre_store *st);
@@ -52,7 +61,11 @@ int dre_sizing_save(dre_store *st, pthread_mutex_t *held);
 void dre_sizing_close(dre_store *st);
 /* Sample for a store bounded to `limit` bytes. */
 void dre_sizing_limit(dre_store *st, uint64_t limit);
-void dre_sizing_evicted(dre_store *st, uint64_t tag, uint32_t len);
+/* Data file num, of `bytes` on disk, was evicted: the clock moves past it. */
+void dre_sizing_file_gone(dre_store *st, uint32_t num, uint64_t bytes);
+/* Entry e, of an evicted file, leaves the index: remember it (sampled) with
+ * the clock at which its record went. */
+void dre_sizing_evicted(dre_store *st, const dre_ent *e);
 void dre_sizing_stored(dre_store *st, uint64_t tag, uint32_t len);
 void dre_sizing_hit(dre_store *st, uint32_t len);
 
@@ -145,8 +158,8 @@ void dre_store_dead_gone(dre_store *st, const dre_ent *e);
  * batch that held the lock DRE_PASS_LONG_US or more pauses: a pause after
  * every part of a small index (a table walk: 256 of them) or every sweep of
  * a small file held the writer back so far that test_sizing's estimates,
- * which count evictions as sweeps reach them, drifted 10-25 points in 2 runs
- * of 20. */
+ * which then counted evictions as sweeps reached them, drifted 10-25 points
+ * in 2 runs of 20 (they now count them at eviction: sizing.c). */
 #define DRE_PASS_PAUSE_US 50
 #define DRE_PASS_LONG_US 200
 /* Microseconds on the monotonic clock. */

@@ -1,10 +1,9 @@
 /* test_dre_store.c: the segment store on its own, through real store
  * directories: reserved blocks, shrinking, the eviction horizon, concurrent
- * writers, the sizing estimate, peer slots and knowledge files, and eviction's
- * sweep of the index. */
+ * writers, peer slots and knowledge files, and eviction's sweep of the index
+ * (the sizing estimate: test_dre_sizing.c). */
 #include <dirent.h>
 #include <fcntl.h>
-#include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -352,79 +351,6 @@ static void test_idx_damaged(void **state)
 	t_rmstore(d);
 }
 
-/* Sizing: skewed accesses (weight 1/(i+1)^0.8) to 32 blocks of 256 KiB, each
- * as its own stream, through stores of 2, 4 and 8 MiB. */
-#define SZ_BLK (256u << 10)
-#define SZ_NBLK 32
-#define SZ_NSEQ 240
-
-static void sizing_run(uint64_t limit, const uint8_t *blocks, const int *seq, dre_store_stats *s, char *dir)
-{
-	dre_store *st = t_store(dir, limit);
-	assert_non_null(st);
-	for (int i = 0; i < SZ_NSEQ; i++) {
-		dre_enc *e = dre_enc_new(st, NULL);
-		struct tbuf o = { 0 };
-		assert_int_equal(t_encode(e, blocks + (size_t)seq[i] * SZ_BLK, SZ_BLK, SZ_BLK, &o), 0);
-		dre_enc_free(e);
-		free(o.p);
-	}
-	dre_store_get_stats(st, s);
-	dre_store_close(st);
-}
-
-static double ratio(const dre_store_stats *s, uint64_t extra)
-{
-	return (double)(s->hit_bytes + extra) / (double)(s->hit_bytes + s->new_bytes);
-}
-
-/* A store estimates the hit ratio a store 2 and 4 times as large would have
- * had (dre_store_stats.larger_hit_bytes), within 15 and 8 points of what
- * such stores got on the same accesses; the figures persist across a reopen. */
-static void test_sizing(void **state)
-{
-	uint8_t *blocks = malloc((size_t)SZ_NBLK * SZ_BLK);
-	int seq[SZ_NSEQ];
-	double cum[SZ_NBLK], total = 0;
-	assert_non_null(blocks);
-	t_fill_random(blocks, (size_t)SZ_NBLK * SZ_BLK);
-	for (int i = 0; i < SZ_NBLK; i++)
-		cum[i] = total += pow(i + 1, -0.8);
-	for (int i = 0; i < SZ_NSEQ; i++) {
-		double x = (double)(t_rand() % 1000000) / 1e6 * total;
-		int b = 0;
-		while (b < SZ_NBLK - 1 && cum[b] < x)
-			b++;
-		seq[i] = b;
-	}
-	dre_store_stats s[3];
-	char dir[3][64];
-	for (int k = 0; k < 3; k++)
-		sizing_run((2u << 20) << k, blocks, seq, &s[k], dir[k]);
-	for (int k = 0; k < 3; k++) /* a chunk evicted before its reference is recorded counts in neither */
-		assert_true(s[k].hit_bytes + s[k].new_bytes > (uint64_t)SZ_NSEQ * SZ_BLK * 99 / 100);
-	double est2 = ratio(&s[0], s[0].larger_hit_bytes[0]), est4 = ratio(&s[0], s[0].larger_hit_bytes[1]);
-	printf("hit ratio 2 MiB %.3f; 4 MiB %.3f (estimated %.3f); 8 MiB %.3f (estimated %.3f)\n", ratio(&s[0], 0),
-	       ratio(&s[1], 0), est2, ratio(&s[2], 0), est4);
-	assert_true(ratio(&s[1], 0) > ratio(&s[0], 0) + 0.1); /* the sizes matter here */
-	/* timing (the store's writer thread) moves these by a few points run to
-	 * run; the 2x estimate ran 4-10 points high (the larger store refreshes
-	 * more chunks, whose dead copies take room), the 4x one within 2.5; with
-	 * no estimate at all, the gap would be about 0.3 */
-	assert_true(fabs(est2 - ratio(&s[1], 0)) < 0.15);
-	assert_true(fabs(est4 - ratio(&s[2], 0)) < 0.08);
-	dre_store *st = t_reopen(dir[0], 2u << 20);
-	dre_store_stats r;
-	dre_store_get_stats(st, &r);
-	assert_int_equal(r.hit_bytes, s[0].hit_bytes);
-	assert_int_equal(r.new_bytes, s[0].new_bytes);
-	assert_memory_equal(r.larger_hit_bytes, s[0].larger_hit_bytes, sizeof r.larger_hit_bytes);
-	dre_store_close(st);
-	for (int k = 0; k < 3; k++)
-		t_rmstore(dir[k]);
-	free(blocks);
-}
-
 #define DAY (24 * 3600)
 
 /* The knowledge file of peer id in store dir, into path (512 bytes). */
@@ -769,7 +695,6 @@ int main(void)
 		cmocka_unit_test(test_horizon),
 		cmocka_unit_test(test_store_concurrent),
 		cmocka_unit_test(test_idx_damaged),
-		cmocka_unit_test(test_sizing),
 		cmocka_unit_test(test_peer_slots),
 		cmocka_unit_test(test_peer_journal),
 		cmocka_unit_test(test_evict_sweep),
