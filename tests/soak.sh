@@ -27,7 +27,10 @@ px_edge edge "$CP" "$HE" --forward="127.0.0.1:$FP -> 127.0.0.1:$SP" --store_size
 secs=${SOAK_SECS:-300}
 end=$(($(date +%s) + secs))
 rss() { awk '/VmRSS/ {print $2}' /proc/"${PID[$1]}"/status; }
-fds() { ls /proc/"${PID[$1]}"/fd | wc -l; }
+# descriptors other than the store's data files (one per file: their number
+# follows how full the store is, up to about 33 here, not the traffic)
+fds() { find /proc/"${PID[$1]}"/fd -mindepth 1 ! -lname '*.store/*.dat' | wc -l; }
+dats() { find /proc/"${PID[$1]}"/fd -mindepth 1 -lname '*.store/*.dat' | wc -l; }
 many() { timeout 120 python3 "$PXTOOL" many 127.0.0.1 "$FP" 30 "$@" --timeout=90 2>&1; }
 k=0 bad=0 kills=0 resets=0 fd0="" rss0=0 rsslast=()
 while [ "$(date +%s)" -lt $end ]; do
@@ -65,10 +68,13 @@ if [ $k -gt 30 ]; then
 	e_fd=$(fds edge) c_fd=$(fds core)
 	e_rss=$(printf '%s\n' "${rsslast[@]}" | sort -n | head -1)
 	# the core restarts every fifth round: only the edge has a history
-	[ "$e_fd" -le $(($1 + 4)) ] && ok "edge descriptors: $1 -> $e_fd" || fail "edge descriptors crept: $1 -> $e_fd"
+	[ "$e_fd" -le $(($1 + 4)) ] && ok "edge descriptors (but store files): $1 -> $e_fd" ||
+		fail "edge descriptors (but store files) crept: $1 -> $e_fd"
+	# 48M in files of 48M/32: 32 files, and the one being filled
+	[ "$(dats edge)" -le 34 ] && ok "edge store files open: $(dats edge)" || fail "edge store files open: $(dats edge)"
 	[ "$e_rss" -le $((rss0 * 3 / 2 + 16384)) ] && ok "edge memory: $rss0 KB at most early, $e_rss KB at least late" ||
 		fail "edge memory crept: $rss0 KB at most early, $e_rss KB at least late"
-	echo "core (restarted since round 12): descriptors $2 -> $c_fd"
+	echo "core (restarted since round 12): descriptors (but store files) $2 -> $c_fd, store files $(dats core)"
 else
 	echo "skip: too short for the descriptor and memory checks (SOAK_SECS)"
 fi
