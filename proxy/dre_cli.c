@@ -11,7 +11,6 @@
 #include <time.h>
 #include <signal.h>
 #include <strings.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,7 +31,6 @@
  * sent with 1 MiB frames, 13.9 MB with 64 KiB). */
 #define CLI_FRAME (2u << 20)
 #define CLI_FRAME_MIN (64u << 10)
-#define MAP_WINDOW (8u << 20) /* bytes of a regular-file input encoded per call */
 #define OUT_PIPE (1 << 20) /* half a decoded frame of CLI_FRAME; most a pipe may hold unprivileged */
 #define OUT_RESERVE (8u << 20) /* a regular file's blocks reserved ahead of the writes */
 
@@ -278,75 +276,19 @@ static void print_codec(const char *what, const dre_codec_stats *s)
 		s->lz_in, s->lz_out, s->hashed_bytes, s->cut_bytes);
 }
 
-/* The input file or a store file shrank under one of our mappings
- * (truncated behind our back by another process): reading past the new end
- * raises SIGBUS, on whichever codec thread touched the page.  Nothing sensible
- * can continue, so say so and exit (the store survives a stop at any point;
- * the encoded output is cut short, which a decoder reports). */
+/* A store file shrank under the store's mapping of it (truncated behind our
+ * back by another process): reading past the new end raises SIGBUS, on
+ * whichever codec thread touched the page.  Nothing sensible can continue,
+ * so say so and exit (the store survives a stop at any point; the encoded
+ * output is cut short, which a decoder reports). */
 static void on_sigbus(int sig)
 {
-	static const char msg[] = "wanopt dre: a mapped file shrank while being read (the input, or a store file "
-				  "changed by another process)\n";
+	static const char msg[] = "wanopt dre: a mapped file shrank while being read (a store file changed by another "
+				  "process)\n";
 	(void)sig;
 	ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
 	(void)w;
 	_exit(1);
-}
-
-/* When stdin is a regular file, encode it from one mapping of the file,
- * MAP_WINDOW bytes (or four frames, if larger) at a time, instead of
- * read()ing it: the encoder frames straight from the page cache, and the
- * read copy goes away (corpus (c): 8 % of the encoder's CPU samples; encoding
- * it took 0.93-0.96x the time in three series of 20-40 alternating runs on
- * 2026-12-03).  The pages fault in on the threads that first read them:
- * mapping with MAP_POPULATE, all on this one, gained less (0.985x).  The
- * frames of one window are still being coded and stored while the next
- * one's are cut (dre_enc_write_frames returns without waiting for them: a
- * mapping per window, each waited for before it was unmapped, spent 12-17
- * ms of a 190-220 ms encode of corpus (c) in such waits), and a window's
- * unframed tail (less than a frame and a chunk) starts the next one, so
- * nothing is copied.  Pages more than four frames behind (two may be in
- * flight) are dropped from the mapping (MADV_DONTNEED: reading them again
- * would fault them in from the page cache), which keeps peak RSS at 31-44
- * MiB for corpus (c), 34 at the median of 5 (reading it: 22; a mapping per
- * 16 MiB window: 29-35; keeping two 16 MiB windows: 63; 64 MiB windows: 78).
- * (From 2026-11-30 to 12-02 files were mapped 64 MiB at a time, each window's
- * tail copied; on the VM of 12-02 that ran slower than reading, 0.44-0.57 s
- * against 0.36-0.44 s, six runs, and was dropped until this.)
- * Starts at stdin's offset and leaves it where it stopped: the caller reads
- * the rest (the last frame's worth, or all of it if mapping failed).  *at
- * counts the bytes consumed.  Returns 0 or the encoder's error. */
-static int encode_mapped(dre_enc *e, size_t frame, uint64_t *at)
-{
-	struct stat sb;
-	off_t pos = lseek(STDIN_FILENO, 0, SEEK_CUR);
-	if (pos < 0 || fstat(STDIN_FILENO, &sb) || !S_ISREG(sb.st_mode) || pos >= sb.st_size ||
-	    (uint64_t)(sb.st_size - pos) > SIZE_MAX / 2)
-		return 0;
-	size_t win = 4 * frame > MAP_WINDOW ? 4 * frame : MAP_WINDOW;
-	size_t page = (size_t)sysconf(_SC_PAGESIZE), skip = (size_t)pos % page, len = (size_t)(sb.st_size - pos);
-	char *m = mmap(NULL, skip + len, PROT_READ, MAP_PRIVATE, STDIN_FILENO, pos - (off_t)skip);
-	if (m == MAP_FAILED)
-		return 0;
-	size_t done = 0, dropped = 0;
-	int rc = 0;
-	while (!rc && done < len) {
-		size_t n = len - done < win ? len - done : win, took = 0;
-		rc = dre_enc_write_frames(e, m + skip + done, n, &took, write_out, NULL);
-		if (!took)
-			break;
-		done += took;
-		size_t behind = skip + done > 4 * frame ? (skip + done - 4 * frame) / page * page : 0;
-		if (behind > dropped) {
-			madvise(m + dropped, behind - dropped, MADV_DONTNEED);
-			dropped = behind;
-		}
-	}
-	int wrc = dre_enc_release(e); /* before the mapping goes */
-	munmap(m, skip + len);
-	*at += done;
-	lseek(STDIN_FILENO, pos + (off_t)done, SEEK_SET);
-	return rc ? rc : wrc;
 }
 
 /* Say how an encode (e) or decode (d) run ended: rc, its error, where `at`
@@ -383,7 +325,15 @@ static int codec_report(const struct cli *c, dre_enc *e, dre_dec *d, int rc, uin
 	return rc;
 }
 
-/* Pump stdin through the encoder or decoder. */
+/* Pump stdin through the encoder or decoder.  A regular file is read like
+ * a pipe, into the encoder's buffer: mapping it instead (as from 2026-11-30
+ * to 12-02 and on 12-03) saved the copy but made the kernel set up a page
+ * table entry per page, which this kind of VM makes dear.  On 2026-12-04,
+ * reading 210 MB took 23-27 ms, mapping and touching it 78-117; encoding
+ * corpus (c) took 0.24-0.27 s read against 0.37 s mapped (4 alternating
+ * runs), 76-80 % of `openssl dgst`'s speed against 54-55 % (bench/dre.sh,
+ * 2 runs each).  Where mapping won, on the VM of 12-03, it took 0.93-0.96x
+ * the time. */
 static int run_codec(struct cli *c, int decode)
 {
 	char err[512];
@@ -413,8 +363,6 @@ static int run_codec(struct cli *c, int decode)
 		rc = dre_dec_set_threaded(d, 1);
 	uint64_t at = 0;
 	int said = 0; /* the error was reported where it happened */
-	if (!rc && e)
-		rc = encode_mapped(e, c->eo.frame_max, &at);
 	while (!rc) {
 		/* a pipe, or a file's last frame: read into the encoder in place,
 		 * which frames it without a copy */
