@@ -219,8 +219,12 @@ int dre_enc_release(dre_enc *e)
 static int in_grow(dre_enc *e, size_t min)
 {
 	size_t full = IN_FRAMES * (e->o.frame_max + e->cdc.max);
-	if (e->w.t.running && e->in.len + 3 * min <= full)
-		return dre_buf_reserve_exact(&e->in, full - e->in.len);
+	if (e->w.t.running && e->in.len + 3 * min <= full) {
+		int rc = dre_buf_reserve_exact(&e->in, full - e->in.len);
+		if (!rc)
+			dre_mem_populate(e->in.p + e->in.len, e->in.cap - e->in.len);
+		return rc;
+	}
 	return dre_buf_reserve(&e->in, 3 * min);
 }
 

@@ -2,7 +2,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "dre_int.h"
@@ -128,6 +130,13 @@ int dre_buf_add(dre_buf *b, const void *p, size_t n)
 		memcpy(b->p + b->len, p, n);
 	b->len += n;
 	return 0;
+}
+
+void dre_mem_populate(void *p, size_t n)
+{
+	uintptr_t a = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, e = ((uintptr_t)p + n) & ~(uintptr_t)4095;
+	if (e > a)
+		madvise((void *)a, e - a, MADV_POPULATE_WRITE); /* a hint: faults do it otherwise */
 }
 
 void dre_buf_free(dre_buf *b)

@@ -71,6 +71,8 @@ static struct dre_wjob *job_new(enum wq_kind kind, uint32_t file, int fd, uint64
 		return NULL;
 	}
 	*j = (struct dre_wjob){ .kind = kind, .file = file, .fd = fd, .off = off, .cap = cap, .data = data };
+	if (kind == WQ_DATA)
+		dre_mem_populate(data, cap); /* filled before it is written */
 	return j;
 }
 
