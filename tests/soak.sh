@@ -26,7 +26,8 @@ px_edge edge "$CP" "$HE" --forward="127.0.0.1:$FP -> 127.0.0.1:$SP" --store_size
 	--link_rate=2G
 secs=${SOAK_SECS:-300}
 end=$(($(date +%s) + secs))
-rss() { awk '/VmRSS/ {print $2}' /proc/"${PID[$1]}"/status; }
+# anonymous memory: the store's mapped file pages come and go with reads
+rss() { awk '/RssAnon/ {print $2}' /proc/"${PID[$1]}"/status; }
 # descriptors other than the store's data files (one per file: their number
 # follows how full the store is, up to about 33 here, not the traffic)
 fds() { find /proc/"${PID[$1]}"/fd -mindepth 1 ! -lname '*.store/*.dat' | wc -l; }
