@@ -19,11 +19,12 @@
  * of VM (2 MiB touched a page at a time: 5.4-5.5 ms, 10 us a fault), so a
  * part of MAP_MIN or more is mapped on its own and its pages are made in one
  * call (MADV_POPULATE_WRITE: 0.26 ms for 2 MiB), in huge pages where it
- * spans some: one TLB entry per 2 MiB for lookups that land anywhere, and
- * the system's THP defrag setting says how hard the kernel tries for them.
- * Growing to 16 million entries (parts of 4 MiB at the end), the last
- * doublings held the lock 11.6-12.3 ms at the median with pages touched one
- * by one, 6.2-6.4 made in one call, 4.0-5.6 in huge pages (3 runs each). */
+ * spans some (the system's THP defrag setting says how hard the kernel
+ * tries for them).  Growing to 16 million entries (parts of 4 MiB at the
+ * end), the last doublings held the lock 11.6-12.9 ms at the median with
+ * pages touched one by one, 6.2-7.4 made in one call, 4.0-5.6 in huge pages
+ * (5 runs each).  Lookups were no faster in huge pages: 32 million took
+ * 2.0-2.4 s either way. */
 static void *part_mem(size_t n)
 {
 	if (n < MAP_MIN) {
