@@ -60,12 +60,14 @@ static struct dre_qframe *frame_get(dre_dec *d, size_t ops_len, size_t lit_len)
 	if (f->ops_cap < ops_len + 1) {
 		free(f->ops);
 		f->ops_cap = ops_len + 1 > 2 * f->ops_cap ? ops_len + 1 : 2 * f->ops_cap;
-		f->ops = malloc(f->ops_cap);
+		if ((f->ops = malloc(f->ops_cap)))
+			dre_mem_populate(f->ops, ops_len); /* about to be filled */
 	}
 	if (f->lits_cap < lit_len + 1) {
 		free(f->lits);
 		f->lits_cap = lit_len + 1 > 2 * f->lits_cap ? lit_len + 1 : 2 * f->lits_cap;
-		f->lits = malloc(f->lits_cap);
+		if ((f->lits = malloc(f->lits_cap)))
+			dre_mem_populate(f->lits, lit_len);
 	}
 	if (!f->ops || !f->lits) {
 		frame_free(f);
