@@ -33,7 +33,7 @@ static void *part_mem(size_t n)
 			((volatile uint8_t *)p)[i] = 0;
 		return p;
 	}
-	/* n is a power of two: a mapping of 2n holds an n-aligned piece */
+	/* a mapping of n + align holds an align-aligned piece of n bytes */
 	size_t align = n < HUGE ? 4096 : HUGE;
 	uint8_t *m = mmap(NULL, n + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (m == MAP_FAILED)
