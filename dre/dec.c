@@ -418,8 +418,13 @@ int dre_dec_write(dre_dec *d, const void *buf, size_t n, dre_out_fn out, void *a
 {
 	if (d->err)
 		return d->err;
-	if (n && dre_buf_add(&d->in, buf, n))
+	size_t had = d->in.cap;
+	if (n && dre_buf_reserve(&d->in, n))
 		return d->err = DRE_ENOMEM;
+	if (d->in.cap > had && d->lzw.t.running) /* a threaded (command-line) run fills what it grows */
+		dre_mem_populate(d->in.p + d->in.len, d->in.cap - d->in.len);
+	if (n)
+		dre_buf_add(&d->in, buf, n); /* room reserved: cannot fail */
 	d->stats.in_bytes += n;
 	d->paused = 0;
 	int rc;
