@@ -123,23 +123,23 @@ void dre_store_written(dre_store *st, uint32_t num, uint64_t end)
 
 /* The mapped bytes of record at off (header and len payload bytes) of file
  * f, or NULL if not (yet) readable through the mapping.  Every MAP_LINGER
- * bytes read (MAP_LINGER_BATCH in a one-shot run), the mappings' pages are
- * let go: they stay in the page cache, but do not pile up in this process's
- * resident set (as file pages: RssFile, shared).  Each page let go is mapped
- * again when next read, a fault per 16 pages, 10 us each on this kind of
- * VM: 200 MiB of repeated data through the pair on loopback
- * (bench/proxy_bench.py) took 0.240-0.284 s letting go every 32 MiB,
- * 0.198-0.251 every 512 MiB (4 alternating runs, 0.88x at the median pair).
- * The one-shot command keeps its peak resident set, which benchmarks
- * report, as it was.  Lock held. */
-#define MAP_LINGER (512u << 20)
-#define MAP_LINGER_BATCH (32u << 20)
+ * bytes read, the mappings' pages are let go: they stay in the page cache,
+ * but do not pile up in this process's resident set (as file pages:
+ * RssFile, shared).  Each page let go is mapped again when next read, a
+ * fault per 16 pages, 10 us each on this kind of VM, so letting go less
+ * often would speed up data read again and again: every 512 MiB, 200 MiB of
+ * repeated data went through the pair on loopback in 0.198-0.251 s instead
+ * of 0.240-0.284 (bench/proxy_bench.py, 4 alternating runs).  But the let-go
+ * runs on the thread that reads, an event loop's, and takes time with the
+ * pages it lets go: 4.6-6.0 ms for 32 MiB, 15-26 for 200, 30-40 for 512.
+ * Lock held. */
+#define MAP_LINGER (32u << 20)
 static const uint8_t *mapped(dre_store *st, const struct dre_sfile *f, uint64_t off, uint32_t len)
 {
 	uint64_t end = off + DRE_REC_HDR + len;
 	if (!f->map || end > f->written || end > f->map_len)
 		return NULL;
-	if ((st->map_read += len) > (st->batch ? MAP_LINGER_BATCH : MAP_LINGER)) {
+	if ((st->map_read += len) > MAP_LINGER) {
 		for (size_t i = 0; i < st->nfiles; i++)
 			if (st->files[i].map)
 				madvise((void *)st->files[i].map, st->files[i].map_len, MADV_DONTNEED);
