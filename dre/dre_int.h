@@ -143,10 +143,12 @@ int dre_buf_reserve(dre_buf *b, size_t more);
 int dre_buf_reserve_exact(dre_buf *b, size_t more);
 int dre_buf_add(dre_buf *b, const void *p, size_t n);
 void dre_buf_free(dre_buf *b);
-/* Make the pages of p[0..n), memory about to be filled, in one call rather
- * than a fault each (10 us a fault on this kind of VM: an encode of 210 MB
- * faulted in 4,300 pages of buffers that way). */
-void dre_mem_populate(void *p, size_t n);
+/* Make the whole pages of p[0..n), memory about to be filled, in one call
+ * rather than a fault each (10 us a fault on this kind of VM: an encode of
+ * 210 MB faulted in 4,300 pages of buffers that way).  0, or -1 where the
+ * kernel cannot (before Linux 5.14): the pages then come with the first
+ * writes, as without it. */
+int dre_mem_populate(void *p, size_t n);
 
 /* ---- store internals used by the codec (store.c). */
 typedef struct dre_ent {

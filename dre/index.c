@@ -12,6 +12,13 @@
 #define MAP_MIN (64u << 10)  /* parts of this many bytes or more get their own mapping */
 #define HUGE (2u << 20)      /* a transparent huge page */
 
+/* Write a zero to every page of p[0..n). */
+static void touch_pages(uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i += 4096)
+		((volatile uint8_t *)p)[i] = 0;
+}
+
 /* Zeroed memory for a part of n bytes, every page of it written now, or
  * NULL.  Fresh memory maps the shared zero page: lookups would read it in,
  * and the first add to each page would then pay a copy-on-write fault with
@@ -29,8 +36,8 @@ static void *part_mem(size_t n)
 {
 	if (n < MAP_MIN) {
 		uint8_t *p = calloc(1, n);
-		for (size_t i = 0; p && i < n; i += 4096)
-			((volatile uint8_t *)p)[i] = 0;
+		if (p)
+			touch_pages(p, n);
 		return p;
 	}
 	/* a mapping of n + align holds an align-aligned piece of n bytes */
@@ -44,9 +51,8 @@ static void *part_mem(size_t n)
 	munmap(p + n, (size_t)(m + align - p));
 	if (align == HUGE)
 		madvise(p, n, MADV_HUGEPAGE); /* a hint: 4 KiB pages if refused */
-	if (madvise(p, n, MADV_POPULATE_WRITE)) /* before Linux 5.14: a page at a time */
-		for (size_t i = 0; i < n; i += 4096)
-			((volatile uint8_t *)p)[i] = 0;
+	if (dre_mem_populate(p, n)) /* before Linux 5.14: a page at a time */
+		touch_pages(p, n);
 	return p;
 }
 
@@ -94,8 +100,7 @@ int dre_idx_init(dre_idx *x, size_t cap)
 void dre_idx_free(dre_idx *x)
 {
 	for (size_t i = 0; i < DRE_IDX_PARTS; i++) {
-		if (x->part[i].slot)
-			part_mem_free(x->part[i].slot, part_size(&x->part[i]));
+		part_mem_free(x->part[i].slot, part_size(&x->part[i]));
 		x->part[i] = (dre_idx_part){ 0 };
 	}
 	x->count = 0;

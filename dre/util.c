@@ -132,11 +132,10 @@ int dre_buf_add(dre_buf *b, const void *p, size_t n)
 	return 0;
 }
 
-void dre_mem_populate(void *p, size_t n)
+int dre_mem_populate(void *p, size_t n)
 {
 	uintptr_t a = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, e = ((uintptr_t)p + n) & ~(uintptr_t)4095;
-	if (e > a)
-		madvise((void *)a, e - a, MADV_POPULATE_WRITE); /* a hint: faults do it otherwise */
+	return e > a ? madvise((void *)a, e - a, MADV_POPULATE_WRITE) : 0;
 }
 
 void dre_buf_free(dre_buf *b)
