@@ -17,16 +17,24 @@
 
 #define TICK_MS 1000
 #define SYNC_EVERY 30 /* ticks between store syncs */
-#define TRIM_FREE_MIN (16u << 20) /* free heap bytes kept before trimming (trim_heap) */
+#define TRIM_FREE_MIN (16u << 20) /* free heap bytes kept after streams closed (trim_heap) */
+#define TRIM_QUIET_MIN (1u << 20) /* ... after streams went quiet */
 #define TRIM_PIECES_MAX 512       /* free heap pieces beyond which the trim waits (trim_heap) */
 #define TRIM_WAIT_MAX 2           /* ticks it waits at most */
+enum { TRIM_CLOSED = 1, TRIM_QUIET = 2 }; /* why a trim is due (px_node.trim_due) */
 #define LINK_PACE_PCT 95 /* of link_rate: the tunnel sockets' pacing cap (link_queues) */
 
-/* Hand freed heap pages back to the kernel once more than TRIM_FREE_MIN is
- * free.  Below that they stay for the next transfers: touching returned
- * pages again costs a page fault each, which on a hypervisor that traps them
- * made a hot 3.4 MB transfer over the emulated T1 take 0.069-0.076 s instead
- * of 0.054-0.057 s when every closed stream's buffers were trimmed.
+/* Hand freed heap pages back to the kernel once more than `keep` bytes are
+ * free.  After streams closed, keep is TRIM_FREE_MIN: those pages stay for
+ * the next transfers, since touching returned pages again costs a page fault
+ * each, which on a hypervisor that traps them made a hot 3.4 MB transfer over
+ * the emulated T1 take 0.069-0.076 s instead of 0.054-0.057 s when every
+ * closed stream's buffers were trimmed.  After streams went quiet (their
+ * codecs rested), keep is TRIM_QUIET_MIN: an idle proxy gives its memory
+ * back.  (With 16 MiB kept there too, the core of proxy_scale, whose 100
+ * streams echoed 1 MiB and went quiet, kept 14-19 MB in 4 runs of 11, 2-8 MB
+ * in the others: the rests come over 5 s, and what the last ones freed
+ * stayed under the 16 MiB; now 3-6 MB in 6 runs of 6.)
  *
  * malloc_trim makes one madvise call per free piece of the heap, each a TLB
  * flush (50-60 us on a VM that traps them).  Once a burst of closes is over,
@@ -36,10 +44,10 @@
  * while the free memory lies in more than TRIM_PIECES_MAX pieces the trim
  * waits a tick, at most TRIM_WAIT_MAX ticks.  Returns whether it trimmed (or
  * had nothing to do). */
-static int trim_heap(struct px_node *n)
+static int trim_heap(struct px_node *n, size_t keep)
 {
 	struct mallinfo2 mi = mallinfo2();
-	if (mi.fordblks <= TRIM_FREE_MIN)
+	if (mi.fordblks <= keep)
 		return 1;
 	if (mi.ordblks > TRIM_PIECES_MAX && n->trim_waits++ < TRIM_WAIT_MAX) {
 		log_debug("heap: %zu bytes free in %zu pieces, the trim waits", mi.fordblks, mi.ordblks);
@@ -88,10 +96,12 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 			 conf_store(px_daemon_conf(n->d)), (unsigned long long)(ss.peers_untracked - n->untracked),
 			 DRE_PEER_SLOTS, DRE_PEER_IDLE_S / 3600);
 	n->untracked = ss.peers_untracked;
-	/* idle streams freed their codecs' memory: hand the pages back (freed
-	 * memory in the middle of the heap would otherwise stay resident) */
-	n->trim_due |= px_relay_rests_take() != 0;
-	if (n->trim_due && trim_heap(n))
+	/* quiet or closed streams freed their codecs' memory: hand the pages
+	 * back (freed memory in the middle of the heap would otherwise stay
+	 * resident) */
+	unsigned freed, rested = px_relay_rests_take(&freed);
+	n->trim_due |= (rested ? TRIM_QUIET : 0) | (freed ? TRIM_CLOSED : 0);
+	if (n->trim_due && trim_heap(n, n->trim_due & TRIM_QUIET ? TRIM_QUIET_MIN : TRIM_FREE_MIN))
 		n->trim_due = 0;
 	/* the store's writer thread does the fdatasync: the loop never waits on it */
 	if (++n->ticks % SYNC_EVERY == 0 && dre_store_sync_later(n->store))

@@ -26,7 +26,7 @@ struct px_node {
 	uint64_t shrink_to, shrink_evicted0; /* its target; evicted bytes at its start */
 	uint64_t shrink_t0_us; /* its start (px_mono_us) */
 	unsigned ticks;
-	int trim_due;   /* streams rested or closed since the last trim (trim_heap) */
+	int trim_due;   /* TRIM_ flags: streams rested or closed since the last trim (node.c) */
 	int trim_waits; /* ticks the trim has waited for the heap to be less split */
 	uint64_t io_errors; /* the store's I/O error count at the last tick */
 	uint64_t untracked; /* the store's count of streams from untracked peers, likewise */

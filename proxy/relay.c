@@ -43,9 +43,9 @@
 #define REST_S 5                 /* a direction quiet this long (to twice that) gives its
 				    codec's memory back: most of a proxy's streams are idle */
 
-/* Codecs that gave memory back (rested, or freed with their stream) since
- * px_relay_rests_take last looked. */
-static atomic_uint rests;
+/* Codecs that gave memory back since px_relay_rests_take last looked: rested
+ * (their streams quiet), and freed with their stream. */
+static atomic_uint rests, frees;
 
 static void lan_read_cb(struct bufferevent *bev, void *arg);
 static void finish_lan(struct px_relay *r);
@@ -111,7 +111,7 @@ static void relay_free(struct px_relay *r, int rst, const char *why)
 	if (r->rest_ev)
 		event_free(r->rest_ev);
 	if (r->enc)
-		atomic_fetch_add(&rests, 1);
+		atomic_fetch_add(&frees, 1);
 	dre_enc_free(r->enc);
 	dre_dec_free(r->dec);
 	dre_store_peer_put(r->env->store, r->peer_slot); /* the codecs that marked its bit are gone */
@@ -201,8 +201,9 @@ static void try_close_wan(struct px_relay *r)
 		finish_lan(r); /* a pair's feeder may be waiting for this (see finish_lan) */
 }
 
-unsigned px_relay_rests_take(void)
+unsigned px_relay_rests_take(unsigned *freed)
 {
+	*freed = atomic_exchange(&frees, 0);
 	return atomic_exchange(&rests, 0);
 }
 

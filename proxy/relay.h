@@ -31,10 +31,11 @@ struct px_relay_env {
 
 struct px_relay;
 
-/* How many streams' codecs gave memory back (quiet, or closed) since the last
- * call (then 0): the node then returns freed heap pages to the system
+/* How many codecs gave memory back because their streams were quiet since the
+ * last call (then 0), and in *freed how many were freed with their closed
+ * streams: the node then returns freed heap pages to the system
  * (malloc_trim). */
-unsigned px_relay_rests_take(void);
+unsigned px_relay_rests_take(unsigned *freed);
 
 /* Bind a connected (or connecting) LAN bufferevent to stream s, which carries
  * policy (enum proto_policy).  src/dst label the connection in stats and logs.
