@@ -194,7 +194,7 @@ static int frame_load(dre_dec *d, const struct dre_fhdr *h, const uint8_t *p, st
  * (that reads the output buffer), then the buffer is handed over. */
 static int frame_take(dre_dec *d, void *arg)
 {
-	int rc = dre_dec_commit(d, NULL);
+	int rc = dre_dec_frame_done(d, NULL);
 	if (rc)
 		return rc;
 	void *buf = d->out.p;
@@ -249,7 +249,7 @@ static int frame_apply(dre_dec *d, struct dre_qframe *f, dre_out_fn out, void *a
 			d->paused = 1;
 	}
 	/* a failed frame's new chunks are stored too (they are sound), not its links */
-	int crc = rc ? dre_dec_discard(d) : dre_dec_commit(d, defer ? &vj : NULL);
+	int crc = rc ? dre_dec_discard(d) : dre_dec_frame_done(d, defer ? &vj : NULL);
 	return rc ? rc : crc;
 }
 
@@ -414,17 +414,21 @@ static int queue_run(dre_dec *d, dre_out_fn out, void *arg)
 	}
 }
 
-int dre_dec_write(dre_dec *d, const void *buf, size_t n, dre_out_fn out, void *arg)
+/* Room for n more input bytes in d->in.  A threaded (command-line) decoder
+ * fills what it grows at once: its pages come in one call, not a fault each. */
+static int in_reserve(dre_dec *d, size_t n)
 {
-	if (d->err)
-		return d->err;
 	size_t had = d->in.cap;
-	if (n && dre_buf_reserve(&d->in, n))
-		return d->err = DRE_ENOMEM;
-	if (d->in.cap > had && d->lzw.t.running) /* a threaded (command-line) run fills what it grows */
+	if (dre_buf_reserve(&d->in, n))
+		return DRE_ENOMEM;
+	if (d->in.cap > had && d->lzw.t.running)
 		dre_mem_populate(d->in.p + d->in.len, d->in.cap - d->in.len);
-	if (n)
-		dre_buf_add(&d->in, buf, n); /* room reserved: cannot fail */
+	return 0;
+}
+
+/* Decode what d->in holds, n bytes of it new (dre_dec_write's contract). */
+static int in_run(dre_dec *d, size_t n, dre_out_fn out, void *arg)
+{
 	d->stats.in_bytes += n;
 	d->paused = 0;
 	int rc;
@@ -447,6 +451,35 @@ int dre_dec_write(dre_dec *d, const void *buf, size_t n, dre_out_fn out, void *a
 	if (rc < 0)
 		d->err = rc;
 	return rc < 0 ? rc : 0;
+}
+
+int dre_dec_write(dre_dec *d, const void *buf, size_t n, dre_out_fn out, void *arg)
+{
+	if (d->err)
+		return d->err;
+	if (n && in_reserve(d, n))
+		return d->err = DRE_ENOMEM;
+	if (n)
+		dre_buf_add(&d->in, buf, n); /* room reserved: cannot fail */
+	return in_run(d, n, out, arg);
+}
+
+void *dre_dec_space(dre_dec *d, size_t min, size_t *room)
+{
+	if (in_reserve(d, min ? min : 1))
+		return NULL;
+	*room = d->in.cap - d->in.len;
+	return d->in.p + d->in.len;
+}
+
+int dre_dec_commit(dre_dec *d, size_t n, dre_out_fn out, void *arg)
+{
+	if (d->err)
+		return d->err;
+	if (n > d->in.cap - d->in.len)
+		return d->err = DRE_ESTATE;
+	d->in.len += n;
+	return in_run(d, n, out, arg);
 }
 
 int dre_dec_finish(dre_dec *d)

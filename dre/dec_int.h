@@ -153,7 +153,7 @@ int dre_dec_sync(dre_dec *d);
  * flight) or run them.  With vj, the frame's checksum check and output go
  * along (or are done now, if the frame is not handed over).  0 or an error
  * (a helper thread's error shows at a later call). */
-int dre_dec_commit(dre_dec *d, const struct dre_vjob *vj);
+int dre_dec_frame_done(dre_dec *d, const struct dre_vjob *vj);
 /* Start or stop the helper thread; stopping finishes the frames in flight. */
 int dre_dec_work_start(dre_dec *d);
 void dre_dec_work_stop(dre_dec *d);

@@ -192,7 +192,7 @@ static void buf_swap(dre_buf *a, dre_buf *b)
 	a->len = 0;
 }
 
-int dre_dec_commit(dre_dec *d, const struct dre_vjob *vj)
+int dre_dec_frame_done(dre_dec *d, const struct dre_vjob *vj)
 {
 	struct dre_dwork *w = &d->w;
 	if (!w->t.running || d->sops_done) {

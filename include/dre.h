@@ -279,6 +279,13 @@ void dre_dec_set_take(dre_dec *d, dre_take_fn take);
  * the decoder pauses after that frame, keeping the rest of its input; call
  * dre_dec_write again (n may be 0) to go on. */
 int dre_dec_write(dre_dec *d, const void *buf, size_t n, dre_out_fn out, void *arg);
+/* Input written in place instead of passed to dre_dec_write (which copies
+ * it): space for at least `min` bytes (*room: how many fit), NULL when out of
+ * memory.  After writing n <= *room bytes there, dre_dec_commit decodes them
+ * as dre_dec_write would (n > *room: DRE_ESTATE); nothing else may be called
+ * on the decoder in between. */
+void *dre_dec_space(dre_dec *d, size_t min, size_t *room);
+int dre_dec_commit(dre_dec *d, size_t n, dre_out_fn out, void *arg);
 /* 1 once an END frame arrived and everything before it was applied (and no
  * part of a later frame is waiting for its rest). */
 int dre_dec_ended(const dre_dec *d);

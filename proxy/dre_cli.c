@@ -11,7 +11,6 @@
 #include <time.h>
 #include <signal.h>
 #include <strings.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -358,19 +357,15 @@ static int run_codec(struct cli *c, int decode)
 	}
 	dre_enc *e = decode ? NULL : dre_enc_new(st, &c->eo);
 	dre_dec *d = decode ? dre_dec_new(st) : NULL;
-	char *buf = decode ? malloc(IO_BLOCK) : NULL;
-	if (buf) /* filled by the first read: its pages in one call, not a fault each */
-		madvise((void *)(((uintptr_t)buf + 4095) & ~(uintptr_t)4095), IO_BLOCK - 4096, MADV_POPULATE_WRITE);
-	int rc = (!e && !d) || (decode && !buf) ? DRE_ENOMEM : 0;
+	int rc = !e && !d ? DRE_ENOMEM : 0;
 	if (!rc && d)
 		rc = dre_dec_set_threaded(d, 1);
 	uint64_t at = 0;
 	int said = 0; /* the error was reported where it happened */
 	while (!rc) {
-		/* a pipe, or a file's last frame: read into the encoder in place,
-		 * which frames it without a copy */
-		size_t room = IO_BLOCK;
-		void *dst = e ? dre_enc_space(e, IO_BLOCK / 4, &room) : buf;
+		/* read into the codec's input buffer in place: no copy */
+		size_t room;
+		void *dst = e ? dre_enc_space(e, IO_BLOCK / 4, &room) : dre_dec_space(d, IO_BLOCK, &room);
 		if (!dst) {
 			rc = DRE_ENOMEM;
 			break;
@@ -389,7 +384,7 @@ static int run_codec(struct cli *c, int decode)
 		}
 		if (n == 0)
 			break;
-		rc = decode ? dre_dec_write(d, buf, (size_t)n, write_out, NULL)
+		rc = decode ? dre_dec_commit(d, (size_t)n, write_out, NULL)
 			    : dre_enc_commit(e, (size_t)n, write_out, NULL);
 		at += (uint64_t)n;
 	}
@@ -414,7 +409,6 @@ static int run_codec(struct cli *c, int decode)
 		if (c->sync && !rc)
 			rc = DRE_EIO;
 	}
-	free(buf);
 	out_end();
 	dre_store_close(st);
 	return rc ? 1 : 0;

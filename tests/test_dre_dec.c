@@ -175,6 +175,39 @@ static void test_threaded_toggle(void **state)
 	fix_done(&f);
 }
 
+/* Input written in place (dre_dec_space, dre_dec_commit), in pieces of
+ * random size, threaded as the command line runs it, then not: the same
+ * bytes as dre_dec_write gives; a commit beyond the room is refused, and the
+ * decoder stays failed. */
+static void test_space_commit(void **state)
+{
+	for (int threaded = 1; threaded >= 0; threaded--) {
+		struct dec_fix f;
+		fix_setup(&f, 2 << 20, 2);
+		assert_int_equal(dre_dec_set_threaded(f.d, threaded), 0);
+		for (size_t pos = 0, k = 0; pos < f.enc.len; pos += k) {
+			size_t room = 0, min = 1 + t_rand() % (256 << 10);
+			uint8_t *dst = dre_dec_space(f.d, min, &room);
+			assert_non_null(dst);
+			assert_true(room >= min);
+			k = 1 + t_rand() % room;
+			if (k > f.enc.len - pos)
+				k = f.enc.len - pos;
+			memcpy(dst, f.enc.p + pos, k);
+			assert_int_equal(dre_dec_commit(f.d, k, tbuf_out, &f.dec), 0);
+		}
+		assert_int_equal(dre_dec_finish(f.d), 0);
+		assert_int_equal(f.dec.len, 2 * f.n);
+		assert_memory_equal(f.dec.p, f.p, f.n);
+		assert_memory_equal(f.dec.p + f.n, f.p, f.n);
+		size_t room = 0;
+		assert_non_null(dre_dec_space(f.d, 16, &room));
+		assert_int_equal(dre_dec_commit(f.d, room + 1, tbuf_out, &f.dec), DRE_ESTATE);
+		assert_int_equal(dre_dec_write(f.d, f.enc.p, 16, tbuf_out, &f.dec), DRE_ESTATE);
+		fix_done(&f);
+	}
+}
+
 static unsigned takes;
 
 /* A take callback: keeps the bytes, frees the buffer (ASan sees any buffer
@@ -216,6 +249,7 @@ int main(void)
 		cmocka_unit_test(test_threaded_agrees_on_damage),
 		cmocka_unit_test(test_threaded_end_frame),
 		cmocka_unit_test(test_threaded_toggle),
+		cmocka_unit_test(test_space_commit),
 		cmocka_unit_test(test_take_hands_buffers_over),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
