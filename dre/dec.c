@@ -216,8 +216,11 @@ static int frame_apply(dre_dec *d, struct dre_qframe *f, dre_out_fn out, void *a
 		return lrc;
 	d->out.len = 0;
 	dre_dec_adopt_lits(d, f);
+	size_t had = d->out.cap;
 	if (dre_buf_reserve(&d->out, f->h.raw_len))
 		return DRE_ENOMEM;
+	if (d->out.cap > had && d->lzw.t.running) /* as in_reserve: one call, not a fault a page */
+		dre_mem_populate(d->out.p, f->h.raw_len);
 	uint64_t key = f->h.type == DRE_FT_DATA ? f->seq : (f->learn_seq | 1ULL << 63);
 	/* with a helper thread and no ask path (a miss is fatal anyway), the
 	 * checksum check and the output go to the helper thread too; else the
