@@ -115,7 +115,7 @@ static int evict_oldest(dre_store *st)
 	st->evicted_bytes += f.ent_bytes;
 	st->evicted_chunks += f.ents;
 	dre_sizing_file_gone(st, f.num, f.size);
-	dre_store_close_file(&f);
+	dre_store_close_file(st, &f);
 	memmove(st->files, st->files + 1, (st->nfiles - 1) * sizeof *st->files);
 	st->nfiles--;
 	st->disk_bytes -= f.size;

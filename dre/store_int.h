@@ -73,6 +73,10 @@ void dre_sizing_hit(dre_store *st, uint32_t len);
 
 struct dre_store {
 	pthread_mutex_t mu;
+	/* held shared while a chunk is copied out of a mapping after mu is
+	 * released (dre_store_read_fast), exclusive to unmap one; taken with mu
+	 * held, never the other way round */
+	pthread_rwlock_t maps;
 	char *dir;
 	int lockfd, readonly;
 	int batch;                   /* dre_store_opts.batch: no early writeback (wq.c) */
@@ -224,8 +228,8 @@ int dre_store_load_idx(dre_store *st, uint32_t num, uint64_t size, struct dre_id
 /* Map file f for reading (map_len bytes: its size, or the most it may grow
  * to while active); without a mapping, reads use pread. */
 void dre_store_map(struct dre_sfile *f, uint64_t map_len);
-/* Unmap and close file f. */
-void dre_store_close_file(struct dre_sfile *f);
+/* Unmap (once no copy out of the mapping runs) and close file f; lock held. */
+void dre_store_close_file(dre_store *st, struct dre_sfile *f);
 /* The writer finished writing file num up to `end` (lock held). */
 void dre_store_written(dre_store *st, uint32_t num, uint64_t end);
 /* DIR/NNNNNNNN.ext of data file num. */
