@@ -380,12 +380,11 @@ int dre_store_read(dre_store *st, const dre_ent *e, void *buf)
 	return rc;
 }
 
-/* The mapped record of e's chunk if its header is sound, else NULL (for
- * read_locked to read, or to drop as bad); lock held. */
-static const uint8_t *mapped_sound(dre_store *st, const dre_ent *e, uint32_t *len)
+/* The mapped record of index entry cur if its header is sound, else NULL
+ * (for read_locked to read, or to drop as bad); lock held. */
+static const uint8_t *mapped_sound(dre_store *st, const dre_ent *cur, uint32_t *len)
 {
-	dre_ent *cur = dre_store_ent(st, e->tag);
-	struct dre_sfile *f = cur ? file_find(st, cur->file) : NULL;
+	struct dre_sfile *f = file_find(st, cur->file);
 	const uint8_t *m = f ? mapped(st, f, cur->off, cur->len) : NULL;
 	uint32_t n;
 	if (!m)
@@ -406,7 +405,8 @@ int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf)
 	uint8_t hdr[DRE_REC_HDR];
 	uint32_t len;
 	pthread_mutex_lock(&st->mu);
-	const uint8_t *m = mapped_sound(st, e, &len);
+	dre_ent *cur = dre_store_ent(st, e->tag);
+	const uint8_t *m = cur ? mapped_sound(st, cur, &len) : NULL;
 	if (m) {
 		pthread_rwlock_rdlock(&st->maps);
 		pthread_mutex_unlock(&st->mu);
@@ -419,42 +419,47 @@ int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf)
 	return rc;
 }
 
-/* 1 if the chunk of index entry cur is stored as exactly p[0..cur->len),
- * compared in place where the mapping covers it (else read into scratch,
- * which may drop a bad record and with it cur); lock held. */
-static int equal_locked(dre_store *st, const dre_ent *cur, const void *p, void *scratch)
+/* 1 if the chunk of index entry *cur is stored as exactly p[0..cur->len),
+ * compared in place where the mapping covers it, after the lock is
+ * released (as dre_store_read_fast copies); else read into scratch, which
+ * may drop a bad record and with it the entry.  Called with the lock held;
+ * returns with it released. */
+static int equal_unlock(dre_store *st, dre_ent e, const void *p, void *scratch)
 {
 	uint8_t hdr[DRE_REC_HDR];
-	dre_ent e = *cur;
-	struct dre_sfile *f = file_find(st, e.file);
-	const uint8_t *m = f ? mapped(st, f, e.off, e.len) : NULL;
 	uint32_t len;
+	const uint8_t *m = mapped_sound(st, &e, &len);
+	int eq;
 	if (m) {
-		memcpy(&len, m + 4, 4);
-		return len == e.len && dre_fp_tag(m + 8) == e.tag && !memcmp(m + DRE_REC_HDR, p, len);
+		pthread_rwlock_rdlock(&st->maps);
+		pthread_mutex_unlock(&st->mu);
+		eq = !memcmp(m + DRE_REC_HDR, p, len);
+		pthread_rwlock_unlock(&st->maps);
+		return eq;
 	}
-	return f && !read_locked(st, &e, hdr, scratch, 0) && !memcmp(scratch, p, e.len);
+	eq = file_find(st, e.file) && !read_locked(st, &e, hdr, scratch, 0) && !memcmp(scratch, p, e.len);
+	pthread_mutex_unlock(&st->mu);
+	return eq;
 }
 
 int dre_store_match(dre_store *st, uint64_t tag, const void *p, size_t max, uint32_t bits, void *scratch,
 		    dre_ent *out)
 {
-	int eq = 0;
 	pthread_mutex_lock(&st->mu);
 	dre_ent *cur = dre_store_ent(st, tag);
 	st->lookups++;
-	if (cur && cur->len <= max && (!bits || (cur->peers & bits))) {
-		*out = *cur;
-		st->hits++;
-		/* a run next looks up the successor, and whether this chunk is a
-		 * fork: both load during the compare */
-		if (cur->next)
-			dre_idx_prefetch(&st->idx, cur->next);
-		dre_store_forked_prefetch(st, tag);
-		eq = equal_locked(st, cur, p, scratch);
+	if (!cur || cur->len > max || (bits && !(cur->peers & bits))) {
+		pthread_mutex_unlock(&st->mu);
+		return 0;
 	}
-	pthread_mutex_unlock(&st->mu);
-	return eq;
+	*out = *cur;
+	st->hits++;
+	/* a run next looks up the successor, and whether this chunk is a
+	 * fork: both load during the compare */
+	if (cur->next)
+		dre_idx_prefetch(&st->idx, cur->next);
+	dre_store_forked_prefetch(st, tag);
+	return equal_unlock(st, *cur, p, scratch);
 }
 
 int dre_store_same(dre_store *st, const dre_ent *e, const uint8_t h[32])
