@@ -218,24 +218,50 @@ static void test_horizon(void **state)
 /* Two threads store and read back chunks at once in a tiny store, so records
  * are read while still queued for the writer and files are evicted while the
  * writer works: every read gives the exact bytes or "evicted", and the store
- * stays consistent, also after a restart. */
+ * stays consistent, also after a restart.  Chunks stored a while ago are read
+ * and compared again through the calls that copy out of a mapping after the
+ * store lock is released, while the other thread's puts evict their files. */
 struct conc_arg {
 	dre_store *st;
 	uint64_t seed;
 	int bad;
 };
 
+#define CONC_BACK 64 /* how far back the second reads go */
+
+/* The len bytes of chunk i, drawn from x. */
+static void conc_fill(uint8_t *p, uint64_t x, uint32_t len, int i)
+{
+	for (uint32_t k = 0; k < len; k++)
+		p[k] = (uint8_t)((x >> (k % 56)) + k * 131 + i);
+}
+
+/* Read chunk e (i, drawn from x) back through the unlocked paths: 1 if a
+ * read or compare gave anything but its bytes or "evicted". */
+static int conc_reread(dre_store *st, const dre_ent *e, uint64_t x, int i, uint8_t *p, uint8_t *q)
+{
+	dre_ent m;
+	conc_fill(p, x, e->len, i);
+	int rc = dre_store_read_fast(st, e, q);
+	if (rc == 0 ? memcmp(p, q, e->len) != 0 : rc != DRE_EMISS)
+		return 1;
+	if (dre_store_match(st, e->tag, p, e->len, 0, q, &m) && m.len != e->len)
+		return 1;
+	p[e->len / 2] ^= 1; /* one bit off: never equal */
+	return dre_store_match(st, e->tag, p, e->len, 0, q, &m);
+}
+
 static void *conc_main(void *vp)
 {
 	struct conc_arg *a = vp;
 	dre_fp *fp = dre_fp_new();
 	uint8_t *p = malloc(8192), *q = malloc(8192), h[32];
-	uint64_t x = a->seed, prev = 0;
+	uint64_t x = a->seed, prev = 0, xs[CONC_BACK];
+	dre_ent es[CONC_BACK];
 	for (int i = 0; i < 3000 && fp && p && q; i++) {
 		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
 		uint32_t len = 1 + (uint32_t)(x % 8192);
-		for (uint32_t k = 0; k < len; k++)
-			p[k] = (uint8_t)((x >> (k % 56)) + k * 131 + i);
+		conc_fill(p, x, len, i);
 		dre_fp_sha256(fp, p, len, h);
 		dre_ent e;
 		if (dre_store_put_after(a->st, h, p, len, prev, &e) < 0) {
@@ -246,6 +272,10 @@ static void *conc_main(void *vp)
 		if (rc == 0 ? e.len != len || memcmp(p, q, len) : rc != DRE_EMISS)
 			a->bad++;
 		prev = dre_fp_tag(h);
+		if (i >= CONC_BACK)
+			a->bad += conc_reread(a->st, &es[i % CONC_BACK], xs[i % CONC_BACK], i - CONC_BACK, p, q);
+		es[i % CONC_BACK] = e;
+		xs[i % CONC_BACK] = x;
 	}
 	free(p);
 	free(q);
