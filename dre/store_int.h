@@ -71,12 +71,21 @@ void dre_sizing_hit(dre_store *st, uint32_t len);
 
 #define DRE_PEER_SLACK 65536 /* tags a peer's file may hold beyond twice the index's chunks (peers.c) */
 
+struct dre_span {
+	uint8_t *p;
+	size_t n;
+};
+
 struct dre_store {
 	pthread_mutex_t mu;
-	/* held shared while a chunk is copied out of a mapping after mu is
-	 * released (dre_store_read_fast), exclusive to unmap one; taken with mu
-	 * held, never the other way round */
+	/* held shared while a chunk is copied out of a mapping or compared
+	 * after mu is released (dre_store_read_fast, dre_store_match) and while
+	 * the writer lets go of a slice of the mappings' pages (without mu);
+	 * exclusive to unmap one, with mu held.  Readers with mu take it after
+	 * mu, never the other way round; writer-preferring, so a waiting unmap
+	 * bars the let-go's next slice */
 	pthread_rwlock_t maps;
+	uint64_t map_gen;  /* unmaps so far: changed under both locks */
 	char *dir;
 	int lockfd, readonly;
 	int batch;                   /* dre_store_opts.batch: no early writeback (wq.c) */
@@ -119,6 +128,7 @@ struct dre_store {
 	uint32_t wq_forgot;       /* 1 + the file dre_wq_forget dropped jobs of, while it waits */
 	uint64_t wq_bytes;        /* record bytes appended but not yet written */
 	uint64_t map_read;        /* bytes read through mappings since their pages were let go */
+	int wq_letgo;             /* a let-go is queued for the writer */
 	struct dre_wjob *wq_spare; /* written data blocks kept for reuse */
 	unsigned wq_nspare;
 	uint32_t wq_pre_file;     /* writer only: blocks of this file are reserved... */
@@ -284,6 +294,15 @@ int dre_wq_sweep(dre_store *st, uint32_t file, uint64_t size);
 /* Have the writer clear reclaimed peer slot `slot`'s bits from the index
  * (dre_store_clear_slot); 0, or -1 if it cannot (then the caller clears). */
 int dre_wq_clear_slot(dre_store *st, int slot);
+/* Have the writer let go of the mappings' pages (dre_store_letgo), unless
+ * that is queued already; 0, or -1 if it cannot (then the caller does it).
+ * Lock held. */
+int dre_wq_letgo(dre_store *st);
+/* Let go of the pages of every data file's mapping (MADV_DONTNEED: they stay
+ * in the page cache, out of this process's resident set).  With `lock` (the
+ * store's, not held), the madvise calls run outside it, under the mappings'
+ * read lock; with lock NULL the caller holds the store's lock throughout. */
+void dre_store_letgo(dre_store *st, pthread_mutex_t *lock);
 /* Take slot's bit off every index entry, a part of the index per hold of
  * `lock` (with lock NULL the caller holds the store's lock throughout), then
  * set it again on the entries marked for the slot's new peer meanwhile, and

@@ -48,6 +48,7 @@ enum wq_kind {
 	WQ_UNLINK, /* delete evicted file `file` (.dat and .idx) */
 	WQ_SWEEP, /* remove evicted file `file`'s entries (off: its size) from the index */
 	WQ_CLEAR, /* clear reclaimed peer slot `off`'s bit from the index */
+	WQ_LETGO, /* let go of the mappings' pages (dre_store_letgo) */
 };
 
 struct dre_wjob {
@@ -215,6 +216,9 @@ static int run_job(dre_store *st, struct dre_wjob *j)
 		break;
 	case WQ_CLEAR:
 		dre_store_clear_slot(st, (int)j->off, &st->mu);
+		break;
+	case WQ_LETGO:
+		dre_store_letgo(st, &st->mu);
 		break;
 	}
 	return rc;
@@ -440,6 +444,18 @@ int dre_wq_clear_slot(dre_store *st, int slot)
 	return 0;
 }
 
+int dre_wq_letgo(dre_store *st)
+{
+	if (st->wq_letgo)
+		return 0; /* one queued already */
+	struct dre_wjob *j = st->wq_running && !st->wq_stop ? job_new(WQ_LETGO, 0, -1, 0, 0) : NULL;
+	if (!j)
+		return -1;
+	st->wq_letgo = 1;
+	push(st, j);
+	return 0;
+}
+
 /* The queued or in-flight data block holding [off, off+n) of file, or NULL. */
 static const struct dre_wjob *find_block(const dre_store *st, uint32_t file, uint64_t off, size_t n)
 {
@@ -496,7 +512,7 @@ void dre_wq_forget(dre_store *st, uint32_t file)
 	struct dre_wjob **pp = &st->wq_head, *j;
 	st->wq_tail = NULL;
 	while ((j = *pp)) {
-		if (j->file == file && j->kind != WQ_CLEAR) {
+		if (j->file == file && j->kind != WQ_CLEAR && j->kind != WQ_LETGO) {
 			*pp = j->next;
 			if (j->kind == WQ_DATA)
 				st->wq_bytes -= j->len;
@@ -513,7 +529,8 @@ void dre_wq_forget(dre_store *st, uint32_t file)
 	}
 	st->wq_waiters++;
 	st->wq_forgot = file + 1;
-	while (st->wq_busy && st->wq_busy->file == file && st->wq_busy->kind != WQ_CLEAR)
+	while (st->wq_busy && st->wq_busy->file == file && st->wq_busy->kind != WQ_CLEAR &&
+	       st->wq_busy->kind != WQ_LETGO)
 		pthread_cond_wait(&st->wq_done, &st->mu);
 	st->wq_forgot = 0;
 	st->wq_waiters--;

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -283,17 +284,42 @@ static void *conc_main(void *vp)
 	return NULL;
 }
 
+/* A third thread lets go of the mappings' pages over and over, as the
+ * store's writer does every MAP_LINGER bytes read, while files are unmapped
+ * by evictions. */
+struct letgo_arg {
+	dre_store *st;
+	atomic_int *done;
+	int rounds;
+};
+
+static void *letgo_main(void *vp)
+{
+	struct letgo_arg *a = vp;
+	while (!atomic_load(a->done)) {
+		dre_store_letgo(a->st, &a->st->mu);
+		a->rounds++;
+	}
+	return NULL;
+}
+
 static void test_store_concurrent(void **state)
 {
 	char d[64], err[256];
 	dre_store *st = t_store(d, 3 << 20);
 	struct conc_arg a[2] = { { st, 0x1234567, 0 }, { st, 0x7654321, 0 } };
-	pthread_t th[2];
+	pthread_t th[2], lt;
+	atomic_int done = 0;
+	struct letgo_arg la = { st, &done, 0 };
+	assert_int_equal(pthread_create(&lt, NULL, letgo_main, &la), 0);
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, conc_main, &a[i]), 0);
 	for (int i = 0; i < 2; i++)
 		pthread_join(th[i], NULL);
+	atomic_store(&done, 1);
+	pthread_join(lt, NULL);
 	assert_int_equal(a[0].bad + a[1].bad, 0);
+	assert_true(la.rounds > 0);
 	dre_store_stats s;
 	dre_store_get_stats(st, &s);
 	assert_true(s.evicted_chunks > 0);
