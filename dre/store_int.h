@@ -240,6 +240,10 @@ int dre_store_load_idx(dre_store *st, uint32_t num, uint64_t size, struct dre_id
 void dre_store_map(struct dre_sfile *f, uint64_t map_len);
 /* Unmap (once no copy out of the mapping runs) and close file f; lock held. */
 void dre_store_close_file(dre_store *st, struct dre_sfile *f);
+/* The mapped bytes of the record at off (header and len payload bytes) of
+ * file f, or NULL if not (yet) readable through the mapping; counts them
+ * towards the next let-go of the mappings' pages (smap.c).  Lock held. */
+const uint8_t *dre_store_mapped(dre_store *st, const struct dre_sfile *f, uint64_t off, uint32_t len);
 /* The writer finished writing file num up to `end` (lock held). */
 void dre_store_written(dre_store *st, uint32_t num, uint64_t end);
 /* DIR/NNNNNNNN.ext of data file num. */
