@@ -507,12 +507,18 @@ void dre_wq_drain(dre_store *st)
 	st->wq_drainers--;
 }
 
+/* Is j work on file `file` (a peer-slot clear or a let-go names no file)? */
+static int on_file(const struct dre_wjob *j, uint32_t file)
+{
+	return j->file == file && j->kind != WQ_CLEAR && j->kind != WQ_LETGO;
+}
+
 void dre_wq_forget(dre_store *st, uint32_t file)
 {
 	struct dre_wjob **pp = &st->wq_head, *j;
 	st->wq_tail = NULL;
 	while ((j = *pp)) {
-		if (j->file == file && j->kind != WQ_CLEAR && j->kind != WQ_LETGO) {
+		if (on_file(j, file)) {
 			*pp = j->next;
 			if (j->kind == WQ_DATA)
 				st->wq_bytes -= j->len;
@@ -529,8 +535,7 @@ void dre_wq_forget(dre_store *st, uint32_t file)
 	}
 	st->wq_waiters++;
 	st->wq_forgot = file + 1;
-	while (st->wq_busy && st->wq_busy->file == file && st->wq_busy->kind != WQ_CLEAR &&
-	       st->wq_busy->kind != WQ_LETGO)
+	while (st->wq_busy && on_file(st->wq_busy, file))
 		pthread_cond_wait(&st->wq_done, &st->mu);
 	st->wq_forgot = 0;
 	st->wq_waiters--;
