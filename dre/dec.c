@@ -509,10 +509,10 @@ int dre_dec_paused(const dre_dec *d)
 	return d->paused;
 }
 
-void dre_dec_rest(dre_dec *d)
+int dre_dec_rest(dre_dec *d)
 {
 	if (d->qhead || d->in.len > d->in_off || d->waiting || d->w.t.running || d->lzw.t.running)
-		return;
+		return 0;
 	while (d->spare) {
 		struct dre_qframe *f = d->spare;
 		d->spare = f->next;
@@ -528,6 +528,7 @@ void dre_dec_rest(dre_dec *d)
 		dre_buf_free(&d->out);
 	free(d->win);
 	d->win = NULL;
+	return 1;
 }
 
 size_t dre_dec_mem(const dre_dec *d)

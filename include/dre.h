@@ -293,10 +293,12 @@ int dre_dec_commit(dre_dec *d, size_t n, dre_out_fn out, void *arg);
 int dre_dec_ended(const dre_dec *d);
 /* 1 if the last call stopped because out asked for a pause. */
 int dre_dec_paused(const dre_dec *d);
-/* The stream has gone quiet: give back recycled frame buffers and the delta
- * window, unless frames are queued or awaited.  (Its zstd decompressor goes
- * as soon as the encoder ends its frame: dre_enc_rest.) */
-void dre_dec_rest(dre_dec *d);
+/* The stream has gone quiet: give back recycled frame buffers, the input
+ * buffer and the delta window.  Returns 1 if it did, 0 if it must keep them
+ * for now: part of a frame is in, or frames are queued or awaited (call it
+ * again later).  (Its zstd decompressor goes as soon as the encoder ends its
+ * frame: dre_enc_rest.) */
+int dre_dec_rest(dre_dec *d);
 /* Bytes d has allocated for buffers and decompressors. */
 size_t dre_dec_mem(const dre_dec *d);
 /* Encoded bytes taken but not yet decoded (partial or waiting frames). */

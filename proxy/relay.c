@@ -147,6 +147,7 @@ static int lan_out(void *arg, const void *buf, size_t len)
 	struct px_relay *r = arg;
 	if (bufferevent_write(r->bev, buf, len))
 		return -1;
+	r->wan_busy = 1;
 	stats_stream_add(r->st, STATS_LAN_OUT, len);
 	return evbuffer_get_length(bufferevent_get_output(r->bev)) >= LAN_HIWAT;
 }
@@ -165,6 +166,7 @@ static int lan_take(void *arg, void *buf, size_t len)
 		free(buf);
 		return -1;
 	}
+	r->wan_busy = 1;
 	stats_stream_add(r->st, STATS_LAN_OUT, len);
 	return evbuffer_get_length(bufferevent_get_output(r->bev)) >= LAN_HIWAT;
 }
@@ -207,6 +209,16 @@ unsigned px_relay_rests_take(unsigned *freed)
 	return atomic_exchange(&rests, 0);
 }
 
+/* The decoder gives its memory back if it holds no part of a frame
+ * (dre_dec_rest); the next tick trims the heap (px_relay_rests_take). */
+static void dec_rest(struct px_relay *r)
+{
+	if (dre_dec_rest(r->dec)) {
+		r->dec_rested = 1;
+		atomic_fetch_add(&rests, 1);
+	}
+}
+
 /* Every REST_S: a codec whose direction stayed quiet since the last call
  * gives its memory back (the encoder's costs a dozen WAN bytes, once). */
 static void rest_cb(evutil_socket_t fd, short what, void *arg)
@@ -223,11 +235,8 @@ static void rest_cb(evutil_socket_t fd, short what, void *arg)
 		atomic_fetch_add(&rests, 1);
 		px_relay_stats_sync(r);
 	}
-	if (!r->wan_busy && !r->dec_rested && !dre_dec_paused(r->dec)) {
-		dre_dec_rest(r->dec);
-		r->dec_rested = 1;
-		atomic_fetch_add(&rests, 1);
-	}
+	if (!r->wan_busy && !r->dec_rested && !dre_dec_paused(r->dec))
+		dec_rest(r);
 	r->lan_busy = r->wan_busy = 0;
 }
 
@@ -354,7 +363,9 @@ static void ts_data(tun_stream *s, void *arg, const void *buf, size_t len)
 	struct px_relay *r = arg;
 	stats_stream_add(r->st, STATS_WAN_IN, len);
 	r->held += len;
-	r->wan_busy = 1;
+	/* rested, and no output since: a frame that brings none either (the
+	 * peer's encoder resting) leaves the decoder rested */
+	unsigned rested = r->dec_rested;
 	r->dec_rested = 0;
 	if (r->dec && dre_dec_paused(r->dec)) {
 		if (evbuffer_add(r->pend, buf, len))
@@ -367,6 +378,8 @@ static void ts_data(tun_stream *s, void *arg, const void *buf, size_t len)
 			relay_abort(r, PROTO_RST_CODEC, dre_strerror(rc));
 			return;
 		}
+		if (rested && !r->wan_busy)
+			dec_rest(r);
 	} else if (lan_out(r, buf, len) < 0) {
 		relay_abort(r, PROTO_RST_INTERNAL, "LAN write failed");
 		return;

@@ -49,7 +49,7 @@ struct px_relay {
 	unsigned lz_full : 1;     /* ... or after a slow link's frame of new data */
 	unsigned pass_cut : 1;    /* ... or because the event loop pass ran long (pass_long) */
 	unsigned lan_busy : 1;    /* LAN bytes read since the last rest check */
-	unsigned wan_busy : 1;    /* tunnel bytes arrived since then */
+	unsigned wan_busy : 1;    /* decoded bytes went to the LAN since then */
 	unsigned enc_rested : 1;  /* the encoder gave its memory back, and stayed quiet */
 	unsigned dec_rested : 1;  /* the same for the decoder */
 	uint32_t direct;          /* pump_direct's read size: DIRECT_MIN .. READ_CHUNK */

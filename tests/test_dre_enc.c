@@ -426,7 +426,7 @@ static void rest_version(int lz, int version)
 		assert_true(enc->len - at <= (i ? 0u : 32u));
 		assert_true(dre_enc_mem(e) < (64u << 10));
 		assert_int_equal(t_decode(d, enc->p + at, enc->len - at, 7, dec), 0);
-		dre_dec_rest(d);
+		assert_int_equal(dre_dec_rest(d), 1);
 		assert_true(dre_dec_mem(d) < (64u << 10));
 	}
 	size_t at = enc->len;
@@ -443,6 +443,31 @@ static void test_rest(void **state)
 		rest_version(DRE_LZ_ZSTD, v);
 		rest_version(DRE_LZ_LZ4, v);
 	}
+}
+
+/* A decoder holding part of a frame keeps its memory when asked to rest
+ * (dre_dec_rest says 0): the rest of the frame then decodes, and the next
+ * rest gives it back. */
+static void test_rest_mid_frame(void **state)
+{
+	struct ends t;
+	size_t n = 1 << 20;
+	uint8_t *p = malloc(n);
+	t_fill_text(p, n);
+	dre_enc_opts o = { .lz = DRE_LZ_LZ4, .retain = 1 };
+	ends_open(&t, &o);
+	assert_int_equal(t_encode(t.e, p, n, 65536, &t.enc), 0);
+	size_t cut = t.enc.len - 100;
+	assert_int_equal(dre_dec_write(t.d, t.enc.p, cut, tbuf_out, &t.dec), 0);
+	size_t held = dre_dec_mem(t.d);
+	assert_int_equal(dre_dec_rest(t.d), 0);
+	assert_int_equal(dre_dec_mem(t.d), held);
+	assert_int_equal(dre_dec_write(t.d, t.enc.p + cut, t.enc.len - cut, tbuf_out, &t.dec), 0);
+	held = dre_dec_mem(t.d);
+	assert_int_equal(dre_dec_rest(t.d), 1);
+	assert_true(dre_dec_mem(t.d) + (64u << 10) < held);
+	ends_check_close(&t, p, n);
+	free(p);
 }
 
 /* Compress 1 MiB pieces of p[0..n) (flushed each, as frames are) with z
@@ -574,6 +599,7 @@ int main(void)
 		cmocka_unit_test(test_slow_level_memory),
 		cmocka_unit_test(test_frame_lit_max),
 		cmocka_unit_test(test_rest),
+		cmocka_unit_test(test_rest_mid_frame),
 		cmocka_unit_test(test_lz_workers),
 		cmocka_unit_test(test_prep_cuts),
 	};
