@@ -85,6 +85,7 @@ void dre_dec_free(dre_dec *d)
 		return;
 	dre_dec_work_stop(d);
 	dre_dec_lz_stop(d);
+	dre_rwin_free(&d->rw);
 	dre_buf_free(&d->sops);
 	while (d->spare) {
 		struct dre_qframe *f = d->spare;
@@ -528,13 +529,14 @@ int dre_dec_rest(dre_dec *d)
 		dre_buf_free(&d->out);
 	free(d->win);
 	d->win = NULL;
+	dre_rwin_free(&d->rw);
 	return 1;
 }
 
 size_t dre_dec_mem(const dre_dec *d)
 {
 	size_t n = sizeof *d + d->in.cap + d->sops.cap + d->undo.cap + d->out.cap +
-		   (d->win ? DRE_DELTA_WIN + DRE_CHUNK_MAX : 0);
+		   (d->win ? DRE_DELTA_WIN + DRE_CHUNK_MAX : 0) + dre_rwin_mem(&d->rw);
 	for (int i = 0; i < 3; i++)
 		n += dre_lz_mem(d->lz[i]);
 	for (const struct dre_qframe *f = d->spare; f; f = f->next)

@@ -119,6 +119,7 @@ struct dre_dec {
 	struct dre_dwork w;
 	dre_buf out;              /* the frame being rebuilt */
 	uint8_t *win;             /* delta base window */
+	dre_rwin rw;              /* the store read ahead, for runs (rwin.c) */
 	uint64_t win_tag[16];
 	uint32_t win_end[16];
 	int win_cnt;

@@ -250,7 +250,7 @@ int dre_dec_read(dre_dec *d, uint64_t tag, dre_ent *e, uint8_t *buf, size_t max)
 			return DRE_EMISS;
 		if (e->len > max)
 			return DRE_ECORRUPT;
-		int rc = dre_store_read_fast(d->st, e, buf);
+		int rc = dre_store_read_fast(d->st, e, buf, &d->rw);
 		/* found before the helper thread evicted its file: this frame's
 		 * pending operations may store the chunk again */
 		if (rc != DRE_EMISS || again || !(d->cur_bytes + d->fly_bytes) || dre_dec_sync(d))

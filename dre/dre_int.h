@@ -175,12 +175,25 @@ int dre_store_find_ahead(dre_store *st, uint64_t tag, uint64_t ahead, dre_ent *e
  * (0: none).  Returns 1 if added, 0 if present, <0 on error. */
 int dre_store_put_after(dre_store *st, const uint8_t h[32], const void *p, uint32_t len,
 			uint64_t prev, dre_ent *e);
+/* A reader's window on the store's data files (rwin.c): a run of stored
+ * chunks read ahead with one pread.  Zeroed to start; one thread at a time. */
+typedef struct dre_rwin {
+	uint8_t *buf;                /* allocated by the first run read through it */
+	uint64_t gen;                /* the store's unmap count when filled */
+	uint64_t off, last_end;      /* buf holds file `file` from off, len bytes */
+	uint32_t file, len, last_file; /* the last record read ended at last_end */
+} dre_rwin;
+/* Give back w's buffer (it is allocated again when needed). */
+void dre_rwin_free(dre_rwin *w);
+/* Bytes w holds. */
+size_t dre_rwin_mem(const dre_rwin *w);
 /* Copy a chunk's payload into buf (e->len bytes) and verify its record
  * checksum; 0, DRE_EMISS (evicted since), or DRE_EIO. */
 int dre_store_read(dre_store *st, const dre_ent *e, void *buf);
 /* As dre_store_read without the payload checksum: for bytes that a frame
- * checksum (or a comparison) covers anyway. */
-int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf);
+ * checksum (or a comparison) covers anyway.  w (or NULL): the reader's
+ * window, for reads that run on through a data file. */
+int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf, dre_rwin *w);
 /* The most one store operation on a chunk of len bytes appends to the data
  * files: a chunk record (dre_store_add) or a refresh's copy (dre_store_hit),
  * and a LINK record. */
@@ -196,8 +209,9 @@ uint32_t dre_store_horizon(dre_store *st, uint64_t extra, uint32_t *active);
  * bytes long, held by a peer in `bits` (0: no check) and its bytes equal p,
  * fill *out and return 1; else 0.  It changes nothing (the caller refreshes
  * the chunk with dre_store_hit, in stream order).
- * scratch (DRE_DELTA_WIN bytes) serves reads the mapping cannot. */
-int dre_store_match(dre_store *st, uint64_t tag, const void *p, size_t max, uint32_t bits, void *scratch,
+ * scratch (DRE_DELTA_WIN bytes) serves reads the mapping cannot; w (or
+ * NULL) as for dre_store_read_fast. */
+int dre_store_match(dre_store *st, uint64_t tag, const void *p, size_t max, uint32_t bits, void *scratch, dre_rwin *w,
 		    dre_ent *out);
 /* 1 if the chunk stored for e has exactly SHA-256 h (not just the tag). */
 int dre_store_same(dre_store *st, const dre_ent *e, const uint8_t h[32]);

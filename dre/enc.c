@@ -123,6 +123,7 @@ void dre_enc_free(dre_enc *e)
 		return;
 	dre_enc_work_stop(e);
 	dre_enc_ret_free(e);
+	dre_rwin_free(&e->rw);
 	dre_fp_free(e->fp);
 	dre_lz_free(e->lz);
 	dre_buf_free(&e->in);
@@ -161,7 +162,7 @@ static uint8_t *enc_win(dre_enc *e)
 static int enc_match(dre_enc *e, uint64_t tag, const uint8_t *p, size_t max, dre_ent *ent)
 {
 	uint8_t *w = enc_win(e);
-	return w && dre_store_match(e->st, tag, p, max, e->peer_bit, w, ent) && ent->file >= e->horizon;
+	return w && dre_store_match(e->st, tag, p, max, e->peer_bit, w, &e->rw, ent) && ent->file >= e->horizon;
 }
 
 /* Append an op code and up to two varints to the op list. */
@@ -314,7 +315,7 @@ static size_t win_fill(dre_enc *e)
 	for (int i = 0; t && i < WIN_CHUNKS; i++) {
 		dre_ent w;
 		if (!dre_store_find(e->st, t, &w) || !peer_has(e, &w) || n + w.len > DRE_DELTA_WIN ||
-		    dre_store_read_fast(e->st, &w, e->win + n))
+		    dre_store_read_fast(e->st, &w, e->win + n, &e->rw))
 			break;
 		e->win_tag[i] = t;
 		e->win_end[i] = (uint32_t)(n + w.len);
@@ -626,6 +627,7 @@ int dre_enc_rest(dre_enc *e, dre_out_fn out, void *arg)
 	free(e->win);
 	e->win = NULL;
 	e->win_n = 0;
+	dre_rwin_free(&e->rw);
 	if (!e->nret) {
 		free(e->ret);
 		e->ret = NULL;
@@ -637,7 +639,8 @@ int dre_enc_rest(dre_enc *e, dre_out_fn out, void *arg)
 size_t dre_enc_mem(const dre_enc *e)
 {
 	const dre_buf *b[] = { &e->in, &e->ops, &e->lits, &e->out, &e->cur_ch, &e->cur_raw, &e->eops, &e->edata };
-	size_t n = sizeof *e + dre_lz_mem(e->lz) + (e->win ? DRE_DELTA_WIN : 0) + e->ret_cap * sizeof *e->ret;
+	size_t n = sizeof *e + dre_lz_mem(e->lz) + (e->win ? DRE_DELTA_WIN : 0) + e->ret_cap * sizeof *e->ret +
+		   dre_rwin_mem(&e->rw);
 	for (size_t i = 0; i < e->nret; i++)
 		n += e->ret[(e->ret_head + i) % e->ret_cap].rawlen;
 	for (size_t i = 0; i < sizeof b / sizeof *b; i++)

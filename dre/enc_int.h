@@ -107,6 +107,7 @@ struct dre_enc {
 	int last_cont;         /* the last chunk was a run continuation of the one before */
 	uint32_t peer_bit;     /* the peer's slot bit, 0: untracked (assumed to hold all) */
 	uint8_t *win;          /* delta base window */
+	dre_rwin rw;           /* the store read ahead, for runs (rwin.c) */
 	uint64_t win_tag[8];
 	uint32_t win_end[8];
 	int win_n;

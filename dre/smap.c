@@ -29,14 +29,15 @@ void dre_store_map(struct dre_sfile *f, uint64_t map_len)
 
 void dre_store_close_file(dre_store *st, struct dre_sfile *f)
 {
-	if (f->map) {
-		pthread_rwlock_wrlock(&st->maps);
+	/* a read window's pread (rwin.c) uses the descriptor under the read
+	 * lock, and the generation voids windows on the file */
+	pthread_rwlock_wrlock(&st->maps);
+	if (f->map)
 		munmap((void *)f->map, f->map_len);
-		st->map_gen++;
-		pthread_rwlock_unlock(&st->maps);
-	}
 	f->map = NULL;
 	close(f->fd);
+	st->map_gen++;
+	pthread_rwlock_unlock(&st->maps);
 }
 
 #define LETGO_SLICE (32u << 20) /* pages let go per hold of the mappings' read lock */

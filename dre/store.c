@@ -89,6 +89,11 @@ static struct dre_sfile *file_find(dre_store *st, uint32_t num)
 	return lo < st->nfiles && st->files[lo].num == num ? &st->files[lo] : NULL;
 }
 
+struct dre_sfile *dre_store_file(dre_store *st, uint32_t num)
+{
+	return file_find(st, num);
+}
+
 void dre_store_written(dre_store *st, uint32_t num, uint64_t end)
 {
 	struct dre_sfile *f = file_find(st, num);
@@ -345,12 +350,21 @@ static const uint8_t *mapped_sound(dre_store *st, const dre_ent *cur, uint32_t *
  * a repeat are most of what a decoder does, and the helper thread's hit
  * bookkeeping waited for them on the lock (futex waits and wakes took a
  * fifth of decoding a repeat). */
-int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf)
+int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf, dre_rwin *w)
 {
 	uint8_t hdr[DRE_REC_HDR];
 	uint32_t len;
 	pthread_mutex_lock(&st->mu);
 	dre_ent *cur = dre_store_ent(st, e->tag);
+	if (cur && w) {
+		dre_ent c = *cur;
+		const uint8_t *m = dre_rwin_unlock(st, w, &c);
+		if (m) {
+			memcpy(buf, m + DRE_REC_HDR, c.len);
+			return 0;
+		}
+		cur = dre_store_ent(st, e->tag); /* the lock may have been let go meanwhile */
+	}
 	const uint8_t *m = cur ? mapped_sound(st, cur, &len) : NULL;
 	if (m) {
 		pthread_rwlock_rdlock(&st->maps);
@@ -369,11 +383,14 @@ int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf)
  * released (as dre_store_read_fast copies); else read into scratch, which
  * may drop a bad record and with it the entry.  Called with the lock held;
  * returns with it released. */
-static int equal_unlock(dre_store *st, dre_ent e, const void *p, void *scratch)
+static int equal_unlock(dre_store *st, dre_ent e, const void *p, void *scratch, dre_rwin *w)
 {
 	uint8_t hdr[DRE_REC_HDR];
 	uint32_t len;
-	const uint8_t *m = mapped_sound(st, &e, &len);
+	const uint8_t *m = dre_rwin_unlock(st, w, &e);
+	if (m)
+		return !memcmp(m + DRE_REC_HDR, p, e.len);
+	m = mapped_sound(st, &e, &len);
 	int eq;
 	if (m) {
 		pthread_rwlock_rdlock(&st->maps);
@@ -388,7 +405,7 @@ static int equal_unlock(dre_store *st, dre_ent e, const void *p, void *scratch)
 }
 
 int dre_store_match(dre_store *st, uint64_t tag, const void *p, size_t max, uint32_t bits, void *scratch,
-		    dre_ent *out)
+		    dre_rwin *w, dre_ent *out)
 {
 	pthread_mutex_lock(&st->mu);
 	dre_ent *cur = dre_store_ent(st, tag);
@@ -404,7 +421,7 @@ int dre_store_match(dre_store *st, uint64_t tag, const void *p, size_t max, uint
 	if (cur->next)
 		dre_idx_prefetch(&st->idx, cur->next);
 	dre_store_forked_prefetch(st, tag);
-	return equal_unlock(st, *cur, p, scratch);
+	return equal_unlock(st, *cur, p, scratch, w);
 }
 
 int dre_store_same(dre_store *st, const dre_ent *e, const uint8_t h[32])

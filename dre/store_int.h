@@ -85,7 +85,7 @@ struct dre_store {
 	 * mu, never the other way round; writer-preferring, so a waiting unmap
 	 * bars the let-go's next slice */
 	pthread_rwlock_t maps;
-	uint64_t map_gen;  /* unmaps so far: changed under both locks */
+	uint64_t map_gen;  /* files closed so far: changed under both locks */
 	char *dir;
 	int lockfd, readonly;
 	int batch;                   /* dre_store_opts.batch: no early writeback (wq.c) */
@@ -238,12 +238,19 @@ int dre_store_load_idx(dre_store *st, uint32_t num, uint64_t size, struct dre_id
 /* Map file f for reading (map_len bytes: its size, or the most it may grow
  * to while active); without a mapping, reads use pread. */
 void dre_store_map(struct dre_sfile *f, uint64_t map_len);
-/* Unmap (once no copy out of the mapping runs) and close file f; lock held. */
+/* Unmap (once no copy out of the mapping or read into a window runs) and
+ * close file f; lock held. */
 void dre_store_close_file(dre_store *st, struct dre_sfile *f);
 /* The mapped bytes of the record at off (header and len payload bytes) of
  * file f, or NULL if not (yet) readable through the mapping; counts them
  * towards the next let-go of the mappings' pages (smap.c).  Lock held. */
 const uint8_t *dre_store_mapped(dre_store *st, const struct dre_sfile *f, uint64_t off, uint32_t len);
+/* Data file num, or NULL (lock held). */
+struct dre_sfile *dre_store_file(dre_store *st, uint32_t num);
+/* The record (header and payload) of e, sound, out of window w, read into
+ * it if this read runs on from w's last: then the lock is released.  NULL
+ * (lock still held): read it another way (rwin.c). */
+const uint8_t *dre_rwin_unlock(dre_store *st, dre_rwin *w, const dre_ent *e);
 /* The writer finished writing file num up to `end` (lock held). */
 void dre_store_written(dre_store *st, uint32_t num, uint64_t end);
 /* DIR/NNNNNNNN.ext of data file num. */

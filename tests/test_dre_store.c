@@ -226,6 +226,7 @@ struct conc_arg {
 	dre_store *st;
 	uint64_t seed;
 	int bad;
+	int windowed; /* its rereads went through a read window */
 };
 
 #define CONC_BACK 64 /* how far back the second reads go */
@@ -239,17 +240,17 @@ static void conc_fill(uint8_t *p, uint64_t x, uint32_t len, int i)
 
 /* Read chunk e (i, drawn from x) back through the unlocked paths: 1 if a
  * read or compare gave anything but its bytes or "evicted". */
-static int conc_reread(dre_store *st, const dre_ent *e, uint64_t x, int i, uint8_t *p, uint8_t *q)
+static int conc_reread(dre_store *st, const dre_ent *e, uint64_t x, int i, uint8_t *p, uint8_t *q, dre_rwin *w)
 {
 	dre_ent m;
 	conc_fill(p, x, e->len, i);
-	int rc = dre_store_read_fast(st, e, q);
+	int rc = dre_store_read_fast(st, e, q, w);
 	if (rc == 0 ? memcmp(p, q, e->len) != 0 : rc != DRE_EMISS)
 		return 1;
-	if (dre_store_match(st, e->tag, p, e->len, 0, q, &m) && m.len != e->len)
+	if (dre_store_match(st, e->tag, p, e->len, 0, q, w, &m) && m.len != e->len)
 		return 1;
 	p[e->len / 2] ^= 1; /* one bit off: never equal */
-	return dre_store_match(st, e->tag, p, e->len, 0, q, &m);
+	return dre_store_match(st, e->tag, p, e->len, 0, q, w, &m);
 }
 
 static void *conc_main(void *vp)
@@ -259,6 +260,7 @@ static void *conc_main(void *vp)
 	uint8_t *p = malloc(8192), *q = malloc(8192), h[32];
 	uint64_t x = a->seed, prev = 0, xs[CONC_BACK];
 	dre_ent es[CONC_BACK];
+	dre_rwin rw = { 0 }; /* most rereads run on through a file: through it */
 	for (int i = 0; i < 3000 && fp && p && q; i++) {
 		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
 		uint32_t len = 1 + (uint32_t)(x % 8192);
@@ -274,10 +276,13 @@ static void *conc_main(void *vp)
 			a->bad++;
 		prev = dre_fp_tag(h);
 		if (i >= CONC_BACK)
-			a->bad += conc_reread(a->st, &es[i % CONC_BACK], xs[i % CONC_BACK], i - CONC_BACK, p, q);
+			a->bad += conc_reread(a->st, &es[i % CONC_BACK], xs[i % CONC_BACK], i - CONC_BACK, p, q,
+					      i % 8 ? &rw : NULL);
 		es[i % CONC_BACK] = e;
 		xs[i % CONC_BACK] = x;
 	}
+	a->windowed = rw.buf != NULL;
+	dre_rwin_free(&rw);
 	free(p);
 	free(q);
 	dre_fp_free(fp);
@@ -307,7 +312,7 @@ static void test_store_concurrent(void **state)
 {
 	char d[64], err[256];
 	dre_store *st = t_store(d, 3 << 20);
-	struct conc_arg a[2] = { { st, 0x1234567, 0 }, { st, 0x7654321, 0 } };
+	struct conc_arg a[2] = { { st, 0x1234567, 0, 0 }, { st, 0x7654321, 0, 0 } };
 	pthread_t th[2], lt;
 	atomic_int done = 0;
 	struct letgo_arg la = { st, &done, 0 };
@@ -319,6 +324,7 @@ static void test_store_concurrent(void **state)
 	atomic_store(&done, 1);
 	pthread_join(lt, NULL);
 	assert_int_equal(a[0].bad + a[1].bad, 0);
+	assert_true(a[0].windowed && a[1].windowed);
 	assert_true(la.rounds > 0);
 	dre_store_stats s;
 	dre_store_get_stats(st, &s);
