@@ -34,9 +34,7 @@ static const uint8_t *in_window(const dre_rwin *w, const dre_ent *e)
 	if (!w->len || w->file != e->file || e->off < w->off || end > w->off + w->len)
 		return NULL;
 	const uint8_t *m = w->buf + (e->off - w->off);
-	uint32_t n;
-	memcpy(&n, m + 4, 4);
-	return n == e->len && dre_fp_tag(m + 8) == e->tag && !dre_rec_check(m, NULL) ? m : NULL;
+	return dre_rec_sound(m, e, NULL) ? NULL : m;
 }
 
 /* Fill w from e's record on (lock held; released during the pread, under

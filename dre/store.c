@@ -76,6 +76,15 @@ int dre_rec_check(const uint8_t h[DRE_REC_HDR], const void *payload)
 	return 0;
 }
 
+/* 0 if h heads index entry e's record (its length and tag) and is sound,
+ * with its payload when given. */
+int dre_rec_sound(const uint8_t h[DRE_REC_HDR], const dre_ent *e, const void *payload)
+{
+	uint32_t len;
+	memcpy(&len, h + 4, 4);
+	return len != e->len || dre_fp_tag(h + 8) != e->tag ? -1 : dre_rec_check(h, payload);
+}
+
 static struct dre_sfile *file_find(dre_store *st, uint32_t num)
 {
 	size_t lo = 0, hi = st->nfiles;
@@ -304,9 +313,7 @@ static int read_locked(dre_store *st, const dre_ent *e, uint8_t hdr[DRE_REC_HDR]
 			memset(hdr, 0, DRE_REC_HDR);
 		}
 	}
-	uint32_t len;
-	memcpy(&len, hdr + 4, 4);
-	if (len != cur->len || dre_fp_tag(hdr + 8) != cur->tag || dre_rec_check(hdr, verify ? buf : NULL)) {
+	if (dre_rec_sound(hdr, cur, verify ? buf : NULL)) {
 		/* the data on disk went bad: forget the chunk rather than serve it.
 		 * Its successor goes with it: stored again, it gets the next one
 		 * seen, and a peer may still hold the old one, so note it as a fork
@@ -336,13 +343,9 @@ static const uint8_t *mapped_sound(dre_store *st, const dre_ent *cur, uint32_t *
 {
 	struct dre_sfile *f = file_find(st, cur->file);
 	const uint8_t *m = f ? dre_store_mapped(st, f, cur->off, cur->len) : NULL;
-	uint32_t n;
-	if (!m)
+	if (!m || dre_rec_sound(m, cur, NULL))
 		return NULL;
-	memcpy(&n, m + 4, 4);
-	if (n != cur->len || dre_fp_tag(m + 8) != cur->tag || dre_rec_check(m, NULL))
-		return NULL;
-	*len = n;
+	*len = cur->len;
 	return m;
 }
 
@@ -664,8 +667,7 @@ int dre_store_check(dre_store *st, char *err, size_t errlen)
 		if (!f || e->off + (uint64_t)DRE_REC_HDR + e->len > f->size) {
 			dre_seterr(err, errlen, "chunk %016" PRIx64 " points past file %08" PRIx32, e->tag, e->file);
 			rc = DRE_ESTORE;
-		} else if (pread(f->fd, hdr, sizeof hdr, e->off) != DRE_REC_HDR || dre_rec_check(hdr, NULL) ||
-			   dre_fp_tag(hdr + 8) != e->tag) {
+		} else if (pread(f->fd, hdr, sizeof hdr, e->off) != DRE_REC_HDR || dre_rec_sound(hdr, e, NULL)) {
 			dre_seterr(err, errlen, "chunk %016" PRIx64 ": record header mismatch", e->tag);
 			rc = DRE_ESTORE;
 		} else if (!payload_sound(f, e, hdr, buf, fp)) {

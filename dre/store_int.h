@@ -142,6 +142,7 @@ struct dre_store {
 void dre_rec_header(uint8_t h[DRE_REC_HDR], uint32_t magic, uint32_t len, const uint8_t hash[32],
 		    uint64_t prev, const void *payload);
 int dre_rec_check(const uint8_t h[DRE_REC_HDR], const void *payload);
+int dre_rec_sound(const uint8_t h[DRE_REC_HDR], const dre_ent *e, const void *payload);
 int dre_store_apply(dre_store *st, uint32_t file, const struct dre_idxent *ie);
 /* 1 if index entry e belongs to an evicted file: it counts as gone from the
  * moment its file is evicted, though it leaves the index later, in batches
