@@ -337,15 +337,18 @@ int dre_store_read(dre_store *st, const dre_ent *e, void *buf)
 	return rc;
 }
 
-/* The mapped record of index entry cur if its header is sound, else NULL
- * (for read_locked to read, or to drop as bad); lock held. */
-static const uint8_t *mapped_sound(dre_store *st, const dre_ent *cur, uint32_t *len)
+/* The mapped record of index entry cur if its header is sound, with the
+ * lock released and the mappings' read lock taken (the caller reads it, then
+ * releases that); else NULL, lock still held (read_locked reads the record,
+ * or drops it as bad). */
+static const uint8_t *mapped_unlock(dre_store *st, const dre_ent *cur)
 {
 	struct dre_sfile *f = file_find(st, cur->file);
 	const uint8_t *m = f ? dre_store_mapped(st, f, cur->off, cur->len) : NULL;
 	if (!m || dre_rec_sound(m, cur, NULL))
 		return NULL;
-	*len = cur->len;
+	pthread_rwlock_rdlock(&st->maps);
+	pthread_mutex_unlock(&st->mu);
 	return m;
 }
 
@@ -356,7 +359,6 @@ static const uint8_t *mapped_sound(dre_store *st, const dre_ent *cur, uint32_t *
 int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf, dre_rwin *w)
 {
 	uint8_t hdr[DRE_REC_HDR];
-	uint32_t len;
 	pthread_mutex_lock(&st->mu);
 	dre_ent *cur = dre_store_ent(st, e->tag);
 	if (cur && w) {
@@ -368,10 +370,9 @@ int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf, dre_rwin *w)
 		}
 		cur = dre_store_ent(st, e->tag); /* the lock may have been let go meanwhile */
 	}
-	const uint8_t *m = cur ? mapped_sound(st, cur, &len) : NULL;
+	uint32_t len = cur ? cur->len : 0;
+	const uint8_t *m = cur ? mapped_unlock(st, cur) : NULL;
 	if (m) {
-		pthread_rwlock_rdlock(&st->maps);
-		pthread_mutex_unlock(&st->mu);
 		memcpy(buf, m + DRE_REC_HDR, len);
 		pthread_rwlock_unlock(&st->maps);
 		return 0;
@@ -389,16 +390,13 @@ int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf, dre_rwin *w)
 static int equal_unlock(dre_store *st, dre_ent e, const void *p, void *scratch, dre_rwin *w)
 {
 	uint8_t hdr[DRE_REC_HDR];
-	uint32_t len;
 	const uint8_t *m = dre_rwin_unlock(st, w, &e);
 	if (m)
 		return !memcmp(m + DRE_REC_HDR, p, e.len);
-	m = mapped_sound(st, &e, &len);
+	m = mapped_unlock(st, &e);
 	int eq;
 	if (m) {
-		pthread_rwlock_rdlock(&st->maps);
-		pthread_mutex_unlock(&st->mu);
-		eq = !memcmp(m + DRE_REC_HDR, p, len);
+		eq = !memcmp(m + DRE_REC_HDR, p, e.len);
 		pthread_rwlock_unlock(&st->maps);
 		return eq;
 	}
