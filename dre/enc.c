@@ -96,8 +96,7 @@ dre_enc *dre_enc_new(dre_store *st, const dre_enc_opts *o)
 		e->seed = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ULL ^ (uint64_t)getpid();
 	if (dre_cdc_init(&e->cdc, o->chunk_min ? o->chunk_min : CHUNK_MIN, o->chunk_avg ? o->chunk_avg : CHUNK_AVG,
 			 o->chunk_max ? o->chunk_max : CHUNK_MAX) || !(e->fp = dre_fp_new()) ||
-	    !(e->lz = dre_lz_new(e->lzkind, pick_level(o), 0)) ||
-	    !(e->ins = malloc(DRE_DELTA_INS_MAX * sizeof *e->ins)) || (o->threaded && dre_enc_work_start(e))) {
+	    !(e->lz = dre_lz_new(e->lzkind, pick_level(o), 0)) || (o->threaded && dre_enc_work_start(e))) {
 		dre_enc_free(e);
 		return NULL;
 	}
@@ -333,7 +332,7 @@ static int enc_delta(dre_enc *e, const uint8_t *p, uint32_t len)
 		return 0;
 	e->win_n = 0;
 	size_t wn = win_fill(e);
-	if (wn && lit_own(e))
+	if (wn && (lit_own(e) || (!e->ins && !(e->ins = malloc(DRE_DELTA_INS_MAX * sizeof *e->ins)))))
 		return DRE_ENOMEM;
 	size_t lits0 = e->lits.len;
 	int n = wn ? dre_delta_encode(e->win, wn, p, len, e->ins, DRE_DELTA_INS_MAX, &e->lits) : -1;
@@ -627,6 +626,8 @@ int dre_enc_rest(dre_enc *e, dre_out_fn out, void *arg)
 	free(e->win);
 	e->win = NULL;
 	e->win_n = 0;
+	free(e->ins); /* 48 KiB */
+	e->ins = NULL;
 	dre_rwin_free(&e->rw);
 	if (!e->nret) {
 		free(e->ret);
@@ -640,7 +641,7 @@ size_t dre_enc_mem(const dre_enc *e)
 {
 	const dre_buf *b[] = { &e->in, &e->ops, &e->lits, &e->out, &e->cur_ch, &e->cur_raw, &e->eops, &e->edata };
 	size_t n = sizeof *e + dre_lz_mem(e->lz) + (e->win ? DRE_DELTA_WIN : 0) + e->ret_cap * sizeof *e->ret +
-		   dre_rwin_mem(&e->rw);
+		   dre_rwin_mem(&e->rw) + (e->ins ? DRE_DELTA_INS_MAX * sizeof *e->ins : 0);
 	for (size_t i = 0; i < e->nret; i++)
 		n += e->ret[(e->ret_head + i) % e->ret_cap].rawlen;
 	for (size_t i = 0; i < sizeof b / sizeof *b; i++)
