@@ -488,14 +488,30 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *
  * next bytes' prefix key (note_break), if they are exactly it and it ends at a
  * content cut (not one a stream's end made: chunks stay aligned); 1 if so,
  * with *ent. */
-static int prefix_match(dre_enc *e, const uint8_t *p, size_t max, dre_ent *ent)
+static int prefix_match(dre_enc *e, const uint8_t *p, size_t max, dre_ent *ent, uint32_t *hint)
 {
 	uint64_t key = e->prev == e->cur.tag ? prefix_key(e, p, max) : 0, tag;
-	for (int i = 0; key && i < 2; i++, key ^= PREFIX_TWIN)
-		if ((tag = dre_store_alt_get(e->st, key)) && enc_match(e, tag, p, max, ent) &&
-		    dre_cdc_cuts_at(&e->cdc, p, ent->len))
+	dre_ent c;
+	for (int i = 0; key && i < 2; i++, key ^= PREFIX_TWIN) {
+		if (!(tag = dre_store_alt_get(e->st, key)))
+			continue;
+		if (enc_match(e, tag, p, max, ent) && dre_cdc_cuts_at(&e->cdc, p, ent->len))
 			return 1;
+		if (!*hint && dre_store_find(e->st, tag, &c) && c.len <= max && dre_cdc_cuts_at(&e->cdc, p, c.len))
+			*hint = c.len;
+	}
 	return 0;
+}
+
+/* Where a run broke and the chunk noted under the next bytes' first ones
+ * (prefix_match) was another of the same length, ending at a content cut
+ * there (copies of one file, followed by different data): the chunk that
+ * ends there, found as enc_alt finds it, but with no cutting.  Its length if
+ * so (*rc set), else 0. */
+static size_t alt_at(dre_enc *e, const uint8_t *p, uint32_t len, int *rc)
+{
+	uint64_t key;
+	return e->cur.tag && enc_alt(e, p, len, &key, rc) ? len : 0;
 }
 
 /* Run fast path: if the next bytes are exactly the chunk after the cursor,
@@ -504,7 +520,7 @@ static int prefix_match(dre_enc *e, const uint8_t *p, size_t max, dre_ent *ent)
  * (prefix_match), compared with the stored bytes, send them as part of the
  * run (a REF after a fork or break) or repeat with no chunking or hashing.
  * Returns the chunk length consumed, 0 if not. */
-static size_t run_fast(dre_enc *e, const uint8_t *p, size_t n)
+static size_t run_fast(dre_enc *e, const uint8_t *p, size_t n, uint32_t *hint)
 {
 	size_t max = n < DRE_DELTA_WIN ? n : DRE_DELTA_WIN;
 	dre_ent ent;
@@ -513,7 +529,7 @@ static size_t run_fast(dre_enc *e, const uint8_t *p, size_t n)
 		k = fork_at(e, e->cur.tag) || e->cur.file < e->horizon ? -1 : 0; /* as in run_position */
 	else if (cur && e->o.version >= 3 && e->prev == e->cur.tag && enc_match(e, e->cur.tag, p, max, &ent))
 		k = -1;
-	else if (prefix_match(e, p, max, &ent))
+	else if (prefix_match(e, p, max, &ent, hint))
 		k = e->cur.tag ? run_position(e, ent.tag) : -1; /* a few chunks on (SKIP), or a REF */
 	else
 		return 0;
@@ -544,7 +560,10 @@ int dre_enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *use
 		return rc;
 	size_t lit_max = e->o.frame_lit_max ? e->o.frame_lit_max : SIZE_MAX;
 	while (pos < n && pos < e->o.frame_max && e->st_lit + e->st_delta - fresh < lit_max && !rc) {
-		size_t c = e->o.no_dedup ? 0 : run_fast(e, p + pos, n - pos);
+		uint32_t hint = 0;
+		size_t c = e->o.no_dedup ? 0 : run_fast(e, p + pos, n - pos, &hint);
+		if (!c && hint && !e->prep.n && !e->prep.pending && (c = alt_at(e, p + pos, hint, &rc)) && rc)
+			break;
 		if (c) {
 			pos += c;
 			if (fs_on)
