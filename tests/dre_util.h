@@ -170,9 +170,10 @@ static inline int t_decode(dre_dec *d, const uint8_t *p, size_t n, size_t maxpie
 /* Encode p[0..n) with options o from store sa and decode it into sb (with
  * helper threads if dec_threaded), both fed in pieces of random size up to
  * `piece`; the bytes must come back.  Returns the encoded size; the stream is
- * left in *enc (its len reset first; the caller frees it) unless enc is NULL. */
+ * left in *enc (its len reset first; the caller frees it) unless enc is NULL,
+ * and the encoder's figures in *cs unless cs is NULL. */
 static inline size_t t_roundtrip(dre_store *sa, dre_store *sb, const dre_enc_opts *o, int dec_threaded,
-				 const uint8_t *p, size_t n, size_t piece, struct tbuf *enc)
+				 const uint8_t *p, size_t n, size_t piece, struct tbuf *enc, dre_codec_stats *cs)
 {
 	struct tbuf own = { 0 }, dec = { 0 };
 	struct tbuf *out = enc ? enc : &own;
@@ -183,6 +184,8 @@ static inline size_t t_roundtrip(dre_store *sa, dre_store *sb, const dre_enc_opt
 	assert_int_equal(dre_dec_set_threaded(d, dec_threaded), 0);
 	out->len = 0;
 	assert_int_equal(t_encode(e, p, n, piece, out), 0);
+	if (cs)
+		dre_enc_get_stats(e, cs);
 	assert_int_equal(t_decode(d, out->p, out->len, piece, &dec), 0);
 	assert_int_equal(dre_dec_finish(d), 0);
 	assert_int_equal(dec.len, n);

@@ -32,7 +32,7 @@ static void test_sum64_vectors(void **state)
 static size_t roundtrip(dre_store *sa, dre_store *sb, const uint8_t *p, size_t n, size_t piece)
 {
 	dre_enc_opts o = { .frame_max = 64 << 10, .threaded = (int)(t_rand() % 2) };
-	return t_roundtrip(sa, sb, &o, (int)(t_rand() % 2), p, n, piece, NULL);
+	return t_roundtrip(sa, sb, &o, (int)(t_rand() % 2), p, n, piece, NULL, NULL);
 }
 
 /* Random sizes (0 .. 3 MB), random split points, three kinds of data. */
