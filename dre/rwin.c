@@ -3,9 +3,12 @@
  * run on through a data file, as a repeat's chunks do, the next 128 KiB are
  * read ahead with one pread and the following chunks come out of that.
  * Reading through the mappings instead maps each page anew after a let-go
- * (smap.c), and on this kind of VM the first touch of a mapped page costs
- * more than copying it: 200 MiB compared against a fresh mapping took 123 ms,
- * read in 128 KiB preads 14 ms (and a pread a chunk, 2-8 KiB, 50-160 ms).
+ * (smap.c), and on some VMs the first touch of a mapped page costs more than
+ * copying it: 200 MiB compared against a fresh mapping took 123 ms, read in
+ * 128 KiB preads 14 ms (and a pread a chunk, 2-8 KiB, 50-160 ms).  On others
+ * the copy costs more (16 ms mapped, 37 through windows): a store whose
+ * probe (rprobe.c) found the mapping faster reads runs through it and uses
+ * windows only where no mapping covers a record.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -60,9 +63,16 @@ static int refill(dre_store *st, dre_rwin *w, const dre_ent *e)
 	return got >= (ssize_t)(end - e->off);
 }
 
+/* Does a mapping cover e's record (lock held)? */
+static int mapped(dre_store *st, const dre_ent *e)
+{
+	const struct dre_sfile *f = dre_store_file(st, e->file);
+	return f && dre_store_covers(f, e->off, e->len);
+}
+
 const uint8_t *dre_rwin_unlock(dre_store *st, dre_rwin *w, const dre_ent *e)
 {
-	if (!w)
+	if (!w || (st->reads.way == DRE_READS_MAP && mapped(st, e)))
 		return NULL;
 	dre_ent c = *e; /* e may lie in the index, which may change during a refill */
 	e = &c;

@@ -105,10 +105,15 @@ void dre_store_letgo(dre_store *st, pthread_mutex_t *lock)
  * go every 32 MiB for that reason.  Lock held. */
 #define MAP_LINGER (256u << 20)
 #define MAP_LINGER_BATCH (32u << 20)
-const uint8_t *dre_store_mapped(dre_store *st, const struct dre_sfile *f, uint64_t off, uint32_t len)
+int dre_store_covers(const struct dre_sfile *f, uint64_t off, uint32_t len)
 {
 	uint64_t end = off + DRE_REC_HDR + len;
-	if (!f->map || end > f->written || end > f->map_len)
+	return f->map && end <= f->written && end <= f->map_len;
+}
+
+const uint8_t *dre_store_mapped(dre_store *st, const struct dre_sfile *f, uint64_t off, uint32_t len)
+{
+	if (!dre_store_covers(f, off, len))
 		return NULL;
 	if ((st->map_read += len) > (st->batch ? MAP_LINGER_BATCH : MAP_LINGER)) {
 		st->map_read = 0;

@@ -606,6 +606,10 @@ void dre_store_get_stats(dre_store *st, dre_store_stats *s)
 	s->new_bytes = st->sz.new_bytes;
 	for (int i = 0; i < DRE_SIZING_STEPS; i++)
 		s->larger_hit_bytes[i] = st->sz.larger[i];
+	s->reads = st->reads.way == DRE_READS_MAP ? DRE_READS_MAP : DRE_READS_WINDOW;
+	s->reads_window_ns = st->reads.window_ns;
+	s->reads_map_ns = st->reads.map_ns;
+	s->reads_ignored = st->reads.ignored;
 	pthread_mutex_unlock(&st->mu);
 }
 
@@ -731,6 +735,10 @@ dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, s
 	}
 	if (dre_store_recover(st, o->create, err, errlen))
 		goto fail;
+	if (o->reads)
+		st->reads.way = o->reads;
+	else if (!st->readonly)
+		dre_reads_probe(dir, &st->reads);
 	/* a store made before limits were saved, opened without one: keep what
 	 * it holds rather than evict it down to the default, and save nothing */
 	int unknown = !o->size_limit && !saved && !st->created;

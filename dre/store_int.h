@@ -15,6 +15,19 @@
 #define DRE_IDX_MAGIC 0x31585244u /* "DRX1" */
 #define DRE_IDX_LINK 0xffffffffu  /* len of a link entry */
 
+/* How this process reads runs of stored chunks (rprobe.c): way is
+ * DRE_READS_WINDOW or DRE_READS_MAP; window_ns and map_ns what comparing the
+ * probe's 2 MiB took each way (0 where not measured: the way was forced by
+ * WANOPT_STORE_READS, or the probe file could not be made). */
+typedef struct dre_reads_probed {
+	int way;
+	uint64_t window_ns, map_ns;
+	const char *ignored; /* WANOPT_STORE_READS's value if it named no way (else NULL) */
+} dre_reads_probed;
+/* The way measured (or named) once for this process, on a nameless file in
+ * dir the first time; thread-safe. */
+void dre_reads_probe(const char *dir, dre_reads_probed *out);
+
 /* One entry of a .idx file, and of the active file's pending list. */
 struct dre_idxent {
 	uint64_t a;   /* chunk tag (link: the earlier chunk) */
@@ -89,6 +102,7 @@ struct dre_store {
 	char *dir;
 	int lockfd, readonly;
 	int batch;                   /* dre_store_opts.batch: no early writeback (wq.c) */
+	dre_reads_probed reads;      /* how runs are read (rwin.c, rprobe.c) */
 	uint64_t id;
 	uint64_t limit, file_max;
 	uint64_t limit_saved;        /* the limit DIR/limit holds (0: none) */
@@ -242,6 +256,9 @@ void dre_store_map(struct dre_sfile *f, uint64_t map_len);
 /* Unmap (once no copy out of the mapping or read into a window runs) and
  * close file f; lock held. */
 void dre_store_close_file(dre_store *st, struct dre_sfile *f);
+/* Can the record at off (header and len payload bytes) of file f be read
+ * through its mapping (mapped, and written up to its end)?  Lock held. */
+int dre_store_covers(const struct dre_sfile *f, uint64_t off, uint32_t len);
 /* The mapped bytes of the record at off (header and len payload bytes) of
  * file f, or NULL if not (yet) readable through the mapping; counts them
  * towards the next let-go of the mappings' pages (smap.c).  Lock held. */
@@ -250,7 +267,9 @@ const uint8_t *dre_store_mapped(dre_store *st, const struct dre_sfile *f, uint64
 struct dre_sfile *dre_store_file(dre_store *st, uint32_t num);
 /* The record (header and payload) of e, sound, out of window w, read into
  * it if this read runs on from w's last: then the lock is released.  NULL
- * (lock still held): read it another way (rwin.c). */
+ * (lock still held): read it another way (rwin.c).  A store whose runs are
+ * read through the mappings (st->reads) takes no window where the mapping
+ * covers e: NULL then. */
 const uint8_t *dre_rwin_unlock(dre_store *st, dre_rwin *w, const dre_ent *e);
 /* The writer finished writing file num up to `end` (lock held). */
 void dre_store_written(dre_store *st, uint32_t num, uint64_t end);

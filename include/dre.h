@@ -57,7 +57,15 @@ typedef struct dre_store_opts {
 				 its threads wait for.  A one-shot run also lets go of the store's
 				 mapped pages every 32 MiB read, a daemon every 256 MiB (faster
 				 hot transfers; a run's peak RSS stays low) */
+	int reads;            /* how runs of stored chunks are read: DRE_READS_AUTO (0), the faster
+				 way on this host as measured once per process (rprobe.c; the
+				 environment's WANOPT_STORE_READS=window|map overrides it), or
+				 DRE_READS_WINDOW (128 KiB preads) or DRE_READS_MAP (the mappings) */
 } dre_store_opts;
+
+#define DRE_READS_AUTO 0
+#define DRE_READS_WINDOW 1
+#define DRE_READS_MAP 2
 
 typedef struct dre_store_stats {
 	uint64_t chunks;       /* chunks indexed */
@@ -79,6 +87,11 @@ typedef struct dre_store_stats {
 	 * bytes estimated to have been references with a store 2, 4 and 8 times
 	 * as large (from a sample of the chunks evicted and stored again). */
 	uint64_t sizing_since, hit_bytes, new_bytes, larger_hit_bytes[3];
+	/* How runs are read (DRE_READS_WINDOW or _MAP) and, where the way was
+	 * measured, what comparing 2 MiB took each way (ns; else 0). */
+	int reads;
+	uint64_t reads_window_ns, reads_map_ns;
+	const char *reads_ignored; /* WANOPT_STORE_READS's value if it named no way (else NULL) */
 } dre_store_stats;
 
 /* Open (or create) the store in DIR.  On failure returns NULL and writes a

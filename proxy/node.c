@@ -325,6 +325,13 @@ int px_node_start(struct px_node *n, struct px_daemon *d, int role)
 	log_info("store %s: %llu chunks, %llu bytes (limit %llu)%s", conf_store(c),
 		 (unsigned long long)ss.chunks, (unsigned long long)ss.data_bytes,
 		 (unsigned long long)ss.size_limit, ss.dropped_records ? ", torn records dropped" : "");
+	log_info("store %s: runs of stored chunks are read %s (%.0f us through 128 KiB preads, %.0f through the"
+		 " mapping, per 2 MiB compared; 0: not measured)", conf_store(c),
+		 ss.reads == DRE_READS_MAP ? "through the mapping" : "through 128 KiB preads",
+		 ss.reads_window_ns / 1e3, ss.reads_map_ns / 1e3);
+	if (ss.reads_ignored)
+		log_warn("WANOPT_STORE_READS=%s in the environment names no way (window or map): ignored, the"
+			 " way was measured", ss.reads_ignored);
 	if (gethostname(n->name, sizeof n->name - 1))
 		snprintf(n->name, sizeof n->name, "wanopt");
 	snprintf(n->cc, sizeof n->cc, "%s", conf_cc_name(conf_congestion(c)));

@@ -65,28 +65,33 @@ static inline void t_fill_text(uint8_t *p, size_t n)
 	}
 }
 
-/* A fresh store directory under /tmp; path written to dir (64 bytes). */
+/* Open (creating) the store in dir, its runs read the way `reads` says
+ * (DRE_READS_*); NULL with a message on failure. */
+static inline dre_store *t_reopen_reads(const char *dir, uint64_t limit, int reads)
+{
+	char err[256];
+	dre_store_opts o = { .size_limit = limit, .create = 1, .reads = reads };
+	dre_store *st = dre_store_open(dir, &o, err, sizeof err);
+	if (!st)
+		fprintf(stderr, "store open %s: %s\n", dir, err);
+	return st;
+}
+
+/* A fresh store directory under /tmp; path written to dir (64 bytes).  Its
+ * runs are read either way at random, through windows or the mappings (a
+ * daemon uses the way its host reads faster): the tests cover both. */
 static inline dre_store *t_store(char *dir, uint64_t limit)
 {
 	strcpy(dir, "/tmp/wanopt-test-XXXXXX");
 	if (!mkdtemp(dir))
 		return NULL;
-	char err[256];
-	dre_store_opts o = { .size_limit = limit, .create = 1 };
-	dre_store *st = dre_store_open(dir, &o, err, sizeof err);
-	if (!st)
-		fprintf(stderr, "store open: %s\n", err);
-	return st;
+	return t_reopen_reads(dir, limit, t_rand() % 2 ? DRE_READS_MAP : DRE_READS_WINDOW);
 }
 
+/* Open the store in dir again, runs read either way at random. */
 static inline dre_store *t_reopen(const char *dir, uint64_t limit)
 {
-	char err[256];
-	dre_store_opts o = { .size_limit = limit, .create = 1 };
-	dre_store *st = dre_store_open(dir, &o, err, sizeof err);
-	if (!st)
-		fprintf(stderr, "store reopen: %s\n", err);
-	return st;
+	return t_reopen_reads(dir, limit, t_rand() % 2 ? DRE_READS_MAP : DRE_READS_WINDOW);
 }
 
 static inline void t_rmstore(const char *dir)

@@ -1,0 +1,139 @@
+/* test_dre_reads.c: how a store reads runs of stored chunks (rprobe.c,
+ * rwin.c): the probe's measurement and its override, the way a store was
+ * told, and a repeat read back both ways. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <sys/wait.h>
+
+#include <cmocka.h>
+
+#include "../dre/dec_int.h"
+#include "../dre/enc_int.h"
+#include "../dre/store_int.h"
+#include "dre_util.h"
+
+/* In a child process (the probe runs once per process): with
+ * WANOPT_STORE_READS set to env, or unset (NULL), what the probe in dir
+ * finds is written to *out. */
+static void probe_in_child(const char *dir, const char *env, dre_reads_probed *out)
+{
+	int fds[2];
+	assert_int_equal(pipe(fds), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dre_reads_probed r;
+		if (env)
+			setenv("WANOPT_STORE_READS", env, 1);
+		else
+			unsetenv("WANOPT_STORE_READS");
+		dre_reads_probe(dir, &r);
+		_exit(write(fds[1], &r, sizeof r) == sizeof r ? 0 : 1);
+	}
+	int status;
+	close(fds[1]);
+	assert_int_equal(read(fds[0], out, sizeof *out), sizeof *out);
+	close(fds[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* Unset, the probe measures both ways and takes the mapping only when it
+ * was at least 10 % faster; set, the variable names the way and nothing is
+ * measured; a name it does not know is ignored (measured again). */
+static void test_probe(void **state)
+{
+	char d[64] = "/tmp/wanopt-test-XXXXXX";
+	assert_non_null(mkdtemp(d));
+	dre_reads_probed r;
+	probe_in_child(d, NULL, &r);
+	assert_true(r.window_ns > 0 && r.map_ns > 0);
+	assert_int_equal(r.way, r.map_ns * 10 < r.window_ns * 9 ? DRE_READS_MAP : DRE_READS_WINDOW);
+	probe_in_child(d, "map", &r);
+	assert_int_equal(r.way, DRE_READS_MAP);
+	assert_true(r.window_ns == 0 && r.map_ns == 0);
+	probe_in_child(d, "window", &r);
+	assert_int_equal(r.way, DRE_READS_WINDOW);
+	assert_true(r.window_ns == 0 && r.map_ns == 0);
+	assert_null(r.ignored);
+	probe_in_child(d, "mmap", &r);
+	assert_true(r.window_ns > 0 && r.map_ns > 0);
+	assert_non_null(r.ignored); /* a pointer of the child's: set, not read */
+	/* the probe's file had no name: the directory is left empty */
+	assert_int_equal(rmdir(d), 0);
+}
+
+/* A way given in the options is the store's, and its stats say so; a
+ * store opened for stats only measures nothing. */
+static void test_way_given(void **state)
+{
+	char d[64];
+	dre_store_stats s;
+	dre_store *st = t_store(d, 0);
+	assert_non_null(st);
+	dre_store_close(st);
+	for (int way = DRE_READS_WINDOW; way <= DRE_READS_MAP; way++) {
+		st = t_reopen_reads(d, 0, way);
+		assert_non_null(st);
+		dre_store_get_stats(st, &s);
+		assert_int_equal(s.reads, way);
+		assert_true(s.reads_window_ns == 0 && s.reads_map_ns == 0);
+		dre_store_close(st);
+	}
+	char err[256];
+	dre_store_opts o = { .readonly = 1 };
+	assert_non_null(st = dre_store_open(d, &o, err, sizeof err));
+	dre_store_get_stats(st, &s);
+	assert_int_equal(s.reads, DRE_READS_WINDOW);
+	dre_store_close(st);
+	t_rmstore(d);
+}
+
+/* A repeat encoded and decoded with both stores reading runs through
+ * windows, then through the mappings: the same bytes back, each repeat
+ * nearly all references, and the window used only the first way. */
+static void test_repeat_both_ways(void **state)
+{
+	size_t n = 6 << 20;
+	uint8_t *p = malloc(n);
+	assert_non_null(p);
+	t_fill_text(p, n);
+	char da[64], db[64];
+	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
+	dre_enc_opts o = { .frame_max = 64 << 10 };
+	size_t first = t_roundtrip(sa, sb, &o, 0, p, n, 1 << 16, NULL, NULL);
+	for (int way = DRE_READS_WINDOW; way <= DRE_READS_MAP; way++) {
+		dre_store_close(sa);
+		dre_store_close(sb);
+		assert_non_null(sa = t_reopen_reads(da, 0, way));
+		assert_non_null(sb = t_reopen_reads(db, 0, way));
+		dre_enc *e = dre_enc_new(sa, &o);
+		dre_dec *d = dre_dec_new(sb);
+		struct tbuf enc = { 0 }, dec = { 0 };
+		assert_int_equal(t_encode(e, p, n, 1 << 16, &enc), 0);
+		assert_true(enc.len * 50 < first);
+		assert_int_equal(t_decode(d, enc.p, enc.len, 1 << 16, &dec), 0);
+		assert_int_equal(dre_dec_finish(d), 0);
+		assert_int_equal(dec.len, n);
+		assert_memory_equal(dec.p, p, n);
+		assert_int_equal(e->rw.buf != NULL, way == DRE_READS_WINDOW);
+		assert_int_equal(d->rw.buf != NULL, way == DRE_READS_WINDOW);
+		dre_enc_free(e);
+		dre_dec_free(d);
+		free(enc.p);
+		free(dec.p);
+	}
+	t_stores_done(sa, da, sb, db);
+	free(p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_probe),
+		cmocka_unit_test(test_way_given),
+		cmocka_unit_test(test_repeat_both_ways),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
