@@ -22,9 +22,19 @@ px_setup
 P=$(px_port) S1=$(px_port) S2=$(px_port) L=$(px_port) L6=$(px_port) LN=$(px_port)
 px_server srv "::"
 SRV=$(cat "$T/srv.port")
-px_core core "$P" "$S1" --allow=127.0.0.0/8,[::1]/128
-px_edge edge "$P" "$S2" "--forward=127.0.0.1:$L -> 127.0.0.1:$SRV" "--forward=[::1]:$L6 -> [::1]:$SRV" \
-	"--forward=127.0.0.1:$LN -> localhost:$SRV"
+# Each daemon reads runs of stored chunks its own way, whatever this host's
+# probe would pick: the core through 128 KiB preads, the edge straight out
+# of its mappings; the repeats below go through both, each way encoding and
+# decoding (downloads and uploads).
+WANOPT_STORE_READS=window px_core core "$P" "$S1" --allow=127.0.0.0/8,[::1]/128
+WANOPT_STORE_READS=map px_edge edge "$P" "$S2" "--forward=127.0.0.1:$L -> 127.0.0.1:$SRV" \
+	"--forward=[::1]:$L6 -> [::1]:$SRV" "--forward=127.0.0.1:$LN -> localhost:$SRV"
+if [ "$(px_count_log core "are read through 128 KiB preads (0 us")" = 1 ] &&
+	[ "$(px_count_log edge "are read through the mapping (0 us")" = 1 ]; then
+	ok "the core reads runs through windows, the edge through its mappings, as told"
+else
+	fail "the daemons did not read runs the ways WANOPT_STORE_READS named"
+fi
 
 MB=$((1 << 20))
 big=$((100 * MB + 12345))
