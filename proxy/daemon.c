@@ -49,6 +49,11 @@ static void px_daemon_usage(FILE *f, enum conf_role role)
 		   "Logs go to stderr.  SIGHUP reloads, SIGTERM drains streams and exits.\n\n"
 		   "Keys:\n", r);
 	conf_help(f, role);
+	fprintf(f, "\nEnvironment:\n"
+		   "  WANOPT_STORE_READS=window|map\n"
+		   "      how runs of stored chunks are read: 128 KiB preads, or straight out of the\n"
+		   "      store's mappings (default: whichever a probe at start finds faster here;\n"
+		   "      the log's store line says which, with the probe's figures)\n");
 }
 
 /* Ends the loop with a status. */

@@ -70,7 +70,9 @@ static void dre_usage(FILE *f)
 		"  --format N         stream format version to write, for an older build's decoder:\n"
 		"                     1 (XXH64 checksums), 2, 3 (repeats as AGAIN; default)\n"
 		"  -v, --verbose      print what was sent how on stderr\n"
-		"  --json             stats as JSON\n");
+		"  --json             stats as JSON\n"
+		"Environment: WANOPT_STORE_READS=window|map: how runs of stored chunks are read\n"
+		"(128 KiB preads, or the store's mappings; default: the faster here, as measured)\n");
 }
 
 /* Parse "123", "4k", "512M", "4G" (powers of 1024, or 1000 when si); 0 on success. */
@@ -325,6 +327,22 @@ static int codec_report(const struct cli *c, dre_enc *e, dre_dec *d, int rc, uin
 	return rc;
 }
 
+/* What a run takes from the store it opened: the encoder's frame size (a
+ * 256th of the store, within CLI_FRAME_MIN..CLI_FRAME) unless given, and a
+ * word on an environment setting the store ignored. */
+static void codec_setup(struct cli *c, dre_store *st, int decode)
+{
+	dre_store_stats ss;
+	dre_store_get_stats(st, &ss);
+	if (ss.reads_ignored)
+		fprintf(stderr, "wanopt dre: WANOPT_STORE_READS=%s names no way (window or map): ignored\n",
+			ss.reads_ignored);
+	if (!decode && !c->eo.frame_max) { /* frames are the encoder's */
+		uint64_t f = ss.size_limit / 256;
+		c->eo.frame_max = f > CLI_FRAME ? CLI_FRAME : f < CLI_FRAME_MIN ? CLI_FRAME_MIN : (size_t)f;
+	}
+}
+
 /* Pump stdin through the encoder or decoder.  A regular file is read like
  * a pipe, into the encoder's buffer: mapping it instead (as from 2026-11-30
  * to 12-02 and on 12-03) saved the copy but made the kernel set up a page
@@ -346,15 +364,10 @@ static int run_codec(struct cli *c, int decode)
 		fprintf(stderr, "wanopt dre: %s\n", err);
 		return 1;
 	}
+	codec_setup(c, st, decode);
 	c->eo.threaded = 1; /* the CLI owns its thread: overlap LZ with chunking */
 	grow_out_pipe();
 	out_begin();
-	if (!decode && !c->eo.frame_max) { /* frames are the encoder's */
-		dre_store_stats ss;
-		dre_store_get_stats(st, &ss);
-		uint64_t f = ss.size_limit / 256;
-		c->eo.frame_max = f > CLI_FRAME ? CLI_FRAME : f < CLI_FRAME_MIN ? CLI_FRAME_MIN : (size_t)f;
-	}
 	dre_enc *e = decode ? NULL : dre_enc_new(st, &c->eo);
 	dre_dec *d = decode ? dre_dec_new(st) : NULL;
 	int rc = !e && !d ? DRE_ENOMEM : 0;

@@ -23,6 +23,18 @@ for v in v1 v2; do
 	"$W" dre decode --store "$T/B" < "$T/$v.dre" > "$T/$v.out"
 	cmp -s "$T/$v" "$T/$v.out" || fail "$v did not round-trip"
 done
+# v2's repeat with runs read each way at each end, whatever this host's
+# probe would pick; a value that names no way is said to be ignored
+for ways in "window map" "map window"; do
+	set -- $ways
+	WANOPT_STORE_READS=$1 "$W" dre encode --store "$T/A" < "$T/v2" > "$T/rep.dre"
+	WANOPT_STORE_READS=$2 "$W" dre decode --store "$T/B" < "$T/rep.dre" | cmp -s - "$T/v2" ||
+		fail "v2's repeat, encoded reading runs by $1, decoded by $2, did not round-trip"
+done
+WANOPT_STORE_READS=mmap "$W" dre encode --store "$T/A" < "$T/v2" 2> "$T/err" > "$T/rep.dre"
+grep -q "WANOPT_STORE_READS=mmap names no way (window or map): ignored" "$T/err" ||
+	fail "WANOPT_STORE_READS=mmap: no word that it was ignored: $(cat "$T/err")"
+rm -f "$T/rep.dre"
 # input from a regular file (mapped, encoded 8 MiB per call: this spans
 # eight calls) and from a pipe (read) both round-trip, and a file is encoded
 # from the offset stdin is at (here not page-aligned)
