@@ -101,6 +101,8 @@ static void test_repeat_both_ways(void **state)
 	t_fill_text(p, n);
 	char da[64], db[64];
 	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
+	assert_non_null(sa);
+	assert_non_null(sb);
 	dre_enc_opts o = { .frame_max = 64 << 10 };
 	size_t first = t_roundtrip(sa, sb, &o, 0, p, n, 1 << 16, NULL, NULL);
 	for (int way = DRE_READS_WINDOW; way <= DRE_READS_MAP; way++) {
