@@ -85,6 +85,7 @@ void px_relay_stats_sync(struct px_relay *r)
 static void relay_free(struct px_relay *r, int rst, const char *why)
 {
 	char sum[256];
+	px_lanbuf_release(r);
 	px_relay_stats_sync(r);
 	stats_stream_summary(r->st, sum, sizeof sum);
 	if (why)

@@ -52,8 +52,10 @@ struct px_relay {
 	unsigned wan_busy : 1;    /* decoded bytes went to the LAN since then */
 	unsigned enc_rested : 1;  /* the encoder gave its memory back, and stayed quiet */
 	unsigned dec_rested : 1;  /* the same for the decoder */
+	unsigned lan_bulk : 1;    /* the LAN socket has the bulk receive buffer (lanbuf.c) */
 	uint32_t direct;          /* pump_direct's read size: DIRECT_MIN .. READ_CHUNK */
 	uint64_t t0_us;           /* when it opened (px_mono_us) */
+	uint64_t room_wait_us;    /* when pump_direct last stopped for want of room (0: never) */
 	char src[96], dst[300];
 };
 
@@ -71,5 +73,16 @@ int px_relay_wan_out(void *arg, const void *buf, size_t len);
 /* Send the encoder output held back in `gather`, ahead of anything else:
  * 0 or -1. */
 int px_relay_gather_push(struct px_relay *r);
+
+/* lanbuf.c: the LAN receive buffer of a stream reading at full speed */
+/* r's pump read DIRECT_MAX from its LAN socket fd in one go: give the
+ * socket the bulk receive buffer, unless it has it, r waited for tunnel room
+ * less than a second ago, or as many streams as allowed have it. */
+void px_lanbuf_fast(struct px_relay *r, int fd);
+/* r stopped reading fd for want of tunnel room: note when, and make a bulk
+ * buffer small again. */
+void px_lanbuf_room_wait(struct px_relay *r, int fd);
+/* r ends: its bulk buffer, if any, no longer counts. */
+void px_lanbuf_release(struct px_relay *r);
 
 #endif

@@ -151,6 +151,7 @@ static const char *pump_direct(struct px_relay *r, int *code)
 		if (!room) {
 			bufferevent_disable(r->bev, EV_READ);
 			r->blocked = 1;
+			px_lanbuf_room_wait(r, fd);
 			return NULL;
 		}
 		size_t want = room < r->direct ? room : r->direct;
@@ -180,6 +181,7 @@ static const char *pump_direct(struct px_relay *r, int *code)
 		if ((size_t)n < want)
 			return NULL; /* the socket is empty */
 	}
+	px_lanbuf_fast(r, fd); /* the socket had DIRECT_MAX and more to read */
 	return NULL;
 }
 

@@ -10,6 +10,9 @@
 #    upload:
 #    neither daemon's memory grows by more than a few tens of MB (backpressure
 #    reaches the sender), and the bytes are exact once reading resumes.
+#    A sender faster than the proxy (sendfile, tests/proxy/fastsrv.py): its
+#    stream's LAN socket gets the bulk receive buffer, and goes back to 1 MiB
+#    once the stream waits for tunnel room.
 # 2. A bulk download at full speed does not stall an interactive session on
 #    the same tunnel.
 # 3. Policies: lz compresses but never dedups, tfo sends raw bytes, and
@@ -25,8 +28,10 @@ P=$(px_port) S1=$(px_port) S2=$(px_port) L=$(px_port) LZ=$(px_port) LT=$(px_port
 LPX=$(px_port) NOBODY=$(px_port)
 px_server srv 0.0.0.0
 SRV=$(cat "$T/srv.port")
-px_core core "$P" "$S1" --allow=127.0.0.0/8
-px_edge edge "$P" "$S2" "--forward=127.0.0.1:$L -> 127.0.0.1:$SRV" "--forward=127.0.0.1:$LZ -> 127.0.0.2:$SRV" \
+FS1=$(px_port) FS2=$(px_port) LF1=$(px_port) LF2=$(px_port)
+px_core core "$P" "$S1" --allow=127.0.0.0/8 --log_level=debug
+px_edge edge "$P" "$S2" "--forward=127.0.0.1:$LF1 -> 127.0.0.1:$FS1" "--forward=127.0.0.1:$LF2 -> 127.0.0.1:$FS2" \
+	"--forward=127.0.0.1:$L -> 127.0.0.1:$SRV" "--forward=127.0.0.1:$LZ -> 127.0.0.2:$SRV" \
 	"--forward=127.0.0.1:$LT -> 127.0.0.3:$SRV" "--forward=127.0.0.1:$LP -> 127.0.0.4:$SRV" \
 	"--forward=127.0.0.1:$LPX -> 127.0.0.4:$NOBODY" "--optimize=lz 127.0.0.2/32" "--optimize=tfo 127.0.0.3/32" "--optimize=passthrough 127.0.0.4/32"
 MB=$((1 << 20))
@@ -55,6 +60,37 @@ for op in stallget stallput; do
 		ok "$op: memory bounded while the receiver stalls (edge +$((e1 - e0)) MB, core +$((c1 - c0)) MB)" ||
 		fail "$op: memory grew by edge +$((e1 - e0)) MB, core +$((c1 - c0)) MB while the receiver stalled"
 done
+
+# ---- 1b. a sender faster than the proxy ----
+# A stream that reads a whole DIRECT_MAX at a time from its LAN socket gets
+# the bulk receive buffer (lanbuf.c); one that then waits for tunnel room (a
+# client that reads nothing: the core goes through fast1's chunks, already
+# known, at full speed, then new data fills the stream's window) is set back
+# to a small one at once.
+FAST=tests/proxy/fastsrv.py
+head -c $((64 * MB)) /dev/urandom > "$T/fast1"
+{ cat "$T/fast1"; head -c $((32 * MB)) /dev/urandom; } > "$T/fast2"
+python3 "$FAST" serve "$FS1" "$T/fast1" --timeout=200 & PID[fast1]=$!
+python3 "$FAST" serve "$FS2" "$T/fast2" --timeout=200 & PID[fast2]=$!
+sleep 0.5
+for i in 1 2; do
+	out=$(timeout 60 python3 "$FAST" get "$LF1" "$T/fast1" 2>&1) && ok "fast sender, download $i: $out" ||
+		fail "fast sender, download $i: $out"
+done
+n=$(px_count_log core "reading at full speed: LAN receive buffer 16 MiB")
+[ "$n" -ge 1 ] && ok "fast streams the core gave the bulk receive buffer: $n" ||
+	fail "the core gave no fast stream the bulk receive buffer"
+rm -f "$T/fast.ready"
+timeout 60 python3 "$FAST" get "$LF2" "$T/fast2" --stall=3 --ready="$T/fast.ready" > "$T/fast2.out" 2>&1 & fastget=$!
+px_wait_file "$T/fast.ready"
+sleep 2
+rb=$(ss -tmnH state established "( dport = :$FS2 )" | grep -o 'rb[0-9]*' | head -1)
+if wait $fastget; then ok "fast sender, a client stalled 3 s: $(cat "$T/fast2.out")"
+else fail "fast sender, a client stalled 3 s: $(cat "$T/fast2.out")"; fi
+[ "$rb" = rb$((2 * MB)) ] && [ "$(px_count_log core "waits for tunnel room: LAN receive buffer 1 MiB")" -ge 1 ] &&
+	ok "the stalled stream's receive buffer went back to 1 MiB ($rb)" ||
+	fail "the stalled stream's receive buffer: $rb (expected rb$((2 * MB)), the kernel's double of 1 MiB)"
+rm -f "$T/fast1" "$T/fast2"
 
 # ---- 2. interactive next to bulk ----
 rm -f "$T/live.ready"
