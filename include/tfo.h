@@ -84,6 +84,8 @@ int tfo_set_cc(int fd, const char *cc, char *used, size_t usedlen, int *fallback
 /* Sets SO_SNDBUF and SO_RCVBUF to bytes, with SO_*BUFFORCE when privileged
  * so net.core.[rw]mem_max does not cap it. */
 int tfo_set_bufs(int fd, uint64_t bytes, char *err, size_t errlen);
+/* Sets SO_RCVBUF alone, the same way. */
+int tfo_set_rcvbuf(int fd, uint64_t bytes, char *err, size_t errlen);
 /* Enables keepalive with the given idle, interval (s) and count. */
 int tfo_set_keepalive(int fd, int idle, int intvl, int cnt, char *err, size_t errlen);
 /* Reads TCP_INFO into out. */

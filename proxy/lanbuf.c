@@ -19,11 +19,11 @@
  * window opens no further.
  */
 #include <stdatomic.h>
-#include <sys/socket.h>
 
 #include "lag.h"
 #include "log.h"
 #include "relay_int.h"
+#include "tfo.h"
 
 #define LANBUF_BULK (16u << 20)     /* SO_RCVBUF of a stream reading at full speed */
 #define LANBUF_CALM (1u << 20)      /* ... once it waited for tunnel room again */
@@ -32,20 +32,11 @@
 
 static atomic_int bulk_now; /* streams holding the bulk buffer */
 
-/* SO_RCVBUF of fd to bytes (beyond rmem_max where we may, as tfo_set_bufs);
- * 0 or -1. */
-static int set_rcvbuf(int fd, int bytes)
-{
-	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof bytes) == 0)
-		return 0;
-	return setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
-}
-
 void px_lanbuf_fast(struct px_relay *r, int fd)
 {
 	if (r->lan_bulk || (r->room_wait_us && px_mono_us() - r->room_wait_us < LANBUF_QUIET_US))
 		return;
-	if (atomic_fetch_add(&bulk_now, 1) >= LANBUF_BULK_MAX || set_rcvbuf(fd, LANBUF_BULK)) {
+	if (atomic_fetch_add(&bulk_now, 1) >= LANBUF_BULK_MAX || tfo_set_rcvbuf(fd, LANBUF_BULK, NULL, 0)) {
 		atomic_fetch_sub(&bulk_now, 1);
 		return;
 	}
@@ -58,7 +49,7 @@ void px_lanbuf_room_wait(struct px_relay *r, int fd)
 	r->room_wait_us = px_mono_us();
 	if (!r->lan_bulk)
 		return;
-	set_rcvbuf(fd, LANBUF_CALM);
+	tfo_set_rcvbuf(fd, LANBUF_CALM, NULL, 0);
 	px_lanbuf_release(r);
 	log_debug("%s -> %s: waits for tunnel room: LAN receive buffer %u MiB", r->src, r->dst, LANBUF_CALM >> 20);
 }

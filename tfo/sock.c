@@ -108,10 +108,16 @@ int tfo_set_bufs(int fd, uint64_t bytes, char *err, size_t errlen)
 {
 	int v = bytes > INT_MAX / 2 ? INT_MAX / 2 : (int)bytes;
 
-	if (tfo_set_buf(fd, SO_SNDBUFFORCE, SO_SNDBUF, v, "SO_SNDBUF", err, errlen) < 0 ||
-	    tfo_set_buf(fd, SO_RCVBUFFORCE, SO_RCVBUF, v, "SO_RCVBUF", err, errlen) < 0)
+	if (tfo_set_buf(fd, SO_SNDBUFFORCE, SO_SNDBUF, v, "SO_SNDBUF", err, errlen) < 0)
 		return -1;
-	return 0;
+	return tfo_set_rcvbuf(fd, bytes, err, errlen);
+}
+
+int tfo_set_rcvbuf(int fd, uint64_t bytes, char *err, size_t errlen)
+{
+	int v = bytes > INT_MAX / 2 ? INT_MAX / 2 : (int)bytes;
+
+	return tfo_set_buf(fd, SO_RCVBUFFORCE, SO_RCVBUF, v, "SO_RCVBUF", err, errlen) < 0 ? -1 : 0;
 }
 
 /* SO_KEEPALIVE plus its three TCP parameters. */
