@@ -198,6 +198,7 @@ static const char *pump_feed(struct px_relay *r, struct evbuffer *in, int *code)
 			return "tunnel write failed";
 		if (!room) {
 			bufferevent_disable(r->bev, EV_READ);
+			px_lanbuf_room_wait(r, bufferevent_getfd(r->bev));
 			return NULL;
 		}
 		size_t n = len < room ? len : room;
