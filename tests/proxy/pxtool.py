@@ -84,6 +84,17 @@ def gen(seed, size):
         i += 1
 
 
+def hash_to_eof(read, size=1 << 16):
+    """Call read(size) until it gives b"": (sha256 hex, bytes) of all it gave."""
+    h, n = hashlib.sha256(), 0
+    while True:
+        b = read(size)
+        if not b:
+            return h.hexdigest(), n
+        h.update(b)
+        n += len(b)
+
+
 _digests = {}
 _digest_lock = threading.Lock()
 
@@ -134,14 +145,8 @@ class Handler(socketserver.BaseRequestHandler):
                 c.shutdown(socket.SHUT_WR)
                 f.read()  # until the client closes: no RST for unread bytes
             elif cmd == b"PUT":
-                h, n = hashlib.sha256(), 0
-                while True:
-                    b = f.read1(1 << 16)
-                    if not b:
-                        break
-                    h.update(b)
-                    n += len(b)
-                c.sendall(b"%d %s\n" % (n, h.hexdigest().encode()))
+                hd, n = hash_to_eof(f.read1)
+                c.sendall(b"%d %s\n" % (n, hd.encode()))
                 c.shutdown(socket.SHUT_WR)
             elif cmd == b"ECHO":
                 while True:
@@ -155,28 +160,16 @@ class Handler(socketserver.BaseRequestHandler):
                 # goes to the file named in the request
                 c.sendall(b"ready\n")
                 c.shutdown(socket.SHUT_WR)
-                h, n = hashlib.sha256(), 0
-                while True:
-                    b = f.read1(1 << 16)
-                    if not b:
-                        break
-                    h.update(b)
-                    n += len(b)
+                hd, n = hash_to_eof(f.read1)
                 path = line[1].decode()
                 with open(path + ".tmp", "w") as out:
-                    out.write("%d %s\n" % (n, h.hexdigest()))
+                    out.write("%d %s\n" % (n, hd))
                 os.rename(path + ".tmp", path)
             elif cmd == b"STALL":
                 # a slow receiver: read nothing for a while, then as PUT
                 time.sleep(float(line[1]))
-                h, n = hashlib.sha256(), 0
-                while True:
-                    b = f.read1(1 << 16)
-                    if not b:
-                        break
-                    h.update(b)
-                    n += len(b)
-                c.sendall(b"%d %s\n" % (n, h.hexdigest().encode()))
+                hd, n = hash_to_eof(f.read1)
+                c.sendall(b"%d %s\n" % (n, hd.encode()))
                 c.shutdown(socket.SHUT_WR)
             elif cmd == b"SINK":
                 n, end = 0, "eof"
@@ -326,21 +319,15 @@ def do_echo(host, port, seed, size, timeout):
                     res["send"] = e
             t = threading.Thread(target=send, daemon=True)
             t.start()
-            h, n = hashlib.sha256(), 0
-            while True:
-                b = c.recv(1 << 16)
-                if not b:
-                    break
-                h.update(b)
-                n += len(b)
+            hd, n = hash_to_eof(c.recv)
             t.join(timeout)
             if "send" in res:
                 raise res["send"]
     except OSError as e:
         return classify(e), "echo of %d bytes: %s" % (size, e)
-    if n != size or h.hexdigest() != digest(seed, size):
+    if n != size or hd != digest(seed, size):
         return ("short" if n < size else "mismatch"), "echo: %d of %d bytes back, sha256 %s" % (
-            n, size, "matches" if h.hexdigest() == digest(seed, size) else "differs")
+            n, size, "matches" if hd == digest(seed, size) else "differs")
     return "ok", "%d bytes echoed in %.2f s" % (size, time.monotonic() - t0)
 
 
@@ -453,7 +440,6 @@ def cmd_stall(a):
     a.stall seconds; stallput uploads to a server that reads nothing for
     a.stall seconds.  a.ready is written when the stall begins."""
     t0 = time.monotonic()
-    h, n = hashlib.sha256(), 0
     try:
         with connect(a.host, a.port, a.timeout) as c:
             c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
@@ -462,13 +448,8 @@ def cmd_stall(a):
                 time.sleep(0.3)
                 open(a.ready, "w").write("stalled\n")
                 time.sleep(a.stall)
-                while True:
-                    b = c.recv(1 << 16)
-                    if not b:
-                        break
-                    h.update(b)
-                    n += len(b)
-                if n != a.size or h.hexdigest() != digest(a.seed, a.size):
+                hd, n = hash_to_eof(c.recv)
+                if n != a.size or hd != digest(a.seed, a.size):
                     return report("mismatch", "%d of %d bytes after the stall" % (n, a.size))
                 return report("ok", "%d bytes after a %.0f s stall in %.2f s" % (n, a.stall, time.monotonic() - t0))
             c.sendall(b"STALL %f\n" % a.stall)
