@@ -41,6 +41,8 @@ enum stats_gauge {
 	STATS_STORE_PEERS,     /* peer stores the store tracks (slots in use) */
 	STATS_STORE_PEERS_HELD, /* of those, in use by a stream now */
 	STATS_STORE_UNTRACKED, /* streams from peers that found no slot, since start (monotonic) */
+	STATS_LAN_BULK,        /* LAN sockets holding the bulk receive buffer now (lanbuf.c) */
+	STATS_LAN_BULK_GIVEN,  /* ... given it since start (monotonic) */
 	STATS_NGAUGE
 };
 
@@ -86,6 +88,8 @@ const char *stats_bytes_str(double v, int binary, char *buf, size_t len);
 void stats_stream_close(struct stats_stream *st);
 /* Sets a gauge. */
 void stats_set(struct stats *s, enum stats_gauge g, uint64_t v);
+/* Adds d (negative: takes away) to a gauge, from any thread.  NULL s is fine. */
+void stats_add(struct stats *s, enum stats_gauge g, int64_t d);
 /* Raises a gauge to v if it is lower (from any thread). */
 void stats_max(struct stats *s, enum stats_gauge g, uint64_t v);
 /* Replaces publisher `slot`'s list of tunnel connections (slot 0 ..

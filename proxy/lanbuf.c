@@ -16,7 +16,8 @@
  * size.  Once it waits for tunnel room (a slow link, a slow receiver at the
  * other end), the buffer is made small again, so that no sender keeps that
  * much data parked with us: what it holds then stays until read, and the
- * window opens no further.
+ * window opens no further.  The stats show how many hold it now and how
+ * many were given it (wanopt_lan_bulk_buffers, ..._total).
  */
 #include <stdatomic.h>
 
@@ -41,6 +42,8 @@ void px_lanbuf_fast(struct px_relay *r, int fd)
 		return;
 	}
 	r->lan_bulk = 1;
+	stats_add(r->env->stats, STATS_LAN_BULK, 1);
+	stats_add(r->env->stats, STATS_LAN_BULK_GIVEN, 1);
 	log_debug("%s -> %s: reading at full speed: LAN receive buffer %u MiB", r->src, r->dst, LANBUF_BULK >> 20);
 }
 
@@ -56,7 +59,9 @@ void px_lanbuf_room_wait(struct px_relay *r, int fd)
 
 void px_lanbuf_release(struct px_relay *r)
 {
-	if (r->lan_bulk)
-		atomic_fetch_sub(&bulk_now, 1);
+	if (!r->lan_bulk)
+		return;
+	atomic_fetch_sub(&bulk_now, 1);
+	stats_add(r->env->stats, STATS_LAN_BULK, -1);
 	r->lan_bulk = 0;
 }

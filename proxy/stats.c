@@ -188,6 +188,12 @@ void stats_set(struct stats *s, enum stats_gauge g, uint64_t v)
 		atomic_store_explicit(&s->gauge[g], v, memory_order_relaxed);
 }
 
+void stats_add(struct stats *s, enum stats_gauge g, int64_t d)
+{
+	if (s && (unsigned)g < STATS_NGAUGE)
+		atomic_fetch_add_explicit(&s->gauge[g], (uint64_t)d, memory_order_relaxed);
+}
+
 /* Raises a gauge to v (compare-and-swap, relaxed). */
 void stats_max(struct stats *s, enum stats_gauge g, uint64_t v)
 {
@@ -552,6 +558,11 @@ static void prom_gauges(FILE *f, struct stats *s)
 	prom_head(f, "loop_lag_max_seconds", "gauge",
 		  "Longest an event loop was held since start (a long callback, or not scheduled).");
 	fprintf(f, "wanopt_loop_lag_max_seconds %.6f\n", (double)G(STATS_LOOP_LAG_MAX_US) / 1e6);
+	prom_head(f, "lan_bulk_buffers", "gauge",
+		  "LAN sockets holding the bulk receive buffer now (their sender outpaces the proxy).");
+	fprintf(f, "wanopt_lan_bulk_buffers %llu\n", G(STATS_LAN_BULK));
+	prom_head(f, "lan_bulk_buffers_total", "counter", "LAN sockets given the bulk receive buffer since start.");
+	fprintf(f, "wanopt_lan_bulk_buffers_total %llu\n", G(STATS_LAN_BULK_GIVEN));
 	prom_head(f, "uptime_seconds", "gauge", "Seconds since start.");
 	fprintf(f, "wanopt_uptime_seconds %lld\n", (long long)(time(NULL) - s->started));
 #undef G
@@ -698,7 +709,8 @@ static void json_fill(FILE *f, struct stats *s)
 	fprintf(f, "\"tunnel\":{\"rtt_us\":%llu,\"up\":%llu,\"peers\":[", G(STATS_TUNNEL_RTT_US),
 		G(STATS_TUNNELS_UP));
 	json_tunnels(f, s);
-	fprintf(f, "]},\"loop_lag_max_us\":%llu,\"streams\":[", G(STATS_LOOP_LAG_MAX_US));
+	fprintf(f, "]},\"loop_lag_max_us\":%llu,\"lan_bulk_buffers\":{\"held\":%llu,\"given\":%llu},\"streams\":[",
+		G(STATS_LOOP_LAG_MAX_US), G(STATS_LAN_BULK), G(STATS_LAN_BULK_GIVEN));
 	for (size_t i = 0; rows && i < n; i++) {
 		if (i)
 			fputc(',', f);

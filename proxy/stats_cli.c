@@ -30,6 +30,7 @@ struct scli_page {
 	char role[16];
 	double lan[2], wan[2], red, hit, lz, asks, opened, active;
 	double fill, size, evict, rtt, up, uptime, warm_file, warm_wan, lag;
+	double bulk, bulk_given; /* LAN sockets with the bulk receive buffer: now, since start */
 	double hit_ratio, larger[3], new_bytes; /* the store's, and the estimate for 2x, 4x, 8x */
 	struct scli_row *rows;
 	size_t nrows;
@@ -145,7 +146,8 @@ static void scli_total_sample(struct scli_page *pg, const struct scli_sample *sm
 		M("tunnels_up", up), M("uptime_seconds", uptime),
 		M("warm_file_bytes_total", warm_file), M("warm_wan_bytes_total", warm_wan),
 		M("store_hit_ratio", hit_ratio), M("store_new_bytes_total", new_bytes),
-		M("loop_lag_max_seconds", lag),
+		M("loop_lag_max_seconds", lag), M("lan_bulk_buffers", bulk),
+		M("lan_bulk_buffers_total", bulk_given),
 #undef M
 	};
 	int out = !strcmp(sm->dir, "out");
@@ -228,6 +230,8 @@ static void scli_print(const struct scli_page *pg, const char *addr)
 		       100 * pg->hit_ratio, 100 * pg->larger[0], 100 * pg->larger[1], 100 * pg->larger[2]);
 	if (pg->lag >= 0.1) /* shorter holds are routine; a tunnel gives up after 1 s without a frame */
 		printf("longest event loop stall since start: %.0f ms\n", pg->lag * 1000);
+	if (pg->bulk_given > 0) /* LAN senders faster than us (lanbuf.c) */
+		printf("bulk LAN receive buffers: %.0f held now, %.0f given since start\n", pg->bulk, pg->bulk_given);
 	putchar('\n');
 	printf("%-8s %12s %12s %10s %12s %9s %6s\n", "", "LAN", "WAN", "reduction", "DRE hits",
 	       "LZ ratio", "asks");

@@ -80,16 +80,27 @@ done
 n=$(px_count_log core "reading at full speed: LAN receive buffer 16 MiB")
 [ "$n" -ge 1 ] && ok "fast streams the core gave the bulk receive buffer: $n" ||
 	fail "the core gave no fast stream the bulk receive buffer"
+bulk=$(px_stat "$S1" '"%d %d" % (j["lan_bulk_buffers"]["held"], j["lan_bulk_buffers"]["given"])')
+[ "$bulk" = "0 $n" ] && ok "core stats: bulk receive buffers held, given: $bulk" ||
+	fail "core stats: bulk receive buffers held, given: $bulk (expected 0 $n)"
+line=$("$BIN" stats --stats=127.0.0.1:"$S1" | grep "bulk LAN receive buffers" || true)
+[ "$line" = "bulk LAN receive buffers: 0 held now, $n given since start" ] && ok "wanopt stats: $line" ||
+	fail "wanopt stats: '$line'"
 rm -f "$T/fast.ready"
 timeout 60 python3 "$FAST" get "$LF2" "$T/fast2" --stall=3 --ready="$T/fast.ready" > "$T/fast2.out" 2>&1 & fastget=$!
 px_wait_file "$T/fast.ready"
 sleep 2
 rb=$(ss -tmnH "( dport = :$FS2 )" | grep -o 'rb[0-9]*' | head -1)
+bulk=$(px_stat "$S1" '"%d %d" % (j["lan_bulk_buffers"]["held"], j["lan_bulk_buffers"]["given"])')
 if wait $fastget; then ok "fast sender, a client stalled 3 s: $(cat "$T/fast2.out")"
 else fail "fast sender, a client stalled 3 s: $(cat "$T/fast2.out")"; fi
 [ "$rb" = rb$((2 * MB)) ] && [ "$(px_count_log core "waits for tunnel room: LAN receive buffer 1 MiB")" -ge 1 ] &&
 	ok "the stalled stream's receive buffer went back to 1 MiB ($rb)" ||
 	fail "the stalled stream's receive buffer: $rb (expected rb$((2 * MB)), the kernel's double of 1 MiB)"
+# the stalled stream was given the bulk buffer (the log line above says it
+# gave it back), and holds it no more
+[ "$bulk" = "0 $((n + 1))" ] && ok "core stats while stalled: bulk receive buffers held, given: $bulk" ||
+	fail "core stats while stalled: bulk receive buffers held, given: $bulk (expected 0 $((n + 1)))"
 rm -f "$T/fast1" "$T/fast2"
 
 # ---- 2. interactive next to bulk ----

@@ -56,6 +56,12 @@ static struct stats *sample_registry(struct stats_stream **a, struct stats_strea
 	stats_max(s, STATS_LOOP_LAG_MAX_US, 120);   /* lower: the gauge keeps 5000 */
 	stats_max(s, STATS_LOOP_LAG_MAX_US, 12500);
 	stats_max(s, STATS_LOOP_LAG_MAX_US, 7000);
+	for (int i = 0; i < 3; i++) { /* three given the bulk buffer, one gave it back */
+		stats_add(s, STATS_LAN_BULK, 1);
+		stats_add(s, STATS_LAN_BULK_GIVEN, 1);
+	}
+	stats_add(s, STATS_LAN_BULK, -1);
+	stats_add(NULL, STATS_LAN_BULK, 1); /* no registry: nothing */
 	return s;
 }
 
@@ -224,6 +230,10 @@ static void test_render(void **state)
 		"wanopt_store_larger_hit_ratio{size=\"8x\"} 0.8500\n",
 		"wanopt_tunnel_rtt_seconds 0.040100\n",
 		"wanopt_loop_lag_max_seconds 0.012500\n",
+		"# TYPE wanopt_lan_bulk_buffers gauge\n",
+		"wanopt_lan_bulk_buffers 2\n",
+		"# TYPE wanopt_lan_bulk_buffers_total counter\n",
+		"wanopt_lan_bulk_buffers_total 3\n",
 		"wanopt_stream_lan_bytes{id=\"1\",src=\"10.0.0.5:41000\",dst=\"10.1.1.1:21\",mode=\"full\"} 1000000\n",
 		"wanopt_stream_reduction_percent{id=\"2\",src=\"[fd00::5]:5000\",dst=\"[fd01::1]:443\",mode=\"tfo\"} 0.000\n",
 	};
@@ -242,7 +252,8 @@ static void test_render(void **state)
 				  "\"evictions\":7,\"hit_bytes\":600,\"new_bytes\":400,\"hit_ratio\":0.6000,"
 				  "\"larger_hit_ratio\":{\"2x\":0.7000,\"4x\":0.8000,\"8x\":0.8500},"
 				  "\"peers\":3,\"peers_held\":1,\"peers_untracked\":4},"
-				  "\"tunnel\":{\"rtt_us\":40100,\"up\":1,\"peers\":[]},\"loop_lag_max_us\":12500,"));
+				  "\"tunnel\":{\"rtt_us\":40100,\"up\":1,\"peers\":[]},\"loop_lag_max_us\":12500,"
+				  "\"lan_bulk_buffers\":{\"held\":2,\"given\":3},"));
 	assert_non_null(strstr(p, "{\"id\":1,\"src\":\"10.0.0.5:41000\",\"dst\":\"10.1.1.1:21\","
 				  "\"mode\":\"full\",\"age_s\":"));
 	free(p);
