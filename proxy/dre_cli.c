@@ -351,7 +351,12 @@ static void codec_setup(struct cli *c, dre_store *st, int decode)
  * corpus (c) took 0.24-0.27 s read against 0.37 s mapped (4 alternating
  * runs), 76-80 % of `openssl dgst`'s speed against 54-55 % (bench/dre.sh,
  * 2 runs each).  Where mapping won, on the VM of 12-03, it took 0.93-0.96x
- * the time. */
+ * the time.  On 2026-12-06 mapping (as up to 4564c5f) was tried again where
+ * the store's probe (rprobe.c) found its mappings faster than reads, and
+ * lost even there: encode, bench/dre_bench.py, 3 alternating runs each,
+ * (c) repeat 3,547-3,719 MB/s mapped against 4,127-4,570 read, (a) repeat
+ * 2,392-2,441 against 2,590-2,763, (c) v1 1,337-1,539 against 1,376-1,723;
+ * so the probe's verdict does not carry over to the input. */
 static int run_codec(struct cli *c, int decode)
 {
 	char err[512];
