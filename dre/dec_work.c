@@ -246,14 +246,10 @@ int dre_dec_find(dre_dec *d, uint64_t tag, dre_ent *e)
 int dre_dec_read(dre_dec *d, uint64_t tag, dre_ent *e, uint8_t *buf, size_t max)
 {
 	for (int again = 0;; again = 1) {
-		if (!dre_dec_find(d, tag, e))
-			return DRE_EMISS;
-		if (e->len > max)
-			return DRE_ECORRUPT;
-		int rc = dre_store_read_fast(d->st, e, buf, &d->rw);
-		/* found before the helper thread evicted its file: this frame's
-		 * pending operations may store the chunk again */
-		if (rc != DRE_EMISS || again || !(d->cur_bytes + d->fly_bytes) || dre_dec_sync(d))
+		int rc = dre_store_read_tag(d->st, tag, max, buf, &d->rw, e);
+		/* not stored yet, or found before the helper thread evicted its
+		 * file: this frame's pending operations may store the chunk (again) */
+		if (rc != DRE_EMISS || again || (e->tag && !(d->cur_bytes + d->fly_bytes)) || dre_dec_sync(d))
 			return rc;
 	}
 }

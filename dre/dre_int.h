@@ -194,6 +194,10 @@ int dre_store_read(dre_store *st, const dre_ent *e, void *buf);
  * checksum (or a comparison) covers anyway.  w (or NULL): the reader's
  * window, for reads that run on through a data file. */
 int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf, dre_rwin *w);
+/* dre_store_find and dre_store_read_fast in one locked step: chunk `tag`'s
+ * entry into *out and its payload into buf; 0, DRE_EMISS (not stored: out->tag
+ * is then 0; or evicted since), DRE_ECORRUPT (longer than max), or DRE_EIO. */
+int dre_store_read_tag(dre_store *st, uint64_t tag, size_t max, void *buf, dre_rwin *w, dre_ent *out);
 /* The most one store operation on a chunk of len bytes appends to the data
  * files: a chunk record (dre_store_add) or a refresh's copy (dre_store_hit),
  * and a LINK record. */

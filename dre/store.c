@@ -356,11 +356,11 @@ static const uint8_t *mapped_unlock(dre_store *st, const dre_ent *cur)
  * a repeat are most of what a decoder does, and the helper thread's hit
  * bookkeeping waited for them on the lock (futex waits and wakes took a
  * fifth of decoding a repeat). */
-int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf, dre_rwin *w)
+/* dre_store_read_fast after the lookup: cur is e->tag's entry (or NULL);
+ * called with the lock held, returns with it released. */
+static int read_fast_unlock(dre_store *st, const dre_ent *e, dre_ent *cur, void *buf, dre_rwin *w)
 {
 	uint8_t hdr[DRE_REC_HDR];
-	pthread_mutex_lock(&st->mu);
-	dre_ent *cur = dre_store_ent(st, e->tag);
 	if (cur && w) {
 		dre_ent c = *cur;
 		const uint8_t *m = dre_rwin_unlock(st, w, &c);
@@ -380,6 +380,28 @@ int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf, dre_rwin *w)
 	int rc = read_locked(st, e, hdr, buf, 0);
 	pthread_mutex_unlock(&st->mu);
 	return rc;
+}
+
+int dre_store_read_fast(dre_store *st, const dre_ent *e, void *buf, dre_rwin *w)
+{
+	pthread_mutex_lock(&st->mu);
+	return read_fast_unlock(st, e, dre_store_ent(st, e->tag), buf, w);
+}
+
+int dre_store_read_tag(dre_store *st, uint64_t tag, size_t max, void *buf, dre_rwin *w, dre_ent *out)
+{
+	pthread_mutex_lock(&st->mu);
+	dre_ent *cur = dre_store_ent(st, tag);
+	st->lookups++;
+	if (!cur)
+		out->tag = 0;
+	if (!cur || cur->len > max) {
+		pthread_mutex_unlock(&st->mu);
+		return cur ? DRE_ECORRUPT : DRE_EMISS;
+	}
+	st->hits++;
+	*out = *cur;
+	return read_fast_unlock(st, out, cur, buf, w);
 }
 
 /* 1 if the chunk of index entry *cur is stored as exactly p[0..cur->len),
