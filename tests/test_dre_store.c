@@ -247,6 +247,15 @@ static int conc_reread(dre_store *st, const dre_ent *e, uint64_t x, int i, uint8
 	int rc = dre_store_read_fast(st, e, q, w);
 	if (rc == 0 ? memcmp(p, q, e->len) != 0 : rc != DRE_EMISS)
 		return 1;
+	/* by tag: its entry too, or not stored (tag 0), or evicted since */
+	memset(q, 0, e->len);
+	rc = dre_store_read_tag(st, e->tag, e->len, q, w, &m);
+	if (rc == 0 ? m.tag != e->tag || m.len != e->len || memcmp(p, q, e->len) != 0
+		    : rc != DRE_EMISS || (m.tag && m.tag != e->tag))
+		return 1;
+	rc = dre_store_read_tag(st, e->tag, e->len - 1, q, w, &m); /* too long for the room */
+	if (rc != DRE_ECORRUPT && !(rc == DRE_EMISS && !m.tag))
+		return 1;
 	if (dre_store_match(st, e->tag, p, e->len, 0, q, w, &m) && m.len != e->len)
 		return 1;
 	p[e->len / 2] ^= 1; /* one bit off: never equal */
