@@ -355,9 +355,9 @@ static const uint8_t *mapped_unlock(dre_store *st, const dre_ent *cur)
 /* The copy out of a mapping runs after the lock is released: the chunks of
  * a repeat are most of what a decoder does, and the helper thread's hit
  * bookkeeping waited for them on the lock (futex waits and wakes took a
- * fifth of decoding a repeat). */
-/* dre_store_read_fast after the lookup: cur is e->tag's entry (or NULL);
- * called with the lock held, returns with it released. */
+ * fifth of decoding a repeat).  This is dre_store_read_fast after the
+ * lookup: cur is e->tag's entry (or NULL); called with the lock held,
+ * returns with it released. */
 static int read_fast_unlock(dre_store *st, const dre_ent *e, dre_ent *cur, void *buf, dre_rwin *w)
 {
 	uint8_t hdr[DRE_REC_HDR];
