@@ -9,7 +9,8 @@
  * fresh mapping took 123 ms and through windows 14 ms; on another, 16 ms
  * through the mapping and 37 through windows (the copy is the larger cost
  * there).  So the store measures both on a small file of its own, in its own
- * directory, and uses the faster.
+ * directory, and uses the faster; again when asked (dre_store_reprobe: the
+ * daemons do on SIGHUP, e.g. after the VM moved to another host).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -120,26 +121,52 @@ static int from_env(const char **ignored)
 	return 0;
 }
 
+/* Measure (or take the way named) into result; probe_mu held. */
+static void probe_locked(const char *dir)
+{
+	uint64_t ns[2];
+	memset(&result, 0, sizeof result);
+	int forced = from_env(&result.ignored);
+	if (forced) {
+		result.way = forced;
+	} else if (measure(dir, ns)) {
+		result.way = DRE_READS_WINDOW; /* the way that needs no probe file */
+	} else {
+		result.window_ns = ns[0];
+		result.map_ns = ns[1];
+		/* the mapping only when clearly faster: windows hold the
+		 * resident set lower (no mapped pages between let-gos) */
+		result.way = ns[1] * 10 < ns[0] * 9 ? DRE_READS_MAP : DRE_READS_WINDOW;
+	}
+	probed = 1;
+}
+
 void dre_reads_probe(const char *dir, dre_reads_probed *out)
 {
 	pthread_mutex_lock(&probe_mu);
-	if (!probed) {
-		uint64_t ns[2];
-		memset(&result, 0, sizeof result);
-		int forced = from_env(&result.ignored);
-		if (forced) {
-			result.way = forced;
-		} else if (measure(dir, ns)) {
-			result.way = DRE_READS_WINDOW; /* the way that needs no probe file */
-		} else {
-			result.window_ns = ns[0];
-			result.map_ns = ns[1];
-			/* the mapping only when clearly faster: windows hold the
-			 * resident set lower (no mapped pages between let-gos) */
-			result.way = ns[1] * 10 < ns[0] * 9 ? DRE_READS_MAP : DRE_READS_WINDOW;
-		}
-		probed = 1;
-	}
+	if (!probed)
+		probe_locked(dir);
 	*out = result;
 	pthread_mutex_unlock(&probe_mu);
+}
+
+void dre_reads_reprobe(const char *dir, dre_reads_probed *out)
+{
+	pthread_mutex_lock(&probe_mu);
+	probe_locked(dir);
+	*out = result;
+	pthread_mutex_unlock(&probe_mu);
+}
+
+int dre_store_reprobe(dre_store *st)
+{
+	if (st->reads_given || st->readonly)
+		return -1;
+	dre_reads_probed r;
+	dre_reads_reprobe(st->dir, &r); /* a millisecond or so: not under the store's lock */
+	pthread_mutex_lock(&st->mu);
+	int changed = r.way != st->reads.way;
+	st->reads = r;
+	pthread_mutex_unlock(&st->mu);
+	return changed;
 }

@@ -671,6 +671,7 @@ dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, s
 	}
 	if (dre_store_recover(st, o->create, err, errlen))
 		goto fail;
+	st->reads_given = o->reads != DRE_READS_AUTO;
 	if (o->reads)
 		st->reads.way = o->reads;
 	else if (!st->readonly)

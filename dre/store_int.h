@@ -27,6 +27,9 @@ typedef struct dre_reads_probed {
 /* The way measured (or named) once for this process, on a nameless file in
  * dir the first time; thread-safe. */
 void dre_reads_probe(const char *dir, dre_reads_probed *out);
+/* Measure again (or take the way named again), for every store of the
+ * process opened from now on too; thread-safe. */
+void dre_reads_reprobe(const char *dir, dre_reads_probed *out);
 
 /* One entry of a .idx file, and of the active file's pending list. */
 struct dre_idxent {
@@ -103,6 +106,7 @@ struct dre_store {
 	int lockfd, readonly;
 	int batch;                   /* dre_store_opts.batch: no early writeback (wq.c) */
 	dre_reads_probed reads;      /* how runs are read (rwin.c, rprobe.c) */
+	int reads_given;             /* ... as the options said: never probed */
 	uint64_t id;
 	uint64_t limit, file_max;
 	uint64_t limit_saved;        /* the limit DIR/limit holds (0: none) */

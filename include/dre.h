@@ -123,6 +123,13 @@ void dre_store_flush(dre_store *st);
  * DRE_ENOMEM); failures show in the store's I/O error count. */
 int dre_store_sync_later(dre_store *st);
 void dre_store_get_stats(dre_store *st, dre_store_stats *s);
+/* Measure again which way of reading runs is faster here and use it (what
+ * the host makes of a page fault can change under a running process: a VM
+ * moved to another host).  1 if the way changed, 0 if not, -1 if the store
+ * does not probe (its options named a way, or it is read-only).  The new
+ * figures show in dre_store_get_stats; WANOPT_STORE_READS still decides if
+ * set.  Thread-safe; takes about a millisecond. */
+int dre_store_reprobe(dre_store *st);
 /* The store's identity: random at creation, so a wiped store gets a new one. */
 uint64_t dre_store_id(const dre_store *st);
 /* Peers: the encoder references only chunks a peer is known to hold.  A peer

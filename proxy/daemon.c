@@ -52,8 +52,9 @@ static void px_daemon_usage(FILE *f, enum conf_role role)
 	fprintf(f, "\nEnvironment:\n"
 		   "  WANOPT_STORE_READS=window|map\n"
 		   "      how runs of stored chunks are read: 128 KiB preads, or straight out of the\n"
-		   "      store's mappings (default: whichever a probe at start finds faster here;\n"
-		   "      the log's store line says which, with the probe's figures)\n");
+		   "      store's mappings (default: whichever a probe at start, and again on\n"
+		   "      SIGHUP, finds faster here; the log's store line says which, with the\n"
+		   "      probe's figures)\n");
 }
 
 /* Ends the loop with a status. */

@@ -222,6 +222,17 @@ static tun_shared mux_shared(uint64_t bps, const struct tfo_opts *o)
 			     .notsent_lowat = (int)(2 * q < solo ? 2 * q : solo), .notsent_solo = (int)solo };
 }
 
+/* Log how the store (dir: its directory, NULL: not named) reads runs of
+ * stored chunks and what the probe measured (verb: "are", or on a reload
+ * "are now" / "are still"). */
+static void log_reads(const char *dir, const dre_store_stats *ss, const char *verb)
+{
+	log_info("store%s%s: runs of stored chunks %s read %s (%.0f us through 128 KiB preads, %.0f through the"
+		 " mapping, per 2 MiB compared; 0: not measured)", dir ? " " : "", dir ? dir : "", verb,
+		 ss->reads == DRE_READS_MAP ? "through the mapping" : "through 128 KiB preads",
+		 ss->reads_window_ns / 1e3, ss->reads_map_ns / 1e3);
+}
+
 /* Stream window: at least the default, or 4 x bandwidth x delay when known. */
 static uint32_t window_for(uint64_t rate_bps, uint32_t rtt_us)
 {
@@ -325,10 +336,7 @@ int px_node_start(struct px_node *n, struct px_daemon *d, int role)
 	log_info("store %s: %llu chunks, %llu bytes (limit %llu)%s", conf_store(c),
 		 (unsigned long long)ss.chunks, (unsigned long long)ss.data_bytes,
 		 (unsigned long long)ss.size_limit, ss.dropped_records ? ", torn records dropped" : "");
-	log_info("store %s: runs of stored chunks are read %s (%.0f us through 128 KiB preads, %.0f through the"
-		 " mapping, per 2 MiB compared; 0: not measured)", conf_store(c),
-		 ss.reads == DRE_READS_MAP ? "through the mapping" : "through 128 KiB preads",
-		 ss.reads_window_ns / 1e3, ss.reads_map_ns / 1e3);
+	log_reads(conf_store(c), &ss, "are");
 	if (ss.reads_ignored)
 		log_warn("WANOPT_STORE_READS=%s in the environment names no way (window or map): ignored, the"
 			 " way was measured", ss.reads_ignored);
@@ -413,6 +421,13 @@ static void reload_link(struct px_node *n, const struct conf *c)
 void px_node_reload(struct px_node *n, const struct conf *c)
 {
 	reload_link(n, c);
+	/* the host may have changed under us (a VM moved): measure again */
+	int changed = dre_store_reprobe(n->store);
+	if (changed >= 0) {
+		dre_store_stats ss;
+		dre_store_get_stats(n->store, &ss);
+		log_reads(NULL, &ss, changed ? "are now" : "are still"); /* the store opened at start */
+	}
 	if (!n->shrink && !(n->shrink = event_new(n->env.base, -1, 0, shrink_cb, n))) {
 		log_warn("store: cannot apply store_size: out of memory");
 		return;

@@ -113,6 +113,13 @@ ev=$(px_stat "$S2" 'j["store"]["evictions"]')
 [ "$ev" -gt 0 ] && [ "$fill" -le $((9 * MB)) ] && ok "the store shrank: fill $fill, $ev evictions" ||
 	fail "the store did not shrink: fill $fill, $ev evictions"
 [ "$(px_count_log edge "tunnel up")" -eq 1 ] && ok "the tunnel stayed up" || fail "the tunnel dropped on reload"
+# the reload measured again how to read runs of stored chunks (the host may
+# have changed under the daemon)
+line=$(grep -E "store: runs of stored chunks are (now|still) read" "$T/edge.log" | tail -n 1 | cut -c26-)
+us=$(echo "$line" | sed -n 's/.*(\([0-9]*\) us through 128 KiB preads, \([0-9]*\) through the mapping.*/\1 \2/p')
+set -- $us
+[ "${1:-0}" -gt 0 ] && [ "${2:-0}" -gt 0 ] && ok "measured again on reload: $line" ||
+	fail "no new measurement of store reads on reload: '$line'"
 
 # ---- 2. core SIGHUP: allow ----
 rm -f "$T/live.ready"

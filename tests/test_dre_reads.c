@@ -1,6 +1,6 @@
 /* test_dre_reads.c: how a store reads runs of stored chunks (rprobe.c,
- * rwin.c): the probe's measurement and its override, the way a store was
- * told, and a repeat read back both ways. */
+ * rwin.c): the probe's measurement and its override, measuring again on
+ * request, the way a store was told, and a repeat read back both ways. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -101,6 +101,61 @@ static void test_way_given(void **state)
 	t_rmstore(d);
 }
 
+/* Measured again on request (dre_store_reprobe): the way the environment
+ * names, then the other (a change: 1), the same again (0), then measured;
+ * a store opened afterwards takes the process's new way; a store whose
+ * options named a way, or opened read-only, does not probe (-1). */
+static void test_reprobe(void **state)
+{
+	char d[64], d2[64], err[256];
+	dre_store_stats s;
+	dre_store *st = t_store(d, 0), *st2;
+	assert_non_null(st);
+	assert_int_equal(dre_store_reprobe(st), -1); /* t_store names a way */
+	dre_store_get_stats(st, &s);
+	int given = s.reads;
+	dre_store_close(st);
+	assert_non_null(st = t_reopen_reads(d, 0, DRE_READS_AUTO));
+	setenv("WANOPT_STORE_READS", "window", 1);
+	int rc = dre_store_reprobe(st);
+	assert_true(rc == 0 || rc == 1);
+	dre_store_get_stats(st, &s);
+	assert_true(s.reads == DRE_READS_WINDOW && s.reads_window_ns == 0 && s.reads_map_ns == 0);
+	setenv("WANOPT_STORE_READS", "map", 1);
+	assert_int_equal(dre_store_reprobe(st), 1);
+	dre_store_get_stats(st, &s);
+	assert_int_equal(s.reads, DRE_READS_MAP);
+	assert_int_equal(dre_store_reprobe(st), 0);
+	unsetenv("WANOPT_STORE_READS");
+	assert_non_null(st2 = t_store(d2, 0)); /* a directory for a store of AUTO */
+	dre_store_close(st2);
+	assert_non_null(st2 = t_reopen_reads(d2, 0, DRE_READS_AUTO));
+	dre_store_get_stats(st2, &s);
+	assert_int_equal(s.reads, DRE_READS_MAP); /* the process's way, not measured again */
+	dre_store_close(st2);
+	t_rmstore(d2);
+	rc = dre_store_reprobe(st);
+	dre_store_get_stats(st, &s);
+	assert_int_equal(rc, s.reads != DRE_READS_MAP);
+	int fd = open(d, O_TMPFILE | O_RDWR, 0600); /* nameless files: the probe measures */
+	if (fd >= 0) {
+		close(fd);
+		assert_true(s.reads_window_ns > 0 && s.reads_map_ns > 0);
+		assert_int_equal(s.reads, s.reads_map_ns * 10 < s.reads_window_ns * 9 ? DRE_READS_MAP : DRE_READS_WINDOW);
+	}
+	dre_store_close(st);
+	assert_non_null(st = t_reopen_reads(d, 0, given));
+	assert_int_equal(dre_store_reprobe(st), -1);
+	dre_store_get_stats(st, &s);
+	assert_int_equal(s.reads, given);
+	dre_store_close(st);
+	dre_store_opts o = { .readonly = 1 };
+	assert_non_null(st = dre_store_open(d, &o, err, sizeof err));
+	assert_int_equal(dre_store_reprobe(st), -1);
+	dre_store_close(st);
+	t_rmstore(d);
+}
+
 /* A repeat encoded and decoded with both stores reading runs through
  * windows, then through the mappings: the same bytes back, each repeat
  * nearly all references, and the window used only the first way. */
@@ -146,6 +201,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_probe),
 		cmocka_unit_test(test_way_given),
+		cmocka_unit_test(test_reprobe),
 		cmocka_unit_test(test_repeat_both_ways),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

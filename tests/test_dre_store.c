@@ -300,11 +300,14 @@ static void *conc_main(void *vp)
 
 /* A third thread lets go of the mappings' pages over and over, as the
  * store's writer does every MAP_LINGER bytes read, while files are unmapped
- * by evictions. */
+ * by evictions; in a store that probes, every 16th round it also probes
+ * again (as a daemon does on SIGHUP), told each way in turn through
+ * WANOPT_STORE_READS (no other thread reads the environment meanwhile), so
+ * the way runs are read flips under the readers. */
 struct letgo_arg {
 	dre_store *st;
 	atomic_int *done;
-	int rounds;
+	int rounds, reprobes, flips;
 };
 
 static void *letgo_main(void *vp)
@@ -312,14 +315,20 @@ static void *letgo_main(void *vp)
 	struct letgo_arg *a = vp;
 	while (!atomic_load(a->done)) {
 		dre_store_letgo(a->st, &a->st->mu);
-		a->rounds++;
+		if (a->rounds++ % 16)
+			continue;
+		setenv("WANOPT_STORE_READS", a->reprobes % 2 ? "map" : "window", 1);
+		int rc = dre_store_reprobe(a->st);
+		a->reprobes += rc >= 0;
+		a->flips += rc == 1;
 	}
+	unsetenv("WANOPT_STORE_READS");
 	return NULL;
 }
 
 /* The run in a store whose runs are read the way `reads` says: through
  * windows, the rereads that run on take one (7 in 8 pass one); through the
- * mappings, none. */
+ * mappings, none; measured (DRE_READS_AUTO), again and again meanwhile. */
 static void store_concurrent(int reads)
 {
 	char d[64], err[256];
@@ -330,7 +339,7 @@ static void store_concurrent(int reads)
 	struct conc_arg a[2] = { { st, 0x1234567, 0, 0 }, { st, 0x7654321, 0, 0 } };
 	pthread_t th[2], lt;
 	atomic_int done = 0;
-	struct letgo_arg la = { st, &done, 0 };
+	struct letgo_arg la = { st, &done, 0, 0, 0 };
 	assert_int_equal(pthread_create(&lt, NULL, letgo_main, &la), 0);
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, conc_main, &a[i]), 0);
@@ -339,8 +348,10 @@ static void store_concurrent(int reads)
 	atomic_store(&done, 1);
 	pthread_join(lt, NULL);
 	assert_int_equal(a[0].bad + a[1].bad, 0);
-	assert_int_equal(a[0].windowed + a[1].windowed, reads == DRE_READS_WINDOW ? 2 : 0);
+	if (reads != DRE_READS_AUTO)
+		assert_int_equal(a[0].windowed + a[1].windowed, reads == DRE_READS_WINDOW ? 2 : 0);
 	assert_true(la.rounds > 0);
+	assert_true(reads == DRE_READS_AUTO ? la.flips > 1 : la.reprobes == 0);
 	dre_store_stats s;
 	dre_store_get_stats(st, &s);
 	assert_true(s.evicted_chunks > 0);
@@ -363,6 +374,7 @@ static void test_store_concurrent(void **state)
 {
 	store_concurrent(DRE_READS_WINDOW);
 	store_concurrent(DRE_READS_MAP);
+	store_concurrent(DRE_READS_AUTO);
 }
 
 
