@@ -182,6 +182,11 @@ typedef struct dre_rwin {
 	uint64_t gen;                /* the store's unmap count when filled */
 	uint64_t off, last_end;      /* buf holds file `file` from off, len bytes */
 	uint32_t file, len, last_file; /* the last record read ended at last_end */
+	/* what its reads cost (rtune.c): bytes read since handed to the store;
+	 * of the reads timed in store epoch tn_epoch, way tn_way, time and bytes */
+	uint64_t tn_read, tn_ns, tn_bytes;
+	uint32_t tn_epoch, tn_rng;
+	int tn_way;
 } dre_rwin;
 /* Give back w's buffer (it is allocated again when needed). */
 void dre_rwin_free(dre_rwin *w);

@@ -129,6 +129,7 @@ static void probe_locked(const char *dir)
 	int forced = from_env(&result.ignored);
 	if (forced) {
 		result.way = forced;
+		result.named = 1;
 	} else if (measure(dir, ns)) {
 		result.way = DRE_READS_WINDOW; /* the way that needs no probe file */
 	} else {
@@ -165,8 +166,9 @@ int dre_store_reprobe(dre_store *st)
 	dre_reads_probed r;
 	dre_reads_reprobe(st->dir, &r); /* a millisecond or so: not under the store's lock */
 	pthread_mutex_lock(&st->mu);
-	int changed = r.way != st->reads.way;
+	int changed = r.way != (st->tune.on ? st->tune.chosen : st->reads.way);
 	st->reads = r;
+	dre_rtune_reset(st); /* what reads cost is timed again from this way */
 	pthread_mutex_unlock(&st->mu);
 	return changed;
 }

@@ -358,7 +358,7 @@ static const uint8_t *mapped_unlock(dre_store *st, const dre_ent *cur)
  * fifth of decoding a repeat).  This is dre_store_read_fast after the
  * lookup: cur is e->tag's entry (or NULL); called with the lock held,
  * returns with it released. */
-static int read_fast_unlock(dre_store *st, const dre_ent *e, dre_ent *cur, void *buf, dre_rwin *w)
+static int read_fast_ways(dre_store *st, const dre_ent *e, dre_ent *cur, void *buf, dre_rwin *w)
 {
 	uint8_t hdr[DRE_REC_HDR];
 	if (cur && w) {
@@ -379,6 +379,16 @@ static int read_fast_unlock(dre_store *st, const dre_ent *e, dre_ent *cur, void 
 	}
 	int rc = read_locked(st, e, hdr, buf, 0);
 	pthread_mutex_unlock(&st->mu);
+	return rc;
+}
+
+/* read_fast_ways, timed now and then (rtune.c); the same contract. */
+static int read_fast_unlock(dre_store *st, const dre_ent *e, dre_ent *cur, void *buf, dre_rwin *w)
+{
+	uint32_t len = cur ? cur->len : 0;
+	uint64_t t0 = dre_rtune_begin(st, w, len);
+	int rc = read_fast_ways(st, e, cur, buf, w);
+	dre_rtune_end(w, t0, len);
 	return rc;
 }
 
@@ -409,7 +419,7 @@ int dre_store_read_tag(dre_store *st, uint64_t tag, size_t max, void *buf, dre_r
  * released (as dre_store_read_fast copies); else read into scratch, which
  * may drop a bad record and with it the entry.  Called with the lock held;
  * returns with it released. */
-static int equal_unlock(dre_store *st, dre_ent e, const void *p, void *scratch, dre_rwin *w)
+static int equal_ways(dre_store *st, dre_ent e, const void *p, void *scratch, dre_rwin *w)
 {
 	uint8_t hdr[DRE_REC_HDR];
 	const uint8_t *m = dre_rwin_unlock(st, w, &e);
@@ -424,6 +434,15 @@ static int equal_unlock(dre_store *st, dre_ent e, const void *p, void *scratch, 
 	}
 	eq = file_find(st, e.file) && !read_locked(st, &e, hdr, scratch, 0) && !memcmp(scratch, p, e.len);
 	pthread_mutex_unlock(&st->mu);
+	return eq;
+}
+
+/* equal_ways, timed now and then (rtune.c); the same contract. */
+static int equal_unlock(dre_store *st, dre_ent e, const void *p, void *scratch, dre_rwin *w)
+{
+	uint64_t t0 = dre_rtune_begin(st, w, e.len);
+	int eq = equal_ways(st, e, p, scratch, w);
+	dre_rtune_end(w, t0, e.len);
 	return eq;
 }
 
@@ -632,6 +651,7 @@ void dre_store_get_stats(dre_store *st, dre_store_stats *s)
 	s->reads_window_ns = st->reads.window_ns;
 	s->reads_map_ns = st->reads.map_ns;
 	s->reads_ignored = st->reads.ignored;
+	dre_rtune_stats(st, s);
 	pthread_mutex_unlock(&st->mu);
 }
 
@@ -676,6 +696,7 @@ dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, s
 		st->reads.way = o->reads;
 	else if (!st->readonly)
 		dre_reads_probe(dir, &st->reads);
+	dre_rtune_reset(st);
 	/* a store made before limits were saved, opened without one: keep what
 	 * it holds rather than evict it down to the default, and save nothing */
 	int unknown = !o->size_limit && !saved && !st->created;

@@ -23,6 +23,7 @@ typedef struct dre_reads_probed {
 	int way;
 	uint64_t window_ns, map_ns;
 	const char *ignored; /* WANOPT_STORE_READS's value if it named no way (else NULL) */
+	int named;           /* 1: WANOPT_STORE_READS named the way */
 } dre_reads_probed;
 /* The way measured (or named) once for this process, on a nameless file in
  * dir the first time; thread-safe. */
@@ -30,6 +31,19 @@ void dre_reads_probe(const char *dir, dre_reads_probed *out);
 /* Measure again (or take the way named again), for every store of the
  * process opened from now on too; thread-safe. */
 void dre_reads_reprobe(const char *dir, dre_reads_probed *out);
+
+/* Start choosing afresh from st->reads.way (at open, after a probe); lock
+ * held or the store not yet shared. */
+void dre_rtune_reset(dre_store *st);
+/* Before reading len bytes through reader window w (NULL: not counted),
+ * lock held: counts them, hands w's figures to the store every MiB (which
+ * may end an epoch and change st->reads.way); a start time if this read is
+ * to be timed, else 0. */
+uint64_t dre_rtune_begin(dre_store *st, dre_rwin *w, uint32_t len);
+/* After that read, lock or not: its time joins w's figures (t0 0: none). */
+void dre_rtune_end(dre_rwin *w, uint64_t t0, uint32_t len);
+/* The tuning's part of the stats; lock held. */
+void dre_rtune_stats(const dre_store *st, dre_store_stats *s);
 
 /* One entry of a .idx file, and of the active file's pending list. */
 struct dre_idxent {
@@ -92,6 +106,20 @@ struct dre_span {
 	size_t n;
 };
 
+/* The way runs are read, kept by what reads cost (rtune.c); under mu. */
+struct dre_rtune {
+	int on;                /* the store chooses (no way given in its options or named) */
+	int chosen;            /* the way that cost less when last measured */
+	int measuring;         /* this epoch times both ways, a slice each in turn */
+	uint32_t epoch;        /* epochs begun */
+	uint32_t every, left;  /* epochs the chosen way between two measuring ones; left of them */
+	uint64_t bytes;        /* read this epoch */
+	uint64_t slice_end;    /* measuring: the way changes when bytes reaches this */
+	uint64_t ns[2], timed[2]; /* measuring: the timed reads' time and bytes, [0] windows, [1] mappings */
+	uint64_t cost[2];      /* ns per MiB when last measured, likewise (0: not yet) */
+	uint64_t switches;     /* times the chosen way changed */
+};
+
 struct dre_store {
 	pthread_mutex_t mu;
 	/* held shared while a chunk is copied out of a mapping or compared
@@ -107,6 +135,7 @@ struct dre_store {
 	int batch;                   /* dre_store_opts.batch: no early writeback (wq.c) */
 	dre_reads_probed reads;      /* how runs are read (rwin.c, rprobe.c) */
 	int reads_given;             /* ... as the options said: never probed */
+	struct dre_rtune tune;       /* ... and kept to the cheaper (rtune.c) */
 	uint64_t id;
 	uint64_t limit, file_max;
 	uint64_t limit_saved;        /* the limit DIR/limit holds (0: none) */

@@ -92,6 +92,11 @@ typedef struct dre_store_stats {
 	int reads;
 	uint64_t reads_window_ns, reads_map_ns;
 	const char *reads_ignored; /* WANOPT_STORE_READS's value if it named no way (else NULL) */
+	/* Where the store chooses the way (reads_tuned 1): what its own reads
+	 * cost each way when last timed (ns per MiB; 0: not yet), and how many
+	 * times the way changed since open. */
+	int reads_tuned;
+	uint64_t reads_window_cost, reads_map_cost, reads_switches;
 } dre_store_stats;
 
 /* Open (or create) the store in DIR.  On failure returns NULL and writes a

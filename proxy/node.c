@@ -96,6 +96,12 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 			 conf_store(px_daemon_conf(n->d)), (unsigned long long)(ss.peers_untracked - n->untracked),
 			 DRE_PEER_SLOTS, DRE_PEER_IDLE_S / 3600);
 	n->untracked = ss.peers_untracked;
+	if (ss.reads_switches != n->reads_switches)
+		log_info("store %s: runs of stored chunks are now read %s: timed on the store's own reads, %.0f us"
+			 " per MiB through 128 KiB preads, %.0f through the mapping", conf_store(px_daemon_conf(n->d)),
+			 ss.reads == DRE_READS_MAP ? "through the mapping" : "through 128 KiB preads",
+			 ss.reads_window_cost / 1e3, ss.reads_map_cost / 1e3);
+	n->reads_switches = ss.reads_switches;
 	/* quiet or closed streams freed their codecs' memory: hand the pages
 	 * back (freed memory in the middle of the heap would otherwise stay
 	 * resident) */

@@ -1,6 +1,7 @@
 /* test_dre_reads.c: how a store reads runs of stored chunks (rprobe.c,
- * rwin.c): the probe's measurement and its override, measuring again on
- * request, the way a store was told, and a repeat read back both ways. */
+ * rwin.c, rtune.c): the probe's measurement and its override, measuring
+ * again on request, the way a store was told, a repeat read back both ways,
+ * and the way chosen by what the store's own reads cost. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -196,6 +197,94 @@ static void test_repeat_both_ways(void **state)
 	free(p);
 }
 
+/* Rounds of the repeat p[0..n) through an encoder on sa and a decoder on
+ * sb: the same bytes back each time. */
+static void repeat_rounds(dre_store *sa, dre_store *sb, const uint8_t *p, size_t n, int rounds)
+{
+	dre_enc_opts o = { .frame_max = 64 << 10 };
+	dre_enc *e = dre_enc_new(sa, &o);
+	dre_dec *d = dre_dec_new(sb);
+	assert_non_null(e);
+	assert_non_null(d);
+	for (int r = 0; r < rounds; r++) {
+		struct tbuf enc = { 0 }, dec = { 0 };
+		assert_int_equal(t_encode(e, p, n, 1 << 16, &enc), 0);
+		assert_int_equal(t_decode(d, enc.p, enc.len, 1 << 16, &dec), 0);
+		assert_int_equal(dec.len, n);
+		assert_memory_equal(dec.p, p, n);
+		free(enc.p);
+		free(dec.p);
+	}
+	assert_int_equal(dre_dec_finish(d), 0);
+	dre_enc_free(e);
+	dre_dec_free(d);
+}
+
+/* The stats of st after its first measuring epoch (rtune.c: 64 MiB read):
+ * both ways timed, and the way chosen the cheaper, unless it cost 0.9 times
+ * as much as the way it started from or more. */
+static void assert_tuned(dre_store *st, int first)
+{
+	dre_store_stats s;
+	dre_store_get_stats(st, &s);
+	assert_int_equal(s.reads_tuned, 1);
+	assert_true(s.reads_window_cost > 0 && s.reads_map_cost > 0);
+	uint64_t mine = first == DRE_READS_MAP ? s.reads_map_cost : s.reads_window_cost;
+	uint64_t other = first == DRE_READS_MAP ? s.reads_window_cost : s.reads_map_cost;
+	int moved = other * 10 < mine * 9;
+	assert_int_equal(s.reads, moved ? (first == DRE_READS_MAP ? DRE_READS_WINDOW : DRE_READS_MAP) : first);
+	assert_int_equal(s.reads_switches, moved);
+}
+
+/* Stores that choose their way time their own reads (rtune.c): after 80
+ * MiB compared by the encoder's store and copied out by the decoder's,
+ * each took the way its reads found cheaper, and every byte came back
+ * right meanwhile (the way changes under the readers, a slice at a time);
+ * stores whose way the environment names or the options give time
+ * nothing and keep it. */
+static void test_tune(void **state)
+{
+	size_t n = 4 << 20;
+	uint8_t *p = malloc(n);
+	assert_non_null(p);
+	t_fill_text(p, n);
+	char da[64], db[64];
+	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
+	assert_non_null(sa);
+	assert_non_null(sb);
+	repeat_rounds(sa, sb, p, n, 1); /* stored at both ends */
+	dre_store_close(sa);
+	dre_store_close(sb);
+	dre_reads_probed r;
+	unsetenv("WANOPT_STORE_READS");
+	dre_reads_reprobe(da, &r); /* the process's way measured, not named */
+	assert_non_null(sa = t_reopen_reads(da, 0, DRE_READS_AUTO));
+	assert_non_null(sb = t_reopen_reads(db, 0, DRE_READS_AUTO));
+	dre_store_stats s;
+	dre_store_get_stats(sa, &s);
+	assert_true(s.reads_tuned && s.reads == r.way && s.reads_window_cost == 0 && s.reads_switches == 0);
+	repeat_rounds(sa, sb, p, n, 20);
+	assert_tuned(sa, r.way);
+	assert_tuned(sb, r.way);
+	for (int way = DRE_READS_WINDOW; way <= DRE_READS_MAP; way++) {
+		dre_store_close(sa);
+		dre_store_close(sb);
+		setenv("WANOPT_STORE_READS", way == DRE_READS_MAP ? "map" : "window", 1);
+		dre_reads_reprobe(da, &r);
+		assert_non_null(sa = t_reopen_reads(da, 0, DRE_READS_AUTO));
+		assert_non_null(sb = t_reopen_reads(db, 0, way)); /* given */
+		repeat_rounds(sa, sb, p, n, 17);
+		for (int i = 0; i < 2; i++) {
+			dre_store_get_stats(i ? sb : sa, &s);
+			assert_true(!s.reads_tuned && s.reads == way && s.reads_switches == 0);
+			assert_true(s.reads_window_cost == 0 && s.reads_map_cost == 0);
+		}
+	}
+	unsetenv("WANOPT_STORE_READS");
+	t_stores_done(sa, da, sb, db);
+	free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -203,6 +292,7 @@ int main(void)
 		cmocka_unit_test(test_way_given),
 		cmocka_unit_test(test_reprobe),
 		cmocka_unit_test(test_repeat_both_ways),
+		cmocka_unit_test(test_tune),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
