@@ -113,6 +113,7 @@ struct dre_rtune {
 	int measuring;         /* this epoch times both ways, a slice each in turn */
 	uint32_t epoch;        /* epochs begun */
 	uint32_t every, left;  /* epochs the chosen way between two measuring ones; left of them */
+	uint32_t measures;     /* measuring epochs ended */
 	uint64_t bytes;        /* read this epoch */
 	uint64_t slice_end;    /* measuring: the way changes when bytes reaches this */
 	uint64_t ns[2], timed[2]; /* measuring: the timed reads' time and bytes, [0] windows, [1] mappings */

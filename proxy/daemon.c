@@ -53,8 +53,8 @@ static void px_daemon_usage(FILE *f, enum conf_role role)
 		   "  WANOPT_STORE_READS=window|map\n"
 		   "      how runs of stored chunks are read: 128 KiB preads, or straight out of the\n"
 		   "      store's mappings (default: whichever a probe at start, and again on\n"
-		   "      SIGHUP, finds faster here; the log's store line says which, with the\n"
-		   "      probe's figures)\n");
+		   "      SIGHUP, finds faster here, then whichever costs less on the store's own\n"
+		   "      reads, timed on a sample of them; the log says which, with the figures)\n");
 }
 
 /* Ends the loop with a status. */

@@ -72,7 +72,8 @@ static void dre_usage(FILE *f)
 		"  -v, --verbose      print what was sent how on stderr\n"
 		"  --json             stats as JSON\n"
 		"Environment: WANOPT_STORE_READS=window|map: how runs of stored chunks are read\n"
-		"(128 KiB preads, or the store's mappings; default: the faster here, as measured)\n");
+		"(128 KiB preads, or the store's mappings; default: the faster here, as measured\n"
+		"at start and then on the store's own reads)\n");
 }
 
 /* Parse "123", "4k", "512M", "4G" (powers of 1024, or 1000 when si); 0 on success. */
