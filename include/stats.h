@@ -43,6 +43,10 @@ enum stats_gauge {
 	STATS_STORE_UNTRACKED, /* streams from peers that found no slot, since start (monotonic) */
 	STATS_LAN_BULK,        /* LAN sockets holding the bulk receive buffer now (lanbuf.c) */
 	STATS_LAN_BULK_GIVEN,  /* ... given it since start (monotonic) */
+	STATS_STORE_READS_MAPPED, /* 1: runs of stored chunks are read through the mappings, 0: windows */
+	STATS_STORE_READS_WINDOW_NS, /* what the store's reads cost per MiB through windows when last timed */
+	STATS_STORE_READS_MAP_NS,    /* ... through the mappings (0: not timed) */
+	STATS_STORE_READS_CHANGES,   /* times the store changed its way since start (monotonic) */
 	STATS_NGAUGE
 };
 

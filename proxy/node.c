@@ -74,6 +74,10 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	stats_set(s, STATS_STORE_PEERS, ss.peers);
 	stats_set(s, STATS_STORE_PEERS_HELD, ss.peers_held);
 	stats_set(s, STATS_STORE_UNTRACKED, ss.peers_untracked);
+	stats_set(s, STATS_STORE_READS_MAPPED, ss.reads == DRE_READS_MAP);
+	stats_set(s, STATS_STORE_READS_WINDOW_NS, ss.reads_window_cost);
+	stats_set(s, STATS_STORE_READS_MAP_NS, ss.reads_map_cost);
+	stats_set(s, STATS_STORE_READS_CHANGES, ss.reads_switches);
 	stats_set(s, STATS_STORE_HIT_BYTES, ss.hit_bytes);
 	stats_set(s, STATS_STORE_NEW_BYTES, ss.new_bytes);
 	for (int i = 0; i < 3; i++)

@@ -497,6 +497,22 @@ static void prom_tunnels(FILE *f, struct stats *s)
 }
 
 /* Gauges: streams, store, tunnel, uptime. */
+/* How the store reads runs of stored chunks (dre/rtune.c). */
+static void prom_reads(FILE *f, _Atomic uint64_t *g)
+{
+#define G(i) (unsigned long long)atomic_load(&g[i])
+	prom_head(f, "store_reads_mapped", "gauge",
+		  "1: runs of stored chunks are read through the store's mappings; 0: through 128 KiB preads.");
+	fprintf(f, "wanopt_store_reads_mapped %llu\n", G(STATS_STORE_READS_MAPPED));
+	prom_head(f, "store_read_seconds_per_mib", "gauge",
+		  "What the store's own reads cost per MiB each way when last timed (0: not timed).");
+	fprintf(f, "wanopt_store_read_seconds_per_mib{way=\"window\"} %.6f\n", G(STATS_STORE_READS_WINDOW_NS) / 1e9);
+	fprintf(f, "wanopt_store_read_seconds_per_mib{way=\"map\"} %.6f\n", G(STATS_STORE_READS_MAP_NS) / 1e9);
+	prom_head(f, "store_read_way_changes_total", "counter", "Times the store changed its way of reading runs.");
+	fprintf(f, "wanopt_store_read_way_changes_total %llu\n", G(STATS_STORE_READS_CHANGES));
+#undef G
+}
+
 /* The store's hit ratio (step 0) or the estimate for a store 2, 4, 8 x as
  * large (steps 1-3), from the sizing gauges. */
 static double stats_hit_ratio(_Atomic uint64_t *g, int step)
@@ -563,6 +579,7 @@ static void prom_gauges(FILE *f, struct stats *s)
 	fprintf(f, "wanopt_lan_bulk_buffers %llu\n", G(STATS_LAN_BULK));
 	prom_head(f, "lan_bulk_buffers_total", "counter", "LAN sockets given the bulk receive buffer since start.");
 	fprintf(f, "wanopt_lan_bulk_buffers_total %llu\n", G(STATS_LAN_BULK_GIVEN));
+	prom_reads(f, s->gauge);
 	prom_head(f, "uptime_seconds", "gauge", "Seconds since start.");
 	fprintf(f, "wanopt_uptime_seconds %lld\n", (long long)(time(NULL) - s->started));
 #undef G
@@ -701,11 +718,13 @@ static void json_fill(FILE *f, struct stats *s)
 	fprintf(f, "\"store\":{\"fill_bytes\":%llu,\"size_bytes\":%llu,\"evictions\":%llu,"
 		"\"hit_bytes\":%llu,\"new_bytes\":%llu,\"hit_ratio\":%.4f,"
 		"\"larger_hit_ratio\":{\"2x\":%.4f,\"4x\":%.4f,\"8x\":%.4f},"
-		"\"peers\":%llu,\"peers_held\":%llu,\"peers_untracked\":%llu},",
+		"\"peers\":%llu,\"peers_held\":%llu,\"peers_untracked\":%llu,"
+		"\"reads\":{\"way\":\"%s\",\"window_ns_per_mib\":%llu,\"map_ns_per_mib\":%llu,\"changes\":%llu}},",
 		G(STATS_STORE_FILL), G(STATS_STORE_SIZE), G(STATS_STORE_EVICTIONS), G(STATS_STORE_HIT_BYTES),
 		G(STATS_STORE_NEW_BYTES), stats_hit_ratio(s->gauge, 0), stats_hit_ratio(s->gauge, 1),
 		stats_hit_ratio(s->gauge, 2), stats_hit_ratio(s->gauge, 3), G(STATS_STORE_PEERS),
-		G(STATS_STORE_PEERS_HELD), G(STATS_STORE_UNTRACKED));
+		G(STATS_STORE_PEERS_HELD), G(STATS_STORE_UNTRACKED), G(STATS_STORE_READS_MAPPED) ? "map" : "window",
+		G(STATS_STORE_READS_WINDOW_NS), G(STATS_STORE_READS_MAP_NS), G(STATS_STORE_READS_CHANGES));
 	fprintf(f, "\"tunnel\":{\"rtt_us\":%llu,\"up\":%llu,\"peers\":[", G(STATS_TUNNEL_RTT_US),
 		G(STATS_TUNNELS_UP));
 	json_tunnels(f, s);

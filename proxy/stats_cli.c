@@ -16,7 +16,7 @@
 /* One sample of /metrics with the labels the table uses. */
 struct scli_sample {
 	char name[64];
-	char dir[8], role[16], id[24], src[96], dst[96], mode[16], peer[64], size[8];
+	char dir[8], role[16], id[24], src[96], dst[96], mode[16], peer[64], size[8], way[8];
 	double v;
 };
 
@@ -31,6 +31,7 @@ struct scli_page {
 	double lan[2], wan[2], red, hit, lz, asks, opened, active;
 	double fill, size, evict, rtt, up, uptime, warm_file, warm_wan, lag;
 	double bulk, bulk_given; /* LAN sockets with the bulk receive buffer: now, since start */
+	double reads_mapped, read_cost[2]; /* how the store reads runs; per MiB through windows, mappings */
 	double hit_ratio, larger[3], new_bytes; /* the store's, and the estimate for 2x, 4x, 8x */
 	struct scli_row *rows;
 	size_t nrows;
@@ -88,6 +89,7 @@ static int scli_parse_line(const char *line, struct scli_sample *sm)
 			else if (!strcmp(key, "mode")) dst = sm->mode, cap = sizeof sm->mode;
 			else if (!strcmp(key, "peer")) dst = sm->peer, cap = sizeof sm->peer;
 			else if (!strcmp(key, "size")) dst = sm->size, cap = sizeof sm->size;
+			else if (!strcmp(key, "way")) dst = sm->way, cap = sizeof sm->way;
 			char skip[256];
 			if (scli_label_value(&p, dst ? dst : skip, dst ? cap : sizeof skip) < 0)
 				return -1;
@@ -147,7 +149,7 @@ static void scli_total_sample(struct scli_page *pg, const struct scli_sample *sm
 		M("warm_file_bytes_total", warm_file), M("warm_wan_bytes_total", warm_wan),
 		M("store_hit_ratio", hit_ratio), M("store_new_bytes_total", new_bytes),
 		M("loop_lag_max_seconds", lag), M("lan_bulk_buffers", bulk),
-		M("lan_bulk_buffers_total", bulk_given),
+		M("lan_bulk_buffers_total", bulk_given), M("store_reads_mapped", reads_mapped),
 #undef M
 	};
 	int out = !strcmp(sm->dir, "out");
@@ -169,6 +171,8 @@ static void scli_total_sample(struct scli_page *pg, const struct scli_sample *sm
 		for (size_t i = 0; i < pg->npeers; i++)
 			if (!strncmp(pg->peers[i].peer, sm->peer, sizeof pg->peers[i].peer - 1)) /* kept as cut */
 				*(pace ? &pg->peers[i].pace : &pg->peers[i].link) = sm->v;
+	} else if (!strcmp(sm->name, "wanopt_store_read_seconds_per_mib")) {
+		pg->read_cost[!strcmp(sm->way, "map")] = sm->v;
 	} else if (!strcmp(sm->name, "wanopt_store_larger_hit_ratio")) {
 		int i = !strcmp(sm->size, "2x") ? 0 : !strcmp(sm->size, "4x") ? 1 : !strcmp(sm->size, "8x") ? 2 : -1;
 		if (i >= 0)
@@ -230,6 +234,10 @@ static void scli_print(const struct scli_page *pg, const char *addr)
 		       100 * pg->hit_ratio, 100 * pg->larger[0], 100 * pg->larger[1], 100 * pg->larger[2]);
 	if (pg->lag >= 0.1) /* shorter holds are routine; a tunnel gives up after 1 s without a frame */
 		printf("longest event loop stall since start: %.0f ms\n", pg->lag * 1000);
+	if (pg->read_cost[0] > 0 || pg->read_cost[1] > 0) /* timed by the store (dre/rtune.c) */
+		printf("store reads runs %s: %.0f us per MiB through 128 KiB preads, %.0f through the mapping"
+		       " (timed on its own reads)\n", pg->reads_mapped > 0 ? "through its mapping" : "through 128 KiB preads",
+		       pg->read_cost[0] * 1e6, pg->read_cost[1] * 1e6);
 	if (pg->bulk_given > 0) /* LAN senders faster than us (lanbuf.c) */
 		printf("bulk LAN receive buffers: %.0f held now, %.0f given since start\n", pg->bulk, pg->bulk_given);
 	putchar('\n');

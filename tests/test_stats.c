@@ -62,6 +62,9 @@ static struct stats *sample_registry(struct stats_stream **a, struct stats_strea
 	}
 	stats_add(s, STATS_LAN_BULK, -1);
 	stats_add(NULL, STATS_LAN_BULK, 1); /* no registry: nothing */
+	stats_set(s, STATS_STORE_READS_WINDOW_NS, 151000);
+	stats_set(s, STATS_STORE_READS_MAP_NS, 186000);
+	stats_set(s, STATS_STORE_READS_CHANGES, 1);
 	return s;
 }
 
@@ -234,6 +237,12 @@ static void test_render(void **state)
 		"wanopt_lan_bulk_buffers 2\n",
 		"# TYPE wanopt_lan_bulk_buffers_total counter\n",
 		"wanopt_lan_bulk_buffers_total 3\n",
+		"# TYPE wanopt_store_reads_mapped gauge\n",
+		"wanopt_store_reads_mapped 0\n",
+		"wanopt_store_read_seconds_per_mib{way=\"window\"} 0.000151\n",
+		"wanopt_store_read_seconds_per_mib{way=\"map\"} 0.000186\n",
+		"# TYPE wanopt_store_read_way_changes_total counter\n",
+		"wanopt_store_read_way_changes_total 1\n",
 		"wanopt_stream_lan_bytes{id=\"1\",src=\"10.0.0.5:41000\",dst=\"10.1.1.1:21\",mode=\"full\"} 1000000\n",
 		"wanopt_stream_reduction_percent{id=\"2\",src=\"[fd00::5]:5000\",dst=\"[fd01::1]:443\",mode=\"tfo\"} 0.000\n",
 	};
@@ -251,7 +260,9 @@ static void test_render(void **state)
 	assert_non_null(strstr(p, "\"store\":{\"fill_bytes\":1073741824,\"size_bytes\":10737418240,"
 				  "\"evictions\":7,\"hit_bytes\":600,\"new_bytes\":400,\"hit_ratio\":0.6000,"
 				  "\"larger_hit_ratio\":{\"2x\":0.7000,\"4x\":0.8000,\"8x\":0.8500},"
-				  "\"peers\":3,\"peers_held\":1,\"peers_untracked\":4},"
+				  "\"peers\":3,\"peers_held\":1,\"peers_untracked\":4,"
+				  "\"reads\":{\"way\":\"window\",\"window_ns_per_mib\":151000,"
+				  "\"map_ns_per_mib\":186000,\"changes\":1}},"
 				  "\"tunnel\":{\"rtt_us\":40100,\"up\":1,\"peers\":[]},\"loop_lag_max_us\":12500,"
 				  "\"lan_bulk_buffers\":{\"held\":2,\"given\":3},"));
 	assert_non_null(strstr(p, "{\"id\":1,\"src\":\"10.0.0.5:41000\",\"dst\":\"10.1.1.1:21\","
