@@ -157,19 +157,26 @@ static void test_reprobe(void **state)
 	t_rmstore(d);
 }
 
+/* n bytes of text (malloc'd) and two new stores, in da and db. */
+static uint8_t *text_and_stores(size_t n, char da[64], char db[64], dre_store **sa, dre_store **sb)
+{
+	uint8_t *p = malloc(n);
+	assert_non_null(p);
+	t_fill_text(p, n);
+	assert_non_null(*sa = t_store(da, 0));
+	assert_non_null(*sb = t_store(db, 0));
+	return p;
+}
+
 /* A repeat encoded and decoded with both stores reading runs through
  * windows, then through the mappings: the same bytes back, each repeat
  * nearly all references, and the window used only the first way. */
 static void test_repeat_both_ways(void **state)
 {
 	size_t n = 6 << 20;
-	uint8_t *p = malloc(n);
-	assert_non_null(p);
-	t_fill_text(p, n);
 	char da[64], db[64];
-	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
-	assert_non_null(sa);
-	assert_non_null(sb);
+	dre_store *sa, *sb;
+	uint8_t *p = text_and_stores(n, da, db, &sa, &sb);
 	dre_enc_opts o = { .frame_max = 64 << 10 };
 	size_t first = t_roundtrip(sa, sb, &o, 0, p, n, 1 << 16, NULL, NULL);
 	for (int way = DRE_READS_WINDOW; way <= DRE_READS_MAP; way++) {
@@ -245,13 +252,9 @@ static void assert_tuned(dre_store *st, int first)
 static void test_tune(void **state)
 {
 	size_t n = 4 << 20;
-	uint8_t *p = malloc(n);
-	assert_non_null(p);
-	t_fill_text(p, n);
 	char da[64], db[64];
-	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
-	assert_non_null(sa);
-	assert_non_null(sb);
+	dre_store *sa, *sb;
+	uint8_t *p = text_and_stores(n, da, db, &sa, &sb);
 	repeat_rounds(sa, sb, p, n, 1); /* stored at both ends */
 	dre_store_close(sa);
 	dre_store_close(sb);
