@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -303,18 +304,29 @@ static void *conc_main(void *vp)
  * by evictions; in a store that probes, every 16th round it also probes
  * again (as a daemon does on SIGHUP), told each way in turn through
  * WANOPT_STORE_READS (no other thread reads the environment meanwhile), so
- * the way runs are read flips under the readers. */
+ * the way runs are read flips under the readers.  In a store that times
+ * its reads (rtune.c) it counts the changes of way its slices make. */
 struct letgo_arg {
 	dre_store *st;
 	atomic_int *done;
+	int tuned;
 	int rounds, reprobes, flips;
 };
 
 static void *letgo_main(void *vp)
 {
 	struct letgo_arg *a = vp;
+	int way = 0;
 	while (!atomic_load(a->done)) {
 		dre_store_letgo(a->st, &a->st->mu);
+		if (a->tuned) {
+			pthread_mutex_lock(&a->st->mu);
+			a->flips += way && way != a->st->reads.way;
+			way = a->st->reads.way;
+			pthread_mutex_unlock(&a->st->mu);
+			sched_yield();
+			continue;
+		}
 		if (a->rounds++ % 16)
 			continue;
 		setenv("WANOPT_STORE_READS", a->reprobes % 2 ? "map" : "window", 1);
@@ -328,9 +340,18 @@ static void *letgo_main(void *vp)
 
 /* The run in a store whose runs are read the way `reads` says: through
  * windows, the rereads that run on take one (7 in 8 pass one); through the
- * mappings, none; measured (DRE_READS_AUTO), again and again meanwhile. */
+ * mappings, none; measured (DRE_READS_AUTO), again and again meanwhile;
+ * CONC_TUNED: as its reads cost, a way a slice in the first 64 MiB. */
+#define CONC_TUNED (-1)
 static void store_concurrent(int reads)
 {
+	int tuned = reads == CONC_TUNED;
+	if (tuned) {
+		dre_reads_probed r;
+		unsetenv("WANOPT_STORE_READS");
+		dre_reads_reprobe("/tmp", &r); /* the process's way: measured, not named */
+		reads = DRE_READS_AUTO;
+	}
 	char d[64], err[256];
 	strcpy(d, "/tmp/wanopt-test-XXXXXX");
 	assert_non_null(mkdtemp(d));
@@ -339,7 +360,7 @@ static void store_concurrent(int reads)
 	struct conc_arg a[2] = { { st, 0x1234567, 0, 0 }, { st, 0x7654321, 0, 0 } };
 	pthread_t th[2], lt;
 	atomic_int done = 0;
-	struct letgo_arg la = { st, &done, 0, 0, 0 };
+	struct letgo_arg la = { st, &done, tuned, 0, 0, 0 };
 	assert_int_equal(pthread_create(&lt, NULL, letgo_main, &la), 0);
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, conc_main, &a[i]), 0);
@@ -350,7 +371,7 @@ static void store_concurrent(int reads)
 	assert_int_equal(a[0].bad + a[1].bad, 0);
 	if (reads != DRE_READS_AUTO)
 		assert_int_equal(a[0].windowed + a[1].windowed, reads == DRE_READS_WINDOW ? 2 : 0);
-	assert_true(la.rounds > 0);
+	assert_true(la.rounds > 0 || tuned);
 	assert_true(reads == DRE_READS_AUTO ? la.flips > 1 : la.reprobes == 0);
 	dre_store_stats s;
 	dre_store_get_stats(st, &s);
@@ -375,6 +396,7 @@ static void test_store_concurrent(void **state)
 	store_concurrent(DRE_READS_WINDOW);
 	store_concurrent(DRE_READS_MAP);
 	store_concurrent(DRE_READS_AUTO);
+	store_concurrent(CONC_TUNED);
 }
 
 
