@@ -113,6 +113,11 @@ int conf_dscp(const struct conf *c);
 size_t conf_dscp_tunnels(const struct conf *c, const uint8_t **classes);
 uint32_t conf_bypass_mark(const struct conf *c);           /* edge: SO_MARK of its own sockets */
 unsigned conf_workers(const struct conf *c);               /* 0 = one per CPU */
+/* Streams of the process whose LAN socket may hold the bulk receive buffer
+ * at once (proxy/lanbuf.c): 0..CONF_LAN_BULK_MAX. */
+unsigned conf_lan_bulk_streams(const struct conf *c);
+#define CONF_LAN_BULK_DEFAULT 8
+#define CONF_LAN_BULK_MAX 1024
 unsigned conf_protocol_max(const struct conf *c);          /* 0 = the newest built in */
 
 /* 1 when the allow list admits addr (AF_INET or AF_INET6; the sockaddr's own

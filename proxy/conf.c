@@ -285,49 +285,25 @@ static int set_bypass_mark(struct conf *c, const char *v, char *msg, size_t len)
 	return 0;
 }
 
-/* tunnels = 1..16. */
-static int set_tunnels(struct conf *c, const char *v, char *msg, size_t len)
+/* A whole number in lo..hi into *dst. */
+static int conf_set_uint(unsigned *dst, const char *v, unsigned long lo, unsigned long hi, char *msg, size_t len)
 {
 	unsigned long n;
-	const char *e = conf_uint_parse(v, 1, 16, &n);
+	const char *e = conf_uint_parse(v, lo, hi, &n);
 	if (e)
 		return conf_fail(msg, len, e);
-	c->tunnels = (unsigned)n;
+	*dst = (unsigned)n;
 	return 0;
 }
 
-/* max_streams = 1..PROTO_MAX_STREAMS. */
-static int set_max_streams(struct conf *c, const char *v, char *msg, size_t len)
-{
-	unsigned long n;
-	const char *e = conf_uint_parse(v, 1, PROTO_MAX_STREAMS, &n);
-	if (e)
-		return conf_fail(msg, len, e);
-	c->max_streams = (unsigned)n;
-	return 0;
-}
-
-/* workers = 0..256 (0: one per CPU). */
-static int set_workers(struct conf *c, const char *v, char *msg, size_t len)
-{
-	unsigned long n;
-	const char *e = conf_uint_parse(v, 0, 256, &n);
-	if (e)
-		return conf_fail(msg, len, e);
-	c->workers = (unsigned)n;
-	return 0;
-}
-
-/* protocol_max = 1..PROTO_VERSION. */
-static int set_protocol_max(struct conf *c, const char *v, char *msg, size_t len)
-{
-	unsigned long n;
-	const char *e = conf_uint_parse(v, PROTO_VERSION_MIN, PROTO_VERSION, &n);
-	if (e)
-		return conf_fail(msg, len, e);
-	c->protocol_max = (unsigned)n;
-	return 0;
-}
+/* Number keys: tunnels 1..16, max_streams 1..PROTO_MAX_STREAMS, workers
+ * 0..256 (0: one per CPU), protocol_max 1..PROTO_VERSION, lan_bulk_streams
+ * 0..CONF_LAN_BULK_MAX. */
+static int set_tunnels(struct conf *c, const char *v, char *m, size_t l) { return conf_set_uint(&c->tunnels, v, 1, 16, m, l); }
+static int set_max_streams(struct conf *c, const char *v, char *m, size_t l) { return conf_set_uint(&c->max_streams, v, 1, PROTO_MAX_STREAMS, m, l); }
+static int set_workers(struct conf *c, const char *v, char *m, size_t l) { return conf_set_uint(&c->workers, v, 0, 256, m, l); }
+static int set_protocol_max(struct conf *c, const char *v, char *m, size_t l) { return conf_set_uint(&c->protocol_max, v, PROTO_VERSION_MIN, PROTO_VERSION, m, l); }
+static int set_lan_bulk(struct conf *c, const char *v, char *m, size_t l) { return conf_set_uint(&c->lan_bulk_streams, v, 0, CONF_LAN_BULK_MAX, m, l); }
 
 /* Every key; index order is the dump order.  Fewer than 32 (src/where). */
 static const struct conf_key conf_keys[] = {
@@ -355,6 +331,7 @@ static const struct conf_key conf_keys[] = {
 	{ "max_streams", ROLE_BOTH, 0, 0, set_max_streams, NULL, "N  streams the peer may have open at once on each tunnel connection, 1-16384 (default 16384)" },
 	{ "dscp",        ROLE_EDGE, 0, 0, conf_set_dscp, NULL, "CLASS  DSCP of the main tunnel connections: csN, afXY, ef or 0-63 (default: unmarked)" },
 	{ "dscp_tunnels", ROLE_EDGE, 0, 0, conf_set_dscp_tunnels, NULL, "CLASS, ...  DSCP classes that get a tunnel connection of their own, marked so; clients' connections in that class ride it (default none)" },
+	{ "lan_bulk_streams", ROLE_BOTH, 0, 1, set_lan_bulk, NULL, "N  streams of the process whose LAN socket may hold a 16 MiB receive buffer at once, while their sender outpaces the proxy; 0-1024, 0 = none (default 8)" },
 };
 #define CONF_NKEYS (sizeof conf_keys / sizeof conf_keys[0])
 
@@ -627,6 +604,7 @@ static struct conf *conf_new(enum conf_role role, const char *name, int nargs, c
 	c->log_level = LOGL_INFO;
 	c->tunnels = 1;
 	c->max_streams = PROTO_MAX_STREAMS;
+	c->lan_bulk_streams = CONF_LAN_BULK_DEFAULT;
 	c->bypass_mark = CONF_BYPASS_MARK_DEFAULT;
 	if (name && !(c->name = strdup(name)))
 		goto fail;

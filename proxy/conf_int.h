@@ -78,6 +78,7 @@ struct conf {
 	uint32_t link_rtt;
 	enum conf_cc cc;
 	unsigned tunnels, workers, max_streams;
+	unsigned lan_bulk_streams; /* CONF_LAN_BULK_DEFAULT unless given */
 	uint32_t bypass_mark;   /* SO_MARK of the edge's own sockets (CONF_BYPASS_MARK_DEFAULT) */
 	unsigned protocol_max;  /* 0: the newest this build speaks */
 	int dscp;               /* edge: the main tunnel connections' class (0: unmarked) */
@@ -103,7 +104,7 @@ enum {
 	K_PEER, K_LISTEN, K_FORWARD, K_TRANSPARENT, K_ALLOW, K_STORE, K_STORE_SIZE,
 	K_TLS_CERT, K_TLS_KEY, K_TLS_CA, K_STATS, K_LOG_LEVEL, K_OPTIMIZE, K_FAIL_OPEN,
 	K_LINK_RATE, K_LINK_RTT, K_CONGESTION, K_TUNNELS, K_WORKERS, K_PROTOCOL_MAX, K_BYPASS_MARK,
-	K_MAX_STREAMS, K_DSCP, K_DSCP_TUNNELS,
+	K_MAX_STREAMS, K_DSCP, K_DSCP_TUNNELS, K_LAN_BULK_STREAMS,
 };
 
 /* conf_qos.c: the dscp and dscp_tunnels keys (setters as in conf_keys[]). */

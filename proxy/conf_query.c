@@ -93,6 +93,7 @@ unsigned conf_tunnels(const struct conf *c) { return c->tunnels; }
 unsigned conf_max_streams(const struct conf *c) { return c->max_streams; }
 uint32_t conf_bypass_mark(const struct conf *c) { return c->bypass_mark; }
 unsigned conf_workers(const struct conf *c) { return c->workers; }
+unsigned conf_lan_bulk_streams(const struct conf *c) { return c->lan_bulk_streams; }
 unsigned conf_protocol_max(const struct conf *c) { return c->protocol_max; }
 
 /* The allow list against one destination; NULL addr never matches. */
@@ -203,6 +204,8 @@ static void conf_dump_to(const struct conf *c, FILE *f)
 	fprintf(f, "max_streams = %u\n", c->max_streams);
 	if (c->protocol_max)
 		fprintf(f, "protocol_max = %u\n", c->protocol_max);
+	if (c->lan_bulk_streams != CONF_LAN_BULK_DEFAULT)
+		fprintf(f, "lan_bulk_streams = %u\n", c->lan_bulk_streams);
 	if (c->role == CONF_EDGE && c->bypass_mark != CONF_BYPASS_MARK_DEFAULT)
 		fprintf(f, "bypass_mark = 0x%x\n", (unsigned)c->bypass_mark);
 	conf_qos_dump(c, f);

@@ -11,9 +11,10 @@
  *
  * So a stream whose pump read DIRECT_MAX from its LAN socket in one go (the
  * sender is ahead of us), and which has not waited for tunnel room for a
- * second, gets a large fixed buffer; at most LANBUF_BULK_MAX streams of the
- * process at once, since the kernel memory behind one can reach twice its
- * size.  Once it waits for tunnel room (a slow link, a slow receiver at the
+ * second, gets a large fixed buffer; at most lan_bulk_streams (a config
+ * key, reloadable; 8 unless given) streams of the process at once, since the
+ * kernel memory behind one can reach twice its size.  A lower bound applied
+ * by a reload takes no buffer back: it bars new ones until fewer hold one.  Once it waits for tunnel room (a slow link, a slow receiver at the
  * other end), the buffer is made small again, so that no sender keeps that
  * much data parked with us: what it holds then stays until read, and the
  * window opens no further.  The stats show how many hold it now and how
@@ -21,6 +22,7 @@
  */
 #include <stdatomic.h>
 
+#include "conf.h"
 #include "lag.h"
 #include "log.h"
 #include "relay_int.h"
@@ -28,16 +30,21 @@
 
 #define LANBUF_BULK (16u << 20)     /* SO_RCVBUF of a stream reading at full speed */
 #define LANBUF_CALM (1u << 20)      /* ... once it waited for tunnel room again */
-#define LANBUF_BULK_MAX 8           /* streams of the process with the bulk buffer at once */
 #define LANBUF_QUIET_US 1000000u    /* no wait for room for this long before a bulk buffer */
 
 static atomic_int bulk_now; /* streams holding the bulk buffer */
+static atomic_int bulk_max = CONF_LAN_BULK_DEFAULT; /* ... at most */
+
+void px_lanbuf_set_max(unsigned n)
+{
+	atomic_store(&bulk_max, (int)n);
+}
 
 void px_lanbuf_fast(struct px_relay *r, int fd)
 {
 	if (r->lan_bulk || (r->room_wait_us && px_mono_us() - r->room_wait_us < LANBUF_QUIET_US))
 		return;
-	if (atomic_fetch_add(&bulk_now, 1) >= LANBUF_BULK_MAX || tfo_set_rcvbuf(fd, LANBUF_BULK, NULL, 0)) {
+	if (atomic_fetch_add(&bulk_now, 1) >= atomic_load(&bulk_max) || tfo_set_rcvbuf(fd, LANBUF_BULK, NULL, 0)) {
 		atomic_fetch_sub(&bulk_now, 1);
 		return;
 	}

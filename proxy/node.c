@@ -350,6 +350,7 @@ int px_node_start(struct px_node *n, struct px_daemon *d, int role)
 	if (ss.reads_ignored)
 		log_warn("WANOPT_STORE_READS=%s in the environment names no way (window or map): ignored, the"
 			 " way was measured", ss.reads_ignored);
+	px_lanbuf_set_max(n->lan_bulk = conf_lan_bulk_streams(c));
 	if (gethostname(n->name, sizeof n->name - 1))
 		snprintf(n->name, sizeof n->name, "wanopt");
 	snprintf(n->cc, sizeof n->cc, "%s", conf_cc_name(conf_congestion(c)));
@@ -431,6 +432,11 @@ static void reload_link(struct px_node *n, const struct conf *c)
 void px_node_reload(struct px_node *n, const struct conf *c)
 {
 	reload_link(n, c);
+	if (conf_lan_bulk_streams(c) != n->lan_bulk) {
+		log_info("LAN receive buffers: at most %u streams at once may hold the bulk one (was %u; one"
+			 " held now is kept until its stream waits or ends)", conf_lan_bulk_streams(c), n->lan_bulk);
+		px_lanbuf_set_max(n->lan_bulk = conf_lan_bulk_streams(c));
+	}
 	/* the host may have changed under us (a VM moved): measure again */
 	int changed = dre_store_reprobe(n->store);
 	if (changed >= 0) {

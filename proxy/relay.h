@@ -31,6 +31,10 @@ struct px_relay_env {
 
 struct px_relay;
 
+/* At most n streams of the process may hold the bulk LAN receive buffer
+ * at once (lanbuf.c; the lan_bulk_streams key); thread-safe. */
+void px_lanbuf_set_max(unsigned n);
+
 /* How many codecs gave memory back because their streams were quiet since the
  * last call (then 0), and in *freed how many were freed with their closed
  * streams: the node then returns freed heap pages to the system

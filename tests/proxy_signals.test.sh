@@ -40,8 +40,9 @@ edge_conf() {  # store_size forward-rule-lines...
 	} >"$T/edge.conf.new"
 	mv "$T/edge.conf.new" "$T/edge.conf"
 }
-core_conf() {  # allow
-	cat >"$T/core.conf.new" <<-EOF
+core_conf() {  # allow [lan_bulk_streams]
+	[ -n "${2:-}" ] && echo "lan_bulk_streams = $2" >"$T/core.conf.new" || : >"$T/core.conf.new"
+	cat >>"$T/core.conf.new" <<-EOF
 	listen = 127.0.0.1:$P
 	allow = $1
 	store = $T/core.store
@@ -125,8 +126,11 @@ set -- $us
 rm -f "$T/live.ready"
 px_bg live live 127.0.0.1 "$LA" 4 --ready="$T/live.ready" --timeout=30
 px_wait_file "$T/live.ready"
-core_conf 127.0.0.2/32
-hup core && ok "core reloaded (allow = 127.0.0.2/32)" || fail "core reload: $(tail -n 2 "$T/core.log")"
+core_conf 127.0.0.2/32 2
+hup core && ok "core reloaded (allow = 127.0.0.2/32, lan_bulk_streams = 2)" || fail "core reload: $(tail -n 2 "$T/core.log")"
+line=$(grep "LAN receive buffers: at most" "$T/core.log" | tail -n 1 | cut -c26-)
+case $line in *"at most 2 streams at once may hold the bulk one (was 8;"*) ok "lan_bulk_streams applied: $line" ;;
+*) fail "lan_bulk_streams not applied on reload: '$line'" ;; esac
 out=$(pxt get 127.0.0.1 "$LA" 8 $MB --timeout=5 2>&1) || true
 case $out in reset*|short*) ok "a new stream to a target no longer allowed is refused: $out" ;;
 *) fail "new stream after allow narrowed: $out" ;; esac

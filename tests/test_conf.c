@@ -89,6 +89,10 @@ static const struct conf_case cases[] = {
 	{ CONF_CORE, CORE_MIN "max_streams = 50\n", { NULL }, NULL },
 	{ CONF_CORE, CORE_MIN "max_streams = 16385\n", { NULL }, "t.conf:6: max_streams: out of range (1-16384)" },
 	{ CONF_CORE, "workers = x\n", { NULL }, "t.conf:1: workers: expected a number" },
+	{ CONF_CORE, CORE_MIN "lan_bulk_streams = 0\n", { NULL }, NULL },
+	{ CONF_EDGE, EDGE_MIN "lan_bulk_streams = 1024\n", { NULL }, NULL },
+	{ CONF_EDGE, EDGE_MIN "lan_bulk_streams = 1025\n", { NULL }, "t.conf:7: lan_bulk_streams: out of range (0-1024)" },
+	{ CONF_CORE, NULL, { "--lan_bulk_streams=-1" }, "--lan_bulk_streams=-1: lan_bulk_streams: expected a number" },
 	{ CONF_EDGE, "link_rate = fast\n", { NULL }, "t.conf:1: link_rate: expected a rate in bit/s like 1.544M or 100Mbit" },
 	{ CONF_EDGE, "link_rate = 20M/x\n", { NULL }, "t.conf:1: link_rate: expected RATE or DOWN/UP in bit/s (1kbit to 10Tbit), like 1.544M or 20M/2M" },
 	{ CONF_CORE, "link_rate = 20M/2M/1M\n", { NULL }, "t.conf:1: link_rate: expected RATE or DOWN/UP in bit/s (1kbit to 10Tbit), like 1.544M or 20M/2M" },
@@ -228,6 +232,28 @@ static void test_qos(void **state)
 	free(d0);
 	conf_free(c);
 	conf_free(c2);
+	conf_free(c0);
+}
+
+/* lan_bulk_streams: 8 unless given, any number from 0 (none) in the dump
+ * when not 8, and reloaded on SIGHUP. */
+static void test_lan_bulk(void **state)
+{
+	char err[512], key[32];
+	char *a0[] = { "--lan_bulk_streams=0" };
+	struct conf *c = conf_parse(CONF_EDGE, "e.conf", EDGE_MIN, 0, NULL, err, sizeof err);
+	struct conf *c0 = conf_parse(CONF_EDGE, "e.conf", EDGE_MIN "lan_bulk_streams = 3\n", 1, a0, err, sizeof err);
+	assert_non_null(c);
+	assert_non_null(c0);
+	assert_int_equal(conf_lan_bulk_streams(c), CONF_LAN_BULK_DEFAULT);
+	assert_int_equal(conf_lan_bulk_streams(c0), 0); /* the command line wins */
+	char *d = conf_dump(c), *d0 = conf_dump(c0);
+	assert_null(strstr(d, "lan_bulk_streams"));
+	assert_non_null(strstr(d0, "lan_bulk_streams = 0\n"));
+	assert_int_equal(conf_restart_needed(c, c0, key, sizeof key), 0);
+	free(d);
+	free(d0);
+	conf_free(c);
 	conf_free(c0);
 }
 
@@ -631,6 +657,7 @@ int main(void)
 		cmocka_unit_test(test_table),
 		cmocka_unit_test(test_values),
 		cmocka_unit_test(test_link_rate),
+		cmocka_unit_test(test_lan_bulk),
 		cmocka_unit_test(test_allow),
 		cmocka_unit_test(test_optimize),
 		cmocka_unit_test(test_qos),
