@@ -166,7 +166,7 @@ int dre_store_reprobe(dre_store *st)
 	dre_reads_probed r;
 	dre_reads_reprobe(st->dir, &r); /* a millisecond or so: not under the store's lock */
 	pthread_mutex_lock(&st->mu);
-	int changed = r.way != (st->tune.on ? st->tune.chosen : st->reads.way);
+	int changed = r.way != st->tune.chosen;
 	st->reads = r;
 	dre_rtune_reset(st); /* what reads cost is timed again from this way */
 	pthread_mutex_unlock(&st->mu);

@@ -152,8 +152,7 @@ void dre_rtune_end(dre_rwin *w, uint64_t t0, uint32_t len)
 void dre_rtune_stats(const dre_store *st, dre_store_stats *s)
 {
 	s->reads_tuned = st->tune.on;
-	if (st->tune.on) /* not the way a measuring epoch's slice reads */
-		s->reads = st->tune.chosen;
+	s->reads = st->tune.chosen; /* not the way a measuring epoch's slice reads */
 	s->reads_window_cost = st->tune.cost[0];
 	s->reads_map_cost = st->tune.cost[1];
 	s->reads_switches = st->tune.switches;

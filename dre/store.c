@@ -647,7 +647,6 @@ void dre_store_get_stats(dre_store *st, dre_store_stats *s)
 	s->new_bytes = st->sz.new_bytes;
 	for (int i = 0; i < DRE_SIZING_STEPS; i++)
 		s->larger_hit_bytes[i] = st->sz.larger[i];
-	s->reads = st->reads.way == DRE_READS_MAP ? DRE_READS_MAP : DRE_READS_WINDOW;
 	s->reads_window_ns = st->reads.window_ns;
 	s->reads_map_ns = st->reads.map_ns;
 	s->reads_ignored = st->reads.ignored;

@@ -109,7 +109,7 @@ struct dre_span {
 /* The way runs are read, kept by what reads cost (rtune.c); under mu. */
 struct dre_rtune {
 	int on;                /* the store chooses (no way given in its options or named) */
-	int chosen;            /* the way that cost less when last measured */
+	int chosen;            /* the way that cost less when last measured; off: the way */
 	int measuring;         /* this epoch times both ways, a slice each in turn */
 	uint32_t epoch;        /* epochs begun */
 	uint32_t every, left;  /* epochs the chosen way between two measuring ones; left of them */
