@@ -14,7 +14,8 @@
  * second, gets a large fixed buffer; at most lan_bulk_streams (a config
  * key, reloadable; 8 unless given) streams of the process at once, since the
  * kernel memory behind one can reach twice its size.  A lower bound applied
- * by a reload takes no buffer back: it bars new ones until fewer hold one.  Once it waits for tunnel room (a slow link, a slow receiver at the
+ * by a reload takes no buffer back: it bars new ones until fewer hold one.
+ * Once a stream waits for tunnel room (a slow link, a slow receiver at the
  * other end), the buffer is made small again, so that no sender keeps that
  * much data parked with us: what it holds then stays until read, and the
  * window opens no further.  The stats show how many hold it now and how

@@ -61,6 +61,12 @@ static int trim_heap(struct px_node *n, size_t keep)
 	return 1;
 }
 
+/* How runs of stored chunks are read, for logs (reads: DRE_READS_*). */
+static const char *reads_way(int reads)
+{
+	return reads == DRE_READS_MAP ? "through the mapping" : "through 128 KiB preads";
+}
+
 /* Once a second: gauges; every SYNC_EVERY: make the store durable. */
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -103,8 +109,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	if (ss.reads_switches != n->reads_switches)
 		log_info("store %s: runs of stored chunks are now read %s: timed on the store's own reads, %.0f us"
 			 " per MiB through 128 KiB preads, %.0f through the mapping", conf_store(px_daemon_conf(n->d)),
-			 ss.reads == DRE_READS_MAP ? "through the mapping" : "through 128 KiB preads",
-			 ss.reads_window_cost / 1e3, ss.reads_map_cost / 1e3);
+			 reads_way(ss.reads), ss.reads_window_cost / 1e3, ss.reads_map_cost / 1e3);
 	n->reads_switches = ss.reads_switches;
 	/* quiet or closed streams freed their codecs' memory: hand the pages
 	 * back (freed memory in the middle of the heap would otherwise stay
@@ -239,8 +244,7 @@ static void log_reads(const char *dir, const dre_store_stats *ss, const char *ve
 {
 	log_info("store%s%s: runs of stored chunks %s read %s (%.0f us through 128 KiB preads, %.0f through the"
 		 " mapping, per 2 MiB compared; 0: not measured)", dir ? " " : "", dir ? dir : "", verb,
-		 ss->reads == DRE_READS_MAP ? "through the mapping" : "through 128 KiB preads",
-		 ss->reads_window_ns / 1e3, ss->reads_map_ns / 1e3);
+		 reads_way(ss->reads), ss->reads_window_ns / 1e3, ss->reads_map_ns / 1e3);
 }
 
 /* Stream window: at least the default, or 4 x bandwidth x delay when known. */

@@ -496,7 +496,6 @@ static void prom_tunnels(FILE *f, struct stats *s)
 	free(t);
 }
 
-/* Gauges: streams, store, tunnel, uptime. */
 /* How the store reads runs of stored chunks (dre/rtune.c). */
 static void prom_reads(FILE *f, _Atomic uint64_t *g)
 {
@@ -541,6 +540,7 @@ static void prom_sizing(FILE *f, _Atomic uint64_t *g)
 		fprintf(f, "wanopt_store_larger_hit_ratio{size=\"%dx\"} %.4f\n", 1 << i, stats_hit_ratio(g, i));
 }
 
+/* Gauges: streams, store, tunnel, uptime. */
 static void prom_gauges(FILE *f, struct stats *s)
 {
 	_Atomic uint64_t *g = s->gauge;
