@@ -129,8 +129,14 @@ demo: deps-quiet all
 bench: bench-dre bench-proxy bench-netem
 bench-dre: deps-quiet all
 	@bash bench/dre.sh
-bench-proxy: deps-quiet all
-	@bash bench/proxy.sh
+bench-proxy: deps-quiet all $(BUILD)/bench/byterelay
+	@BYTERELAY=$(BUILD)/bench/byterelay bash bench/proxy.sh
+
+# The loopback benchmark's reference relay: it only copies bytes (no project code).
+$(BUILD)/bench/byterelay: bench/byterelay.c | deps-build
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC  $<")
+	$(Q)$(CC) $(REQ_CPPFLAGS) $(CPPFLAGS) $(CFLAGS) $(REQ_CFLAGS) $< -o $@
 
 # Installs the binary, the example configs (into $(SHAREDIR); into
 # $(SYSCONFDIR) only where absent, never overwriting a site's config), the

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Proxy benchmark, loopback part: a file downloaded by a client straight from a
-server (plain TCP) and through an edge/core pair whose stores already hold the
-file (repeated data), in the same run; medians of TRIALS downloads each, and
-the ratio.  The link part (the reference transfer over an emulated T1) is in
+server (plain TCP), through a relay that only copies bytes (bench/byterelay.c:
+what the extra hop costs, apart from what wanopt does to the bytes) and through
+an edge/core pair whose stores already hold the file (repeated data), in the
+same run, taking turns; medians of TRIALS downloads each, and the ratios.  The link part (the reference transfer over an emulated T1) is in
 netem/bench.  Results: results/proxy-loopback.{md,json}.
 """
 import json
@@ -19,6 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WANOPT = os.path.join(ROOT, os.environ.get("BINDIR", "bin"), "wanopt")
 TRIALS = int(os.environ.get("TRIALS", "5"))
 SIZE = int(os.environ.get("SIZE_MB", "200")) << 20
+BYTERELAY = os.environ.get("BYTERELAY", os.path.join(ROOT, "build", "bench", "byterelay"))
 
 
 def log(msg):
@@ -94,8 +96,13 @@ def main():
     procs, stop = [], threading.Event()
     with tempfile.TemporaryDirectory(prefix="wanopt-pbench-") as tmp:
         try:
-            sport, tport, fport, hcore, hedge = (free_port() for _ in range(5))
+            sport, tport, fport, hcore, hedge, rport = (free_port() for _ in range(6))
             threading.Thread(target=serve, args=(path, sport, stop), daemon=True).start()
+            if os.access(BYTERELAY, os.X_OK):
+                procs.append(subprocess.Popen([BYTERELAY, str(rport), str(sport)]))
+            else:
+                log(f"  no {BYTERELAY} (make build/bench/byterelay): the byte relay is left out")
+                rport = None
             subprocess.run([WANOPT, "pki", "init", f"{tmp}/pki"], check=True, capture_output=True)
             common = [f"--tls_ca={tmp}/pki/ca.crt", "--log_level=warn"]
             procs.append(subprocess.Popen([WANOPT, "core", f"--listen=127.0.0.1:{tport}", "--allow=127.0.0.0/8",
@@ -110,10 +117,12 @@ def main():
             time.sleep(1.0)
             log("  first transfer through the pair (cold: fills both stores)")
             cold = download(fport, SIZE)
-            plain, pair = [], []
+            plain, relay, pair = [], [], []
             for i in range(TRIALS):
-                log(f"  trial {i + 1}/{TRIALS}: plain TCP, then the pair (hot)")
+                log(f"  trial {i + 1}/{TRIALS}: plain TCP, the byte relay, then the pair (hot)")
                 plain.append(download(sport, SIZE))
+                if rport:
+                    relay.append(download(rport, SIZE))
                 pair.append(download(fport, SIZE))
             st = json.loads(subprocess.run([WANOPT, "stats", "--json", f"--stats=127.0.0.1:{hedge}"],
                                            capture_output=True, text=True).stdout or "{}")
@@ -127,15 +136,19 @@ def main():
                 except subprocess.TimeoutExpired:
                     p.kill()
     mp, mh = statistics.median(plain), statistics.median(pair)
-    res = dict(size=SIZE, trials=TRIALS, cold_s=cold, plain_s=plain, pair_hot_s=pair,
+    mr = statistics.median(relay) if relay else None
+    res = dict(size=SIZE, trials=TRIALS, cold_s=cold, plain_s=plain, relay_s=relay, pair_hot_s=pair,
                plain_MBps=SIZE / mp / 1e6, pair_hot_MBps=SIZE / mh / 1e6, ratio=mp / mh,
-               edge_totals=st.get("totals", st))
+               ratio_to_relay=mr / mh if mr else None, edge_totals=st.get("totals", st))
+    relay_row = f"| a relay that only copies bytes (bench/byterelay.c) | {mr:.3f} | {SIZE / mr / 1e6:.0f} |\n" if mr else ""
+    relay_line = (f"Byte relay speed / plain TCP speed: {mp / mr:.2f} (what the extra hop costs)  \n"
+                  f"Pair (hot) speed / byte relay speed: {mr / mh:.2f} (what wanopt's work on the bytes costs)\n") if mr else ""
     md = (f"# Proxy benchmark: loopback\n\n{SIZE >> 20} MiB download; median of {TRIALS}; same client and server.\n\n"
           f"| path | seconds | MB/s |\n|---|---|---|\n"
-          f"| plain TCP | {mp:.3f} | {SIZE / mp / 1e6:.0f} |\n"
+          f"| plain TCP | {mp:.3f} | {SIZE / mp / 1e6:.0f} |\n" + relay_row +
           f"| through the pair, cold (first time) | {cold:.3f} | {SIZE / cold / 1e6:.0f} |\n"
           f"| through the pair, hot (repeated data) | {mh:.3f} | {SIZE / mh / 1e6:.0f} |\n\n"
-          f"Pair (hot) speed / plain TCP speed: **{mp / mh:.2f}** (target: >= 1.00)\n")
+          f"Pair (hot) speed / plain TCP speed: **{mp / mh:.2f}** (target: >= 1.00)\n\n" + relay_line)
     os.makedirs(os.path.join(ROOT, "results"), exist_ok=True)
     with open(os.path.join(ROOT, "results", "proxy-loopback.md"), "w") as f:
         f.write(md)
