@@ -8,6 +8,7 @@ netem/bench.  Results: results/proxy-loopback.{md,json}.
 """
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -89,6 +90,8 @@ def make_file(path):
 
 
 def main():
+    # SIGTERM (a timeout) ends the run through the finally below, which stops the daemons and the relay
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("bench: terminated"))
     work = os.environ.get("BENCH_DIR", "/tmp/wanopt-bench")
     os.makedirs(work, exist_ok=True)
     path = f"{work}/loopback-{SIZE >> 20}M.bin"
