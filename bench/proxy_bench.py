@@ -3,8 +3,9 @@
 server (plain TCP), through a relay that only copies bytes (bench/byterelay.c:
 what the extra hop costs, apart from what wanopt does to the bytes) and through
 an edge/core pair whose stores already hold the file (repeated data), in the
-same run, taking turns; medians of TRIALS downloads each, and the ratios.  The link part (the reference transfer over an emulated T1) is in
-netem/bench.  Results: results/proxy-loopback.{md,json}.
+same run, taking turns; medians of TRIALS downloads each, and the ratios.  The
+link part (the reference transfer over an emulated T1) is in netem/bench.
+Results: results/proxy-loopback.{md,json}.
 """
 import json
 import os
