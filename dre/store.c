@@ -411,6 +411,8 @@ int dre_store_read_tag(dre_store *st, uint64_t tag, size_t max, void *buf, dre_r
 	}
 	st->hits++;
 	*out = *cur;
+	if (cur->next) /* a run's decoder looks up the successor next: it loads during the copy */
+		dre_idx_prefetch(&st->idx, cur->next);
 	return read_fast_unlock(st, out, cur, buf, w);
 }
 
