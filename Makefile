@@ -41,7 +41,7 @@ TEST_BIN  = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 NTEST_SRC = $(wildcard tests/netem/test_*.c)
 NTEST_BIN = $(NTEST_SRC:tests/netem/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps deps-quiet deps-build check tests soak asan ubsan fuzz demo bench bench-dre bench-proxy bench-netem install clean
+.PHONY: all deps deps-quiet deps-build check tests soak asan ubsan fuzz demo bench bench-dre bench-proxy bench-bound bench-netem install clean
 PROGS = $(BINDIR)/wanopt $(if $(wildcard netem/wanem.c),$(BINDIR)/wanem)
 all: deps-build $(PROGS)
 
@@ -131,6 +131,10 @@ bench-dre: deps-quiet all
 	@bash bench/dre.sh
 bench-proxy: deps-quiet all $(BUILD)/bench/byterelay
 	@BYTERELAY=$(BUILD)/bench/byterelay bash bench/proxy.sh
+# What the pair's work on the bytes costs: the loopback benchmark against a
+# measurement-only copy that skips it (bench/bound.sh; ROUNDS, TRIALS).
+bench-bound: deps-quiet
+	@bash bench/bound.sh
 
 # The loopback benchmark's reference relay: it only copies bytes (no project code).
 $(BUILD)/bench/byterelay: bench/byterelay.c | deps-build
