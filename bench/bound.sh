@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/bound.sh (make bench-bound): what the pair's work on the bytes costs on
-# loopback.  Builds a copy of the source (the files git tracks, as they are) with bench/bound.patch
-# (MEASUREMENT ONLY: it can deliver wrong bytes) and runs the loopback benchmark
+# loopback.  Builds a copy of the source (the files git tracks, as they are)
+# with bench/bound.patch (MEASUREMENT ONLY: it can deliver wrong bytes; the
+# test bench_bound checks it still applies) and runs the loopback benchmark
 # (bench/proxy_bench.py) ROUNDS times in each of three modes, taking turns:
 #   none  the patched build with no flag set: the product's work
 #   edge  the edge neither copies stored chunks out nor checks frames
