@@ -61,7 +61,9 @@ static int new_chunk(dre_dec *d, uint32_t len)
 static int append_stored(struct opctx *c, uint64_t tag, dre_ent *e)
 {
 	dre_dec *d = c->d;
-	int rc = dre_dec_read(d, tag, e, d->out.p + d->out.len, c->f->h.raw_len - d->out.len);
+	/* a frame of no bytes has no buffer: no chunk fits (the read says how) */
+	uint8_t *at = d->out.p ? d->out.p + d->out.len : NULL;
+	int rc = dre_dec_read(d, tag, e, at, c->f->h.raw_len - d->out.len);
 	if (rc == DRE_EMISS)
 		d->lacks = 1; /* not stored, or its record is unreadable */
 	if (rc)
