@@ -47,6 +47,7 @@ enum stats_gauge {
 	STATS_STORE_READS_WINDOW_NS, /* what the store's reads cost per MiB through windows when last timed */
 	STATS_STORE_READS_MAP_NS,    /* ... through the mappings (0: not timed) */
 	STATS_STORE_READS_CHANGES,   /* times the store changed its way since start (monotonic) */
+	STATS_TLS_NOT_AFTER,         /* when our tunnel certificate expires, Unix time (0: unknown) */
 	STATS_NGAUGE
 };
 

@@ -245,6 +245,22 @@ void tun_lguard_free_listener(struct evconnlistener *l);
  * which file failed and why in err.  What a daemon checks before it starts. */
 int tun_tls_check(const tun_config *cfg, char *err, size_t errlen);
 
+/* TLS credentials (our certificate and key, the CA peers are checked
+ * against) loaded for one side, counted by reference: an endpoint holds one
+ * for the connections it makes or accepts next; a connection keeps what it
+ * was made with. */
+typedef struct tun_tls tun_tls;
+/* Load cfg's certificate, key and CA for the client (client = 1) or server
+ * side; NULL with which file failed and why in err. */
+tun_tls *tun_tls_load(const tun_config *cfg, int client, char *err, size_t errlen);
+/* One more reference to t; t. */
+tun_tls *tun_tls_ref(tun_tls *t);
+/* Drop a reference; NULL: nothing. */
+void tun_tls_unref(tun_tls *t);
+/* When our certificate in t stops being valid (Unix time; 0 if unreadable),
+ * and its subject ("CN=...") into subj. */
+int64_t tun_tls_not_after(const tun_tls *t, char *subj, size_t len);
+
 /* Peer description "ADDR:PORT" (plus " (name)" once the HELLO arrived). */
 const char *tun_conn_peer(const tun_conn *c);
 /* The peer's HELLO; NULL before on_up. */
@@ -315,6 +331,9 @@ void tun_client_set_link(tun_client *c, uint64_t rx_bps, uint64_t tx_bps, uint32
 /* Drain (SIGTERM): GOAWAY on every connection, no redialing; connections
  * close as their streams finish (tun_client_up reaches 0). */
 void tun_client_drain(tun_client *c, const char *text);
+/* Connections dialed from now on use t (reloaded credentials); the
+ * caller's reference to t passes to c.  On c's event loop thread. */
+void tun_client_set_tls(tun_client *c, tun_tls *t);
 
 /* Listen on host:port (port 0: any; see tun_server_port). */
 tun_server *tun_server_new(struct event_base *base, const tun_config *cfg,
@@ -330,6 +349,8 @@ unsigned tun_server_up(const tun_server *s);
 void tun_server_drain(tun_server *s, const char *text);
 /* As tun_client_set_link, for a server's connections. */
 void tun_server_set_link(tun_server *s, uint64_t rx_bps, uint64_t tx_bps, uint32_t rtt_us);
+/* As tun_client_set_tls, for the connections s accepts from now on. */
+void tun_server_set_tls(tun_server *s, tun_tls *t);
 /* Close the listening socket (new connections are refused at once, so peers
  * back off instead of reconnecting to be sent away); connections stay. */
 void tun_server_unlisten(tun_server *s);

@@ -33,9 +33,6 @@ int conf_restart_needed(const struct conf *old, const struct conf *c, char *key,
 	else if (conf_addr_differs(&old->stats, &c->stats)) k = K_STATS;
 	else if (old->transparent != c->transparent) k = K_TRANSPARENT;
 	else if (conf_str_differs(old->store, c->store)) k = K_STORE;
-	else if (conf_str_differs(old->tls_cert, c->tls_cert)) k = K_TLS_CERT;
-	else if (conf_str_differs(old->tls_key, c->tls_key)) k = K_TLS_KEY;
-	else if (conf_str_differs(old->tls_ca, c->tls_ca)) k = K_TLS_CA;
 	else if (old->cc != c->cc) k = K_CONGESTION;
 	else if (old->tunnels != c->tunnels) k = K_TUNNELS;
 	else if (old->workers != c->workers) k = K_WORKERS;

@@ -144,6 +144,40 @@ static void core_relink(void *arg)
 		event_base_once(k->w[i].env.base, -1, EV_TIMEOUT, worker_relink, &k->w[i], NULL);
 }
 
+/* Reloaded TLS credentials on their way to one worker. */
+struct retls_job {
+	struct worker *w;
+	tun_tls *t;
+};
+
+/* On a worker's thread: its listener accepts with the reloaded credentials. */
+static void worker_retls(evutil_socket_t fd, short what, void *arg)
+{
+	struct retls_job *j = arg;
+	if (j->w->srv)
+		tun_server_set_tls(j->w->srv, j->t);
+	else
+		tun_tls_unref(j->t);
+	free(j);
+}
+
+static void core_retls(void *arg, tun_tls *t)
+{
+	struct px_core *k = arg;
+	for (int i = 0; i < k->nw; i++) {
+		struct retls_job *j = malloc(sizeof *j);
+		if (j)
+			*j = (struct retls_job){ &k->w[i], tun_tls_ref(t) };
+		if (!j || event_base_once(k->w[i].env.base, -1, EV_TIMEOUT, worker_retls, j, NULL)) {
+			log_error("reload: TLS: worker %d keeps the credentials it had: out of memory", i);
+			if (j)
+				tun_tls_unref(j->t);
+			free(j);
+		}
+	}
+	tun_tls_unref(t);
+}
+
 static void conn_error(void *arg, const char *msg)
 {
 	log_warn("tunnel refused: %s", msg);
@@ -399,6 +433,7 @@ static int core_start(struct px_daemon *d, void *arg)
 	k->node.tunnel_rtt = core_tunnel_rtt;
 	k->node.role = k;
 	k->node.relink = core_relink;
+	k->node.retls = core_retls;
 	if (px_node_start(&k->node, d, PROTO_ROLE_CORE))
 		return -1;
 	k->nw = worker_count(c);

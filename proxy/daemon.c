@@ -46,7 +46,8 @@ static void px_daemon_usage(FILE *f, enum conf_role role)
 		   "-c may be left out when the command line gives every required key.  A bad\n"
 		   "configuration, or TLS files that do not load, print what is wrong (FILE:LINE\n"
 		   "where there is one) and exit with status 2.\n"
-		   "Logs go to stderr.  SIGHUP reloads, SIGTERM drains streams and exits.\n\n"
+		   "Logs go to stderr.  SIGHUP reloads (TLS files too: for tunnel connections\n"
+		   "made from then on), SIGTERM drains streams and exits.\n\n"
 		   "Keys:\n", r);
 	conf_help(f, role);
 	fprintf(f, "\nEnvironment:\n"

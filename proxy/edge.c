@@ -70,6 +70,15 @@ static void edge_relink(void *arg)
 		px_node_link_up(&e->node, e->up[i]);
 }
 
+/* A reload re-read the TLS credentials: each lane dials with them from now on. */
+static void edge_retls(void *arg, tun_tls *t)
+{
+	struct px_edge *e = arg;
+	for (int i = 0; i < e->nlane; i++)
+		tun_client_set_tls(e->lane[i].tc, tun_tls_ref(t));
+	tun_tls_unref(t);
+}
+
 static void tun_down(tun_conn *c, void *arg, const char *why)
 {
 	struct px_edge_lane *l = arg;
@@ -482,6 +491,7 @@ static int edge_start(struct px_daemon *d, void *arg)
 	e->node.tunnel_rtt = edge_tunnel_rtt;
 	e->node.retune = edge_retune;
 	e->node.relink = edge_relink;
+	e->node.retls = edge_retls;
 	e->node.role = e;
 	if (px_node_start(&e->node, d, PROTO_ROLE_EDGE))
 		return -1;

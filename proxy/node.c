@@ -389,7 +389,7 @@ int px_node_start(struct px_node *n, struct px_daemon *d, int role)
 	event_add(n->tick, &tv);
 	tick_cb(-1, 0, n);
 	n->lag = px_lag_start(n->env.base, n->env.stats, role == PROTO_ROLE_EDGE ? "edge" : "core");
-	return 0;
+	return px_node_tls_start(n, c);
 }
 
 /* One step of a store_size change: evict a data file, come back on the
@@ -436,6 +436,7 @@ static void reload_link(struct px_node *n, const struct conf *c)
 void px_node_reload(struct px_node *n, const struct conf *c)
 {
 	reload_link(n, c);
+	px_node_tls_reload(n, c);
 	if (conf_lan_bulk_streams(c) != n->lan_bulk) {
 		log_info("LAN receive buffers: at most %u streams at once may hold the bulk one (was %u; one"
 			 " held now is kept until its stream waits or ends)", conf_lan_bulk_streams(c), n->lan_bulk);
@@ -465,6 +466,7 @@ void px_node_reload(struct px_node *n, const struct conf *c)
 
 void px_node_stop(struct px_node *n)
 {
+	px_node_tls_stop(n);
 	if (n->tick)
 		event_free(n->tick);
 	n->tick = NULL;

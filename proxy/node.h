@@ -15,6 +15,14 @@ struct px_daemon;
 struct px_lag;
 struct event;
 
+/* The tunnel credentials in use (node_tls.c). */
+struct px_node_tls {
+	struct event *check; /* looks at the expiry twice a day */
+	char *cert;          /* tls_cert as loaded, for messages */
+	int64_t not_after;   /* its expiry (Unix time, 0: unreadable) */
+	char subj[160];      /* its subject */
+};
+
 struct px_node {
 	struct px_daemon *d;
 	dre_store *store;
@@ -45,7 +53,12 @@ struct px_node {
 	 * endpoints (tun_*_set_link) and re-runs px_node_link_up on each
 	 * connection, each on its own thread; or NULL */
 	void (*relink)(void *arg);
+	/* after a reload re-read the TLS credentials: the role hands t to its
+	 * tunnel endpoints (tun_*_set_tls), each on its own thread, and drops
+	 * the reference it is given; or NULL */
+	void (*retls)(void *arg, tun_tls *t);
 	void *role;
+	struct px_node_tls tls;
 };
 
 /* Open the store and set up the tunnel config, tuning and gauges for the
@@ -55,8 +68,16 @@ int px_node_start(struct px_node *n, struct px_daemon *d, int role);
  * file per event loop pass: no stream waits on a large shrink) and link hints
  * (through the role's relink). */
 void px_node_reload(struct px_node *n, const struct conf *c);
-/* Sync and close the store, stop the timer. */
+/* Sync and close the store, stop the timers. */
 void px_node_stop(struct px_node *n);
+/* Log the certificate's subject and expiry (a warning within 30 days),
+ * publish the expiry, and look again twice a day.  0, or -1 after logging. */
+int px_node_tls_start(struct px_node *n, const struct conf *c);
+/* Re-read c's certificate, key and CA and hand them to the role (retls) for
+ * the tunnel connections made from now on; if they do not load, log why
+ * and keep the running ones. */
+void px_node_tls_reload(struct px_node *n, const struct conf *c);
+void px_node_tls_stop(struct px_node *n);
 /* The tun_cbs.on_fd hook: tunes WAN sockets (arg is the px_node). */
 void px_node_on_fd(void *arg, int fd, int phase);
 /* Every PX_RETUNE_S seconds per tunnel connection (from the thread that owns

@@ -571,6 +571,9 @@ static void prom_gauges(FILE *f, struct stats *s)
 	prom_tunnels(f, s);
 	prom_head(f, "tunnels_up", "gauge", "Tunnel connections established.");
 	fprintf(f, "wanopt_tunnels_up %llu\n", G(STATS_TUNNELS_UP));
+	prom_head(f, "tls_cert_expiry_timestamp_seconds", "gauge",
+		  "When this node's tunnel certificate expires (Unix time; as loaded at start or the last reload).");
+	fprintf(f, "wanopt_tls_cert_expiry_timestamp_seconds %llu\n", G(STATS_TLS_NOT_AFTER));
 	prom_head(f, "loop_lag_max_seconds", "gauge",
 		  "Longest an event loop was held since start (a long callback, or not scheduled).");
 	fprintf(f, "wanopt_loop_lag_max_seconds %.6f\n", (double)G(STATS_LOOP_LAG_MAX_US) / 1e6);
@@ -725,8 +728,8 @@ static void json_fill(FILE *f, struct stats *s)
 		stats_hit_ratio(s->gauge, 2), stats_hit_ratio(s->gauge, 3), G(STATS_STORE_PEERS),
 		G(STATS_STORE_PEERS_HELD), G(STATS_STORE_UNTRACKED), G(STATS_STORE_READS_MAPPED) ? "map" : "window",
 		G(STATS_STORE_READS_WINDOW_NS), G(STATS_STORE_READS_MAP_NS), G(STATS_STORE_READS_CHANGES));
-	fprintf(f, "\"tunnel\":{\"rtt_us\":%llu,\"up\":%llu,\"peers\":[", G(STATS_TUNNEL_RTT_US),
-		G(STATS_TUNNELS_UP));
+	fprintf(f, "\"tunnel\":{\"rtt_us\":%llu,\"up\":%llu,\"cert_not_after\":%llu,\"peers\":[",
+		G(STATS_TUNNEL_RTT_US), G(STATS_TUNNELS_UP), G(STATS_TLS_NOT_AFTER));
 	json_tunnels(f, s);
 	fprintf(f, "]},\"loop_lag_max_us\":%llu,\"lan_bulk_buffers\":{\"held\":%llu,\"given\":%llu},\"streams\":[",
 		G(STATS_LOOP_LAG_MAX_US), G(STATS_LAN_BULK), G(STATS_LAN_BULK_GIVEN));

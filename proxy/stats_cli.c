@@ -2,10 +2,12 @@
  * a running node's figures and prints them as a table (parsed from the
  * Prometheus page) or as the raw JSON document. */
 #include <getopt.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cmd.h"
 #include "conf.h"
@@ -33,6 +35,7 @@ struct scli_page {
 	double bulk, bulk_given; /* LAN sockets with the bulk receive buffer: now, since start */
 	double reads_mapped, read_cost[2]; /* how the store reads runs; per MiB through windows, mappings */
 	double hit_ratio, larger[3], new_bytes; /* the store's, and the estimate for 2x, 4x, 8x */
+	double cert_exp; /* when the tunnel certificate expires (Unix time, 0: unknown) */
 	struct scli_row *rows;
 	size_t nrows;
 	struct { char peer[64]; double rtt, link, pace; } peers[8]; /* the first 8 tunnel peers */
@@ -150,6 +153,7 @@ static void scli_total_sample(struct scli_page *pg, const struct scli_sample *sm
 		M("store_hit_ratio", hit_ratio), M("store_new_bytes_total", new_bytes),
 		M("loop_lag_max_seconds", lag), M("lan_bulk_buffers", bulk),
 		M("lan_bulk_buffers_total", bulk_given), M("store_reads_mapped", reads_mapped),
+		M("tls_cert_expiry_timestamp_seconds", cert_exp),
 #undef M
 	};
 	int out = !strcmp(sm->dir, "out");
@@ -238,6 +242,11 @@ static void scli_print(const struct scli_page *pg, const char *addr)
 		printf("store reads runs %s: %.0f us per MiB through 128 KiB preads, %.0f through the mapping"
 		       " (timed on its own reads)\n", pg->reads_mapped > 0 ? "through its mapping" : "through 128 KiB preads",
 		       pg->read_cost[0] * 1e6, pg->read_cost[1] * 1e6);
+	double left = pg->cert_exp > 0 ? pg->cert_exp - (double)time(NULL) : 1e18;
+	if (left < 30 * 86400.0) /* node_tls.c warns in the log from then on too */
+		printf(left > 0 ? "tunnel certificate expires in %.0f days: renew it, then reload\n"
+				: "tunnel certificate EXPIRED %.0f days ago: new tunnel connections fail\n",
+		       fabs(left) / 86400);
 	if (pg->bulk_given > 0) /* LAN senders faster than us (lanbuf.c) */
 		printf("bulk LAN receive buffers: %.0f held now, %.0f given since start\n", pg->bulk, pg->bulk_given);
 	putchar('\n');

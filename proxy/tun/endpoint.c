@@ -197,6 +197,18 @@ void tun_client_set_link(tun_client *c, uint64_t rx_bps, uint64_t tx_bps, uint32
 	tun_ep_set_link(&c->ep, rx_bps, tx_bps, rtt_us);
 }
 
+/* The endpoint makes its next connections with t (its reference passes). */
+static void ep_set_tls(struct tun_ep *ep, tun_tls *t)
+{
+	SSL_CTX_free(ep->ssl);
+	ep->ssl = (SSL_CTX *)t;
+}
+
+void tun_client_set_tls(tun_client *c, tun_tls *t)
+{
+	ep_set_tls(&c->ep, t);
+}
+
 /* ---- server ------------------------------------------------------------- */
 
 /* A connection arrived. */
@@ -301,6 +313,11 @@ void tun_server_drain(tun_server *s, const char *text)
 void tun_server_set_link(tun_server *s, uint64_t rx_bps, uint64_t tx_bps, uint32_t rtt_us)
 {
 	tun_ep_set_link(&s->ep, rx_bps, tx_bps, rtt_us);
+}
+
+void tun_server_set_tls(tun_server *s, tun_tls *t)
+{
+	ep_set_tls(&s->ep, t);
 }
 
 void tun_server_unlisten(tun_server *s)

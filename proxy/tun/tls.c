@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
@@ -69,6 +70,41 @@ err_1:
 	SSL_CTX_free(ctx);
 err_0:
 	return NULL;
+}
+
+/* A tun_tls is an SSL_CTX: OpenSSL counts the references, and each SSL
+ * made from it holds one of its own. */
+tun_tls *tun_tls_load(const tun_config *cfg, int client, char *err, size_t errlen)
+{
+	return (tun_tls *)tun_tls_ctx(cfg, client, err, errlen);
+}
+
+tun_tls *tun_tls_ref(tun_tls *t)
+{
+	SSL_CTX_up_ref((SSL_CTX *)t);
+	return t;
+}
+
+void tun_tls_unref(tun_tls *t)
+{
+	SSL_CTX_free((SSL_CTX *)t);
+}
+
+int64_t tun_tls_not_after(const tun_tls *t, char *subj, size_t len)
+{
+	X509 *x = SSL_CTX_get0_certificate((const SSL_CTX *)t);
+	struct tm tm;
+
+	if (len)
+		subj[0] = 0;
+	if (!x)
+		return 0;
+	X509_NAME_oneline(X509_get_subject_name(x), subj, (int)len);
+	if (subj[0] == '/')
+		memmove(subj, subj + 1, strlen(subj));
+	if (ASN1_TIME_to_tm(X509_get0_notAfter(x), &tm) != 1)
+		return 0;
+	return (int64_t)timegm(&tm);
 }
 
 int tun_tls_check(const tun_config *cfg, char *err, size_t errlen)

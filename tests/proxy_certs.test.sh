@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# proxy_certs.test.sh: renewing the tunnel's certificates without a restart.
+#
+#   client --> edge    127.0.0.1:L  ==TLS==+
+#   client --> stale   127.0.0.1:L2 ==TLS==+==> core 127.0.0.1:P --> server
+#
+# The edge and the core read certificate, key and CA from $T/pki; the stale
+# edge from a copy of the first credentials that is never renewed.
+# 1. At start each daemon logs its certificate's subject and expiry and
+#    publishes the expiry (`wanopt stats --json`: tunnel.cert_not_after).
+# 2. Credentials from a new CA are written over the files in place and both
+#    daemons get SIGHUP: each logs the re-read; an interactive session and
+#    the tunnel stay up across it.
+# 3. The core restarts: the edge, reloaded but not restarted, dials it with
+#    the new credentials and transfers are exact; the stale edge is refused
+#    (so the credentials did change).
+# 4. The other way: newer credentials (valid 10 days), SIGHUP to both, the
+#    edge restarts: the reloaded core takes it.  Both warn that the
+#    certificate expires within 30 days, and `wanopt stats` says so.
+# 5. A certificate that does not load on SIGHUP: logged, and the running
+#    credentials kept (the edge still dials the restarted core with them).
+set -eu
+cd "$(dirname "$0")/.."
+. tests/proxy/lib.sh
+px_setup
+
+P=$(px_port) S1=$(px_port) S2=$(px_port) S3=$(px_port) L=$(px_port) L2=$(px_port)
+px_server srv
+SRV=$(cat "$T/srv.port")
+MB=$((1 << 20))
+cp -a "$T/pki" "$T/first"
+"$BIN" pki init "$T/second" >/dev/null
+"$BIN" pki init "$T/third" --days=10 >/dev/null
+
+hup() {  # name: SIGHUP, then wait for the reload's end
+	local mark
+	mark=$(px_count_log "$1" "reloaded")
+	kill -HUP "${PID[$1]}"
+	px_wait_count "$1" "reloaded" $((mark + 1)) 10
+}
+start_edge() {
+	px_edge edge "$P" "$S2" "--forward=127.0.0.1:$L -> 127.0.0.1:$SRV"
+}
+ups() { px_count_log "$1" "tunnel up"; }
+
+# ---- 1. start ----
+px_core core "$P" "$S1" --allow=127.0.0.1/32
+start_edge
+NOWAIT=1 px_run stale edge --peer=127.0.0.1:"$P" --store="$T/stale.store" --tls_cert="$T/first/edge.crt" \
+	--tls_key="$T/first/edge.key" --tls_ca="$T/first/ca.crt" --stats=127.0.0.1:"$S3" \
+	"--forward=127.0.0.1:$L2 -> 127.0.0.1:$SRV"
+px_wait_count stale "tunnel up" 1 15
+for n in core edge; do
+	grep -q "TLS: tls_cert $T/pki/$n.crt (O=wanopt/CN=wanopt-$n) valid until" "$T/$n.log" &&
+		ok "$n logs its certificate: $(grep -m1 "TLS: tls_cert" "$T/$n.log" | cut -c26-)" ||
+		fail "$n: no certificate line at start"
+done
+first_exp=$(px_stat "$S2" 'j["tunnel"]["cert_not_after"]')
+now=$(date +%s)
+[ "$first_exp" -gt $((now + 3640 * 86400)) ] && [ "$first_exp" -lt $((now + 3660 * 86400)) ] &&
+	ok "expiry published: $(date -u -d "@$first_exp" +%F) (pki init's 3650 days)" ||
+	fail "expiry published: $first_exp"
+expect "through the edge at start" pxt get 127.0.0.1 "$L" 1 $MB
+
+# ---- 2. renewed in place, SIGHUP ----
+rm -f "$T/live.ready"
+px_bg live live 127.0.0.1 "$L" 4 --ready="$T/live.ready" --timeout=30
+px_wait_file "$T/live.ready"
+cp "$T/second/"* "$T/pki/"
+for n in core edge; do
+	hup "$n" && grep -q "reload: TLS: certificate, key and CA re-read" "$T/$n.log" &&
+		ok "$n re-read its credentials on SIGHUP" || fail "$n: no re-read logged: $(tail -n 3 "$T/$n.log")"
+done
+px_bg_wait live 30
+[ "$BG_RC" = 0 ] && ok "a session across the reloads: $BG_OUT" || fail "the session across the reloads: rc $BG_RC: $BG_OUT"
+up_before=$(ups edge)
+
+# ---- 3. the core restarts with them: the reloaded edge gets in, the stale one not ----
+px_stop core
+px_core core "$P" "$S1" --allow=127.0.0.1/32
+px_wait_count edge "tunnel up" $((up_before + 1)) 15 && ok "the reloaded edge is back in" ||
+	fail "the reloaded edge did not get in: $(grep -i "tunnel" "$T/edge.log" | tail -n 3)"
+expect "through the reloaded edge" pxt get 127.0.0.1 "$L" 2 $((4 * MB))
+expect "upload through the reloaded edge" pxt put 127.0.0.1 "$L" 3 $((4 * MB))
+px_wait_log core "tunnel refused" 15 >/dev/null && ok "the stale edge is refused: $(grep -m1 "tunnel refused" "$T/core.log" | cut -c26-)" ||
+	fail "the stale edge was not refused"
+
+# ---- 4. newer credentials, SIGHUP, the edge restarts: the reloaded core takes it ----
+cp "$T/third/"* "$T/pki/"
+hup core && hup edge || fail "reload: $(tail -n 2 "$T/core.log")"
+for n in core edge; do
+	grep -q "TLS: tls_cert $T/pki/$n.crt (O=wanopt/CN=wanopt-$n) expires on .* in 10 days" "$T/$n.log" &&
+		ok "$n warns: $(grep "expires on" "$T/$n.log" | tail -n 1 | cut -c26-)" || fail "$n: no expiry warning"
+done
+px_stop edge
+start_edge && ok "the restarted edge got into the reloaded core" || fail "the reloaded core refused the edge"
+expect "through the restarted edge" pxt get 127.0.0.1 "$L" 4 $((4 * MB))
+"$BIN" stats --stats=127.0.0.1:"$S1" | grep -q "tunnel certificate expires in 10 days" &&
+	ok "wanopt stats: $("$BIN" stats --stats=127.0.0.1:"$S1" | grep "certificate")" ||
+	fail "wanopt stats does not warn: $("$BIN" stats --stats=127.0.0.1:"$S1" | head -n 4)"
+
+# ---- 5. a certificate that does not load ----
+echo "not a certificate" > "$T/pki/edge.crt"
+hup edge || true
+grep -q "reload: TLS: tls_cert: cannot load certificate $T/pki/edge.crt" "$T/edge.log" &&
+	grep -q "reload: TLS: the tunnel keeps the certificate, key and CA it had" "$T/edge.log" &&
+	ok "a broken certificate is logged and the running one kept" ||
+	fail "broken certificate on SIGHUP: $(tail -n 3 "$T/edge.log")"
+up_before=$(ups edge)
+px_stop core
+px_core core "$P" "$S1" --allow=127.0.0.1/32
+px_wait_count edge "tunnel up" $((up_before + 1)) 15 && ok "the edge still dials with the credentials it kept" ||
+	fail "the edge lost its credentials: $(tail -n 3 "$T/edge.log")"
+expect "through the edge after the broken reload" pxt get 127.0.0.1 "$L" 5 $MB
+px_alive edge && px_alive core && ok "both daemons alive" || fail "a daemon died"
+px_done
