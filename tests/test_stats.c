@@ -52,6 +52,7 @@ static struct stats *sample_registry(struct stats_stream **a, struct stats_strea
 	stats_set(s, STATS_STORE_LARGER_8X, 250);
 	stats_set(s, STATS_TUNNEL_RTT_US, 40100);
 	stats_set(s, STATS_TUNNELS_UP, 1);
+	stats_set(s, STATS_TLS_NOT_AFTER, 2112345678);
 	stats_max(s, STATS_LOOP_LAG_MAX_US, 5000);
 	stats_max(s, STATS_LOOP_LAG_MAX_US, 120);   /* lower: the gauge keeps 5000 */
 	stats_max(s, STATS_LOOP_LAG_MAX_US, 12500);
@@ -232,6 +233,8 @@ static void test_render(void **state)
 		"wanopt_store_larger_hit_ratio{size=\"2x\"} 0.7000\n",
 		"wanopt_store_larger_hit_ratio{size=\"8x\"} 0.8500\n",
 		"wanopt_tunnel_rtt_seconds 0.040100\n",
+		"# TYPE wanopt_tls_cert_expiry_timestamp_seconds gauge\n",
+		"wanopt_tls_cert_expiry_timestamp_seconds 2112345678\n",
 		"wanopt_loop_lag_max_seconds 0.012500\n",
 		"# TYPE wanopt_lan_bulk_buffers gauge\n",
 		"wanopt_lan_bulk_buffers 2\n",
@@ -263,7 +266,7 @@ static void test_render(void **state)
 				  "\"peers\":3,\"peers_held\":1,\"peers_untracked\":4,"
 				  "\"reads\":{\"way\":\"window\",\"window_ns_per_mib\":151000,"
 				  "\"map_ns_per_mib\":186000,\"changes\":1}},"
-				  "\"tunnel\":{\"rtt_us\":40100,\"up\":1,\"peers\":[]},\"loop_lag_max_us\":12500,"
+				  "\"tunnel\":{\"rtt_us\":40100,\"up\":1,\"cert_not_after\":2112345678,\"peers\":[]},\"loop_lag_max_us\":12500,"
 				  "\"lan_bulk_buffers\":{\"held\":2,\"given\":3},"));
 	assert_non_null(strstr(p, "{\"id\":1,\"src\":\"10.0.0.5:41000\",\"dst\":\"10.1.1.1:21\","
 				  "\"mode\":\"full\",\"age_s\":"));
