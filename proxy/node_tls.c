@@ -54,6 +54,7 @@ static void look(const struct px_node *n, int verbose)
 		log_info("TLS: tls_cert %s (%s) valid until %s (%.0f days)", t->cert, t->subj, when, days);
 }
 
+/* Twice a day: look at the expiry (arg: the node). */
 static void check_cb(evutil_socket_t fd, short what, void *arg)
 {
 	look(arg, 0);

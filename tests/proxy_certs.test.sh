@@ -46,7 +46,7 @@ ups() { px_count_log "$1" "tunnel up"; }
 # ---- 1. start ----
 px_core core "$P" "$S1" --allow=127.0.0.1/32
 start_edge
-NOWAIT=1 px_run stale edge --peer=127.0.0.1:"$P" --store="$T/stale.store" --tls_cert="$T/first/edge.crt" \
+px_run stale edge --peer=127.0.0.1:"$P" --store="$T/stale.store" --tls_cert="$T/first/edge.crt" \
 	--tls_key="$T/first/edge.key" --tls_ca="$T/first/ca.crt" --stats=127.0.0.1:"$S3" \
 	"--forward=127.0.0.1:$L2 -> 127.0.0.1:$SRV"
 px_wait_count stale "tunnel up" 1 15
