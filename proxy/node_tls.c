@@ -115,8 +115,9 @@ void px_node_tls_reload(struct px_node *n, const struct conf *c)
 	}
 	char when[40];
 	day_str(n->tls.not_after, when, sizeof when);
-	log_info("reload: TLS: certificate, key and CA re-read (%s, valid until %s); tunnel connections made"
-		 " from now on use them, those up keep theirs", n->tls.subj, when);
+	/* not "reload: ...": that begins the lines of a reload that failed */
+	log_info("TLS: certificate, key and CA re-read (%s, valid until %s); tunnel connections made from"
+		 " now on use them, those up keep theirs", n->tls.subj, when);
 	look(n, 0);
 	if (n->retls)
 		n->retls(n->role, t); /* passes our reference */

@@ -68,7 +68,7 @@ px_bg live live 127.0.0.1 "$L" 4 --ready="$T/live.ready" --timeout=30
 px_wait_file "$T/live.ready"
 cp "$T/second/"* "$T/pki/"
 for n in core edge; do
-	hup "$n" && grep -q "reload: TLS: certificate, key and CA re-read" "$T/$n.log" &&
+	hup "$n" && grep -q "TLS: certificate, key and CA re-read" "$T/$n.log" &&
 		ok "$n re-read its credentials on SIGHUP" || fail "$n: no re-read logged: $(tail -n 3 "$T/$n.log")"
 done
 px_bg_wait live 30
