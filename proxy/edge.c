@@ -518,13 +518,13 @@ static int edge_reload(struct px_daemon *d, const struct conf *old, const struct
 {
 	struct px_edge *e = arg;
 	close_forwards(e);
-	px_node_reload(&e->node, c);
 	if (open_forwards(e, c)) {
 		log_error("reload: forward listeners failed; keeping the old configuration");
 		close_forwards(e);
 		open_forwards(e, old);
 		return -1;
 	}
+	px_node_reload(&e->node, c); /* only once the reload is sure to be kept */
 	return 0;
 }
 

@@ -10,7 +10,8 @@
 #    show in the stats.
 # 2. Core SIGHUP with a narrower allow: a live stream goes on, new streams to
 #    the target are refused; reverting it lets them through again.
-# 3. A broken edge.conf on SIGHUP: logged, the running configuration kept.
+# 3. A broken edge.conf on SIGHUP: logged, the running configuration kept;
+#    so too one whose new forward cannot listen (none of it applies).
 # 4. SIGTERM drains: the edge stops accepting at once, lets the download in
 #    flight finish byte-exact, then exits 0; the same for the core, and while
 #    the core drains, edges fail open (direct) or refuse by their own rule.  A
@@ -147,6 +148,14 @@ else ok "broken edge.conf refused: $(grep "reload: " "$T/edge.log" | tail -n 1 |
 px_alive edge && ok "the edge still runs" || fail "the edge died on a broken reload"
 expect "forward A after the refused reload" pxt get 127.0.0.1 "$LA" 10 $MB
 expect "forward C after the refused reload" pxt get 127.0.0.1 "$LC" 11 $MB
+# a sound file whose new forward cannot listen (the server's port): nothing of it applies
+edge_conf 16M "$LA" "$LC" "$SRV"
+if hup edge; then fail "a reload whose forward cannot listen was kept"
+else ok "forward that cannot listen: $(grep "reload: " "$T/edge.log" | tail -n 1 | cut -c26-)"; fi
+sleep 1 # a store_size applied would log its outcome on the next loop pass
+[ "$(px_count_log edge "size limit now 16777216")" = 0 ] && ok "... and its store_size was not applied either" ||
+	fail "store_size of a failed reload applied: $(grep "size limit now" "$T/edge.log" | tail -n 1)"
+expect "forward A after the failed reload" pxt get 127.0.0.1 "$LA" 17 $MB
 edge_conf 8M "$LA" "$LC"
 
 # ---- 4. SIGTERM drains ----
