@@ -19,6 +19,9 @@
 #    certificate expires within 30 days, and `wanopt stats` says so.
 # 5. A certificate that does not load on SIGHUP: logged, and the running
 #    credentials kept (the edge still dials the restarted core with them).
+# 6. A new CA with an overlap: both trust old and new CA (one file), the core
+#    moves to its new certificate and takes an edge still on the old one;
+#    then the edge moves, by reload, and gets into a core on the new CA alone.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/proxy/lib.sh
@@ -112,5 +115,25 @@ px_core core "$P" "$S1" --allow=127.0.0.1/32
 px_wait_count edge "tunnel up" $((up_before + 1)) 15 && ok "the edge still dials with the credentials it kept" ||
 	fail "the edge lost its credentials: $(tail -n 3 "$T/edge.log")"
 expect "through the edge after the broken reload" pxt get 127.0.0.1 "$L" 5 $MB
+
+# ---- 6. a new CA with an overlap, as conf/README.md tells it ----
+"$BIN" pki init "$T/fourth" >/dev/null
+cp "$T/third/edge.crt" "$T/pki/edge.crt"
+cat "$T/third/ca.crt" "$T/fourth/ca.crt" >"$T/pki/ca.crt"
+hup core && hup edge || fail "reload with both CAs: $(tail -n 2 "$T/core.log")"
+cp "$T/fourth/core.crt" "$T/fourth/core.key" "$T/pki/"
+hup core || fail "core reload to its new certificate"
+px_stop edge
+start_edge && ok "CA overlap: the reloaded core (new certificate, both CAs) takes an edge on the old one" ||
+	fail "CA overlap: the edge on the old certificate did not get in"
+cp "$T/fourth/edge.crt" "$T/fourth/edge.key" "$T/pki/"
+cp "$T/fourth/ca.crt" "$T/pki/ca.crt"
+hup edge || fail "edge reload to its new certificate"
+up_before=$(ups edge)
+px_stop core
+px_core core "$P" "$S1" --allow=127.0.0.1/32
+px_wait_count edge "tunnel up" $((up_before + 1)) 15 && ok "CA overlap: all on the new CA, the edge without a restart" ||
+	fail "CA overlap: the edge on the new CA did not get in: $(tail -n 3 "$T/edge.log")"
+expect "through the edge on the new CA" pxt get 127.0.0.1 "$L" 6 $MB
 px_alive edge && px_alive core && ok "both daemons alive" || fail "a daemon died"
 px_done
