@@ -57,6 +57,7 @@ struct stats_tunnel {
 	uint64_t rtt_us;
 	uint64_t link_bps; /* the rate we send to it at (ours or the slower it told), 0: unknown */
 	uint64_t pace_bps; /* the connection's pacing cap, 0: none (a peer's: the sum over its connections) */
+	uint64_t cert_not_after; /* when the peer's certificate expires, Unix time (0: unknown; a peer's: the earliest) */
 };
 enum { STATS_TUNNEL_SLOTS = 64 };
 

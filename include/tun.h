@@ -270,6 +270,9 @@ unsigned tun_conn_version(const tun_conn *c);
 uint32_t tun_conn_caps(const tun_conn *c);
 /* Smoothed round-trip time from PING/PONG in microseconds (0: unknown). */
 uint64_t tun_conn_rtt_us(const tun_conn *c);
+/* When the certificate the peer presented stops being valid (Unix time; 0
+ * before the handshake or if unreadable). */
+int64_t tun_conn_peer_not_after(const tun_conn *c);
 /* Pace c for a link of bps bit/s (the owner's choice from its own hint and
  * the peer's HELLO): each stream gets at most `quantum` DATA bytes a turn and
  * about `out_buffer` frame bytes are kept queued for TLS (0: the config's). */

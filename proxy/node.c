@@ -140,6 +140,8 @@ uint64_t px_node_tunnels_publish(struct px_node *n, int slot, tun_conn *const *c
 			uint64_t pace = fd < 0 ? 0 : tfo_pace_get(fd);
 			t[k].link_bps = tun_conn_link_bps(conns[i]);
 			t[k].pace_bps = pace == UINT64_MAX ? 0 : pace;
+			int64_t exp = tun_conn_peer_not_after(conns[i]);
+			t[k].cert_not_after = exp > 0 ? (uint64_t)exp : 0;
 			t[k++].rtt_us = r;
 		}
 	}

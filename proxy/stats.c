@@ -254,6 +254,8 @@ static struct stats_tunnel *stats_tunnels(struct stats *s, size_t *n)
 			if (all[i].link_bps > last->link_bps)
 				last->link_bps = all[i].link_bps;
 			last->pace_bps += all[i].pace_bps;
+			if (all[i].cert_not_after && (!last->cert_not_after || all[i].cert_not_after < last->cert_not_after))
+				last->cert_not_after = all[i].cert_not_after;
 		}
 	}
 	return all;
@@ -455,9 +457,9 @@ static void prom_totals(FILE *f, struct stats *s)
 }
 
 /* A per-peer gauge of the tunnel peers t[0..n): name (after "wanopt_"), with
- * help, valued by each peer's uint64_t at offset off of its struct, in bits
- * per second; a peer whose value is 0 (unknown) is left out. */
-static void prom_peer_bps(FILE *f, const struct stats_tunnel *t, size_t n, const char *name, const char *help,
+ * help, valued by each peer's uint64_t at offset off of its struct; a peer
+ * whose value is 0 (unknown) is left out. */
+static void prom_peer_u64(FILE *f, const struct stats_tunnel *t, size_t n, const char *name, const char *help,
 			  size_t off)
 {
 	prom_head(f, name, "gauge", help);
@@ -472,7 +474,8 @@ static void prom_peer_bps(FILE *f, const struct stats_tunnel *t, size_t n, const
 	}
 }
 
-/* The smoothed RTT to each tunnel peer, the rate sent to it and its pacing cap. */
+/* The smoothed RTT to each tunnel peer, the rate sent to it, its pacing cap
+ * and its certificate's expiry. */
 static void prom_tunnels(FILE *f, struct stats *s)
 {
 	size_t n;
@@ -486,13 +489,16 @@ static void prom_tunnels(FILE *f, struct stats *s)
 		stats_escape(f, t[i].peer, 0);
 		fprintf(f, "\"} %.6f\n", (double)t[i].rtt_us / 1e6);
 	}
-	prom_peer_bps(f, t, n, "tunnel_peer_link_bits_per_second",
+	prom_peer_u64(f, t, n, "tunnel_peer_link_bits_per_second",
 		      "The rate sent to each tunnel peer at (link_rate, or the slower one the peer told; unknown: absent).",
 		      offsetof(struct stats_tunnel, link_bps));
-	prom_peer_bps(f, t, n, "tunnel_peer_pace_bits_per_second",
+	prom_peer_u64(f, t, n, "tunnel_peer_pace_bits_per_second",
 		      "The pacing cap of the connections to each tunnel peer, summed (a share of 95 % of the link rate;"
 		      " unpaced: absent).",
 		      offsetof(struct stats_tunnel, pace_bps));
+	prom_peer_u64(f, t, n, "tunnel_peer_cert_expiry_timestamp_seconds",
+		      "When each tunnel peer's certificate expires (Unix time; the earliest over its connections).",
+		      offsetof(struct stats_tunnel, cert_not_after));
 	free(t);
 }
 
@@ -696,8 +702,9 @@ static void json_tunnels(FILE *f, struct stats *s)
 	for (size_t i = 0; i < n && i < STATS_MAX_LISTED; i++) {
 		fputs(i ? ",{\"peer\":\"" : "{\"peer\":\"", f);
 		stats_escape(f, t[i].peer, 1);
-		fprintf(f, "\",\"rtt_us\":%llu,\"link_bps\":%llu,\"pace_bps\":%llu}", (unsigned long long)t[i].rtt_us,
-			(unsigned long long)t[i].link_bps, (unsigned long long)t[i].pace_bps);
+		fprintf(f, "\",\"rtt_us\":%llu,\"link_bps\":%llu,\"pace_bps\":%llu,\"cert_not_after\":%llu}",
+			(unsigned long long)t[i].rtt_us, (unsigned long long)t[i].link_bps,
+			(unsigned long long)t[i].pace_bps, (unsigned long long)t[i].cert_not_after);
 	}
 	free(t);
 }

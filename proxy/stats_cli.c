@@ -36,11 +36,14 @@ struct scli_page {
 	double reads_mapped, read_cost[2]; /* how the store reads runs; per MiB through windows, mappings */
 	double hit_ratio, larger[3], new_bytes; /* the store's, and the estimate for 2x, 4x, 8x */
 	double cert_exp; /* when the tunnel certificate expires (Unix time, 0: unknown) */
+	struct { unsigned n; double at; char peer[64]; } peer_exp; /* peers' certificates within 30 days */
 	struct scli_row *rows;
 	size_t nrows;
 	struct { char peer[64]; double rtt, link, pace; } peers[8]; /* the first 8 tunnel peers */
 	size_t npeers, morepeers;
 };
+
+#define SCLI_CERT_WARN (30 * 86400.0) /* certificates this close to expiry are mentioned */
 
 /* Reads a quoted label value at *p (after the opening quote) into out. */
 static int scli_label_value(const char **p, char *out, size_t len)
@@ -175,6 +178,12 @@ static void scli_total_sample(struct scli_page *pg, const struct scli_sample *sm
 		for (size_t i = 0; i < pg->npeers; i++)
 			if (!strncmp(pg->peers[i].peer, sm->peer, sizeof pg->peers[i].peer - 1)) /* kept as cut */
 				*(pace ? &pg->peers[i].pace : &pg->peers[i].link) = sm->v;
+	} else if (!strcmp(sm->name, "wanopt_tunnel_peer_cert_expiry_timestamp_seconds") && sm->v > 0 &&
+		   sm->v - (double)time(NULL) < SCLI_CERT_WARN) {
+		if (!pg->peer_exp.n++ || sm->v < pg->peer_exp.at) {
+			pg->peer_exp.at = sm->v;
+			snprintf(pg->peer_exp.peer, sizeof pg->peer_exp.peer, "%s", sm->peer);
+		}
 	} else if (!strcmp(sm->name, "wanopt_store_read_seconds_per_mib")) {
 		pg->read_cost[!strcmp(sm->way, "map")] = sm->v;
 	} else if (!strcmp(sm->name, "wanopt_store_larger_hit_ratio")) {
@@ -243,10 +252,14 @@ static void scli_print(const struct scli_page *pg, const char *addr)
 		       " (timed on its own reads)\n", pg->reads_mapped > 0 ? "through its mapping" : "through 128 KiB preads",
 		       pg->read_cost[0] * 1e6, pg->read_cost[1] * 1e6);
 	double left = pg->cert_exp > 0 ? pg->cert_exp - (double)time(NULL) : 1e18;
-	if (left < 30 * 86400.0) /* node_tls.c warns in the log from then on too */
+	if (left < SCLI_CERT_WARN) /* node_tls.c warns in the log from then on too */
 		printf(left > 0 ? "tunnel certificate expires in %.0f days: renew it, then reload\n"
 				: "tunnel certificate EXPIRED %.0f days ago: new tunnel connections fail\n",
 		       fabs(left) / 86400);
+	double first = pg->peer_exp.at - (double)time(NULL);
+	if (pg->peer_exp.n) /* the peers' own logs say so too */
+		printf("%u tunnel peer(s) with a certificate expiring within 30 days; the first: %s, %s %.0f days\n",
+		       pg->peer_exp.n, pg->peer_exp.peer, first > 0 ? "in" : "EXPIRED", fabs(first) / 86400);
 	if (pg->bulk_given > 0) /* LAN senders faster than us (lanbuf.c) */
 		printf("bulk LAN receive buffers: %.0f held now, %.0f given since start\n", pg->bulk, pg->bulk_given);
 	putchar('\n');

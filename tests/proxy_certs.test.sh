@@ -16,7 +16,8 @@
 #    (so the credentials did change).
 # 4. The other way: newer credentials (valid 10 days), SIGHUP to both, the
 #    edge restarts: the reloaded core takes it.  Both warn that the
-#    certificate expires within 30 days, and `wanopt stats` says so.
+#    certificate expires within 30 days, and `wanopt stats` says so; the
+#    core publishes its peer's certificate expiry too.
 # 5. A certificate that does not load on SIGHUP: logged, and the running
 #    credentials kept (the edge still dials the restarted core with them).
 # 6. A new CA with an overlap: both trust old and new CA (one file), the core
@@ -98,6 +99,16 @@ done
 px_stop edge
 start_edge && ok "the restarted edge got into the reloaded core" || fail "the reloaded core refused the edge"
 expect "through the restarted edge" pxt get 127.0.0.1 "$L" 4 $((4 * MB))
+# the core sees each edge's certificate: the restarted one's 10 days, the stale one's not (refused)
+sleep 1.5 # tunnel peers are published once a second
+peer_exp=$(px_stat "$S1" 'min(p["cert_not_after"] for p in j["tunnel"]["peers"])')
+now=$(date +%s)
+[ "$peer_exp" -gt $((now + 9 * 86400)) ] && [ "$peer_exp" -le $((now + 10 * 86400)) ] &&
+	ok "the core publishes the edge's certificate expiry: $(date -u -d "@$peer_exp" +%F)" ||
+	fail "peer certificate expiry at the core: $peer_exp ($(px_stat "$S1" 'j["tunnel"]["peers"]'))"
+"$BIN" stats --stats=127.0.0.1:"$S1" | grep -q "1 tunnel peer(s) with a certificate expiring within 30 days" &&
+	ok "wanopt stats at the core: $("$BIN" stats --stats=127.0.0.1:"$S1" | grep "tunnel peer(s)")" ||
+	fail "wanopt stats at the core does not name the edge: $("$BIN" stats --stats=127.0.0.1:"$S1" | head -n 5)"
 "$BIN" stats --stats=127.0.0.1:"$S1" | grep -q "tunnel certificate expires in 10 days" &&
 	ok "wanopt stats: $("$BIN" stats --stats=127.0.0.1:"$S1" | grep "certificate")" ||
 	fail "wanopt stats does not warn: $("$BIN" stats --stats=127.0.0.1:"$S1" | head -n 4)"

@@ -132,14 +132,16 @@ static void test_threads(void **state)
 }
 
 /* Tunnel peers: every publisher's connections, one line per peer (the
- * smallest known RTT, the sum of the pacing caps), sorted; a publisher's new
- * list replaces its old one. */
+ * smallest known RTT, the sum of the pacing caps, the earliest certificate
+ * expiry), sorted; a publisher's new list replaces its old one. */
 static void test_tunnel_peers(void **state)
 {
 	struct stats *s = stats_create("core");
-	struct stats_tunnel w0[] = { { "10.0.2.1:40000", 300000, 0, 0 }, { "10.0.1.1:40000", 0, 1544000, 733400 } };
-	struct stats_tunnel w1[] = { { "10.0.1.1:40000", 40100, 0, 733400 }, { "[fd00::3]:40000", 90000, 0, 0 } };
-	struct stats_tunnel gone[] = { { "10.9.9.9:1", 1, 0, 0 } };
+	struct stats_tunnel w0[] = { { "10.0.2.1:40000", 300000, 0, 0, 0 },
+				     { "10.0.1.1:40000", 0, 1544000, 733400, 2000000300 } };
+	struct stats_tunnel w1[] = { { "10.0.1.1:40000", 40100, 0, 733400, 2000000100 },
+				     { "[fd00::3]:40000", 90000, 0, 0, 0 } };
+	struct stats_tunnel gone[] = { { "10.9.9.9:1", 1, 0, 0, 0 } };
 	assert_int_equal(stats_tunnels_set(s, 0, w0, 2), 0);
 	assert_int_equal(stats_tunnels_set(s, 1, gone, 1), 0);
 	assert_int_equal(stats_tunnels_set(s, 1, w1, 2), 0);
@@ -152,15 +154,19 @@ static void test_tunnel_peers(void **state)
 	const char *link = "wanopt_tunnel_peer_link_bits_per_second{peer=\"10.0.1.1:40000\"} 1544000\n";
 	/* two connections sharing 95 % of it */
 	const char *pace = "wanopt_tunnel_peer_pace_bits_per_second{peer=\"10.0.1.1:40000\"} 1466800\n";
-	if (!strstr(p, want) || !strstr(p, link) || !strstr(p, pace) || strstr(p, "10.9.9.9") ||
-	    strstr(p, "pace_bits_per_second{peer=\"10.0.2.1"))
+	/* the earlier of its two connections' certificates; unknown elsewhere: absent */
+	const char *cert = "wanopt_tunnel_peer_cert_expiry_timestamp_seconds{peer=\"10.0.1.1:40000\"} 2000000100\n";
+	if (!strstr(p, want) || !strstr(p, link) || !strstr(p, pace) || !strstr(p, cert) || strstr(p, "10.9.9.9") ||
+	    strstr(p, "pace_bits_per_second{peer=\"10.0.2.1") || strstr(p, "expiry_timestamp_seconds{peer=\"10.0.2.1"))
 		fail_msg("tunnel peers in /metrics:\n%s", p);
 	free(p);
 	p = stats_render_json(s);
 	assert_non_null(strstr(p, "\"peers\":[{\"peer\":\"10.0.1.1:40000\",\"rtt_us\":40100,\"link_bps\":1544000,"
-				  "\"pace_bps\":1466800},"
-				  "{\"peer\":\"10.0.2.1:40000\",\"rtt_us\":300000,\"link_bps\":0,\"pace_bps\":0},"
-				  "{\"peer\":\"[fd00::3]:40000\",\"rtt_us\":90000,\"link_bps\":0,\"pace_bps\":0}]"));
+				  "\"pace_bps\":1466800,\"cert_not_after\":2000000100},"
+				  "{\"peer\":\"10.0.2.1:40000\",\"rtt_us\":300000,\"link_bps\":0,\"pace_bps\":0,"
+				  "\"cert_not_after\":0},"
+				  "{\"peer\":\"[fd00::3]:40000\",\"rtt_us\":90000,\"link_bps\":0,\"pace_bps\":0,"
+				  "\"cert_not_after\":0}]"));
 	free(p);
 	assert_int_equal(stats_tunnels_set(s, 0, NULL, 0), 0);
 	assert_int_equal(stats_tunnels_set(s, 1, NULL, 0), 0);

@@ -11,6 +11,7 @@
 #include <openssl/err.h>
 #include <openssl/x509.h>
 
+#include "conn_int.h"
 #include "tls.h"
 
 /* Describe the newest OpenSSL error of the thread queue after prefix. */
@@ -90,10 +91,18 @@ void tun_tls_unref(tun_tls *t)
 	SSL_CTX_free((SSL_CTX *)t);
 }
 
+/* When certificate x stops being valid (Unix time), 0 if unreadable. */
+static int64_t x509_not_after(const X509 *x)
+{
+	struct tm tm;
+	if (!x || ASN1_TIME_to_tm(X509_get0_notAfter(x), &tm) != 1)
+		return 0;
+	return (int64_t)timegm(&tm);
+}
+
 int64_t tun_tls_not_after(const tun_tls *t, char *subj, size_t len)
 {
 	X509 *x = SSL_CTX_get0_certificate((const SSL_CTX *)t);
-	struct tm tm;
 
 	if (len)
 		subj[0] = 0;
@@ -102,9 +111,13 @@ int64_t tun_tls_not_after(const tun_tls *t, char *subj, size_t len)
 	X509_NAME_oneline(X509_get_subject_name(x), subj, (int)len);
 	if (subj[0] == '/')
 		memmove(subj, subj + 1, strlen(subj));
-	if (ASN1_TIME_to_tm(X509_get0_notAfter(x), &tm) != 1)
-		return 0;
-	return (int64_t)timegm(&tm);
+	return x509_not_after(x);
+}
+
+int64_t tun_conn_peer_not_after(const tun_conn *c)
+{
+	SSL *ssl = c->bev ? bufferevent_openssl_get_ssl(c->bev) : NULL;
+	return ssl ? x509_not_after(SSL_get0_peer_certificate(ssl)) : 0;
 }
 
 int tun_tls_check(const tun_config *cfg, char *err, size_t errlen)
