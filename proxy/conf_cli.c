@@ -7,6 +7,7 @@
 #include "cmd.h"
 #include "conf.h"
 #include "daemon.h"
+#include "node.h"
 
 /* The --help text. */
 static void conf_usage(FILE *f)
@@ -49,6 +50,8 @@ int px_cmd_conf(int argc, char **argv)
 	}
 	if (conf_ignored(c, err, sizeof err))
 		fprintf(stderr, "warning: %s\n", err);
+	int exp = px_node_tls_expiry(c, err, sizeof err);
+	fprintf(stderr, "%s%s\n", exp > 0 ? "warning: " : "", err);
 	char *d = conf_dump(c);
 	if (d)
 		fputs(d, stdout);

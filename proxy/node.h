@@ -78,6 +78,10 @@ int px_node_tls_start(struct px_node *n, const struct conf *c);
  * and keep the running ones. */
 void px_node_tls_reload(struct px_node *n, const struct conf *c);
 void px_node_tls_stop(struct px_node *n);
+/* What c's certificate says of its expiry, into buf ("tls_cert FILE (subject)
+ * valid until ..."): 0 valid for 30 days more, 1 expiring sooner, 2 expired
+ * or unreadable; -1 if the files do not load (why, in buf). */
+int px_node_tls_expiry(const struct conf *c, char *buf, size_t len);
 /* The tun_cbs.on_fd hook: tunes WAN sockets (arg is the px_node). */
 void px_node_on_fd(void *arg, int fd, int phase);
 /* Every PX_RETUNE_S seconds per tunnel connection (from the thread that owns

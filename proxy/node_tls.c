@@ -32,26 +32,56 @@ static void day_str(int64_t t, char *buf, size_t len)
 		snprintf(buf, len, "(unreadable)");
 }
 
+/* What certificate file cert (subject subj, expiring at not_after) is
+ * worth saying, into buf: 0 valid for PX_TLS_WARN_DAYS more, 1 expiring
+ * sooner, 2 expired or unreadable. */
+static int expiry_text(int64_t not_after, const char *cert, const char *subj, char *buf, size_t len)
+{
+	char when[40];
+	if (!not_after) {
+		snprintf(buf, len, "tls_cert %s: its expiry is unreadable", cert);
+		return 2;
+	}
+	day_str(not_after, when, sizeof when);
+	double days = (double)(not_after - (int64_t)time(NULL)) / 86400;
+	if (days <= 0) {
+		snprintf(buf, len, "tls_cert %s (%s) EXPIRED on %s: new tunnel connections fail; renew it, then"
+			 " reload (SIGHUP)", cert, subj, when);
+		return 2;
+	}
+	if (days < PX_TLS_WARN_DAYS) {
+		snprintf(buf, len, "tls_cert %s (%s) expires on %s, in %.0f days: renew it, then reload (SIGHUP)",
+			 cert, subj, when, days);
+		return 1;
+	}
+	snprintf(buf, len, "tls_cert %s (%s) valid until %s (%.0f days)", cert, subj, when, days);
+	return 0;
+}
+
 /* Warn (or worse) if the certificate in use is near or past its expiry;
  * with verbose, also say all is well. */
 static void look(const struct px_node *n, int verbose)
 {
-	const struct px_node_tls *t = &n->tls;
-	char when[40];
-	if (!t->not_after) {
-		log_warn("TLS: tls_cert %s: its expiry is unreadable", t->cert);
-		return;
-	}
-	day_str(t->not_after, when, sizeof when);
-	double days = (double)(t->not_after - (int64_t)time(NULL)) / 86400;
-	if (days <= 0)
-		log_error("TLS: tls_cert %s (%s) EXPIRED on %s: new tunnel connections fail; renew it, then"
-			  " reload (SIGHUP)", t->cert, t->subj, when);
-	else if (days < PX_TLS_WARN_DAYS)
-		log_warn("TLS: tls_cert %s (%s) expires on %s, in %.0f days: renew it, then reload (SIGHUP)",
-			 t->cert, t->subj, when, days);
+	char text[1024];
+	int level = expiry_text(n->tls.not_after, n->tls.cert, n->tls.subj, text, sizeof text);
+	if (level == 2)
+		log_error("TLS: %s", text);
+	else if (level == 1)
+		log_warn("TLS: %s", text);
 	else if (verbose)
-		log_info("TLS: tls_cert %s (%s) valid until %s (%.0f days)", t->cert, t->subj, when, days);
+		log_info("TLS: %s", text);
+}
+
+int px_node_tls_expiry(const struct conf *c, char *buf, size_t len)
+{
+	tun_config cfg = { .cert_file = conf_tls_cert(c), .key_file = conf_tls_key(c), .ca_file = conf_tls_ca(c) };
+	char subj[160];
+	tun_tls *t = tun_tls_load(&cfg, 1, buf, len);
+	if (!t)
+		return -1;
+	int64_t at = tun_tls_not_after(t, subj, sizeof subj);
+	tun_tls_unref(t);
+	return expiry_text(at, conf_tls_cert(c), subj, buf, len);
 }
 
 /* Twice a day: look at the expiry (arg: the node). */

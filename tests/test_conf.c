@@ -23,6 +23,7 @@
 
 #include "../proxy/cmd.h"
 #include "../proxy/daemon.h"
+#include "../proxy/node.h"
 #include "stats.h"
 #include "conf.h"
 #include "test_netns.h"
@@ -510,6 +511,49 @@ static void test_examples_cli(void **state)
 	snprintf(ca, sizeof ca, "--tls_ca=%s/ca.crt", test_pki());
 	char *good[] = { "conf", "edge", "-c", "conf/edge.conf", "--log_level=warn", crt, key, ca };
 	assert_int_equal(px_cmd_conf(8, good), 0);
+	/* what it says of the certificate's expiry (node_tls.c): pki init's 3650 days */
+	char text[1024];
+	cf = conf_from_args(CONF_EDGE, 7, good + 1, err, sizeof err);
+	assert_non_null(cf);
+	assert_int_equal(px_node_tls_expiry(cf, text, sizeof text), 0);
+	if (!strstr(text, "(O=wanopt/CN=wanopt-edge) valid until ") || !strstr(text, " (3650 days)"))
+		fail_msg("expiry: %s", text);
+	conf_free(cf);
+}
+
+/* A certificate within 30 days of its expiry is a warning, naming the day. */
+static void test_cert_expiry_soon(void **state)
+{
+	char dir[] = "/tmp/wanopt-test-soon-XXXXXX", crt[256], key[256], ca[256], err[512], text[1024];
+	assert_non_null(mkdtemp(dir));
+	char pki[64];
+	snprintf(pki, sizeof pki, "%s/p", dir);
+	char *init[] = { "pki", "init", pki, "--days=5" };
+	assert_int_equal(px_cmd_pki(4, init), 0);
+	snprintf(crt, sizeof crt, "--tls_cert=%s/core.crt", pki);
+	snprintf(key, sizeof key, "--tls_key=%s/core.key", pki);
+	snprintf(ca, sizeof ca, "--tls_ca=%s/ca.crt", pki);
+	char *args[] = { "core", "--listen=127.0.0.1:1", "--store=/tmp/s", crt, key, ca };
+	struct conf *cf = conf_from_args(CONF_CORE, 6, args, err, sizeof err);
+	if (!cf)
+		fail_msg("%s", err);
+	assert_int_equal(px_node_tls_expiry(cf, text, sizeof text), 1);
+	if (!strstr(text, "(O=wanopt/CN=wanopt-core) expires on ") || !strstr(text, ", in 5 days: renew it"))
+		fail_msg("expiry: %s", text);
+	conf_free(cf);
+	char *none[] = { "core", "--listen=127.0.0.1:1", "--store=/tmp/s", "--tls_cert=/nonexistent.crt", key, ca };
+	cf = conf_from_args(CONF_CORE, 6, none, err, sizeof err);
+	assert_non_null(cf);
+	assert_int_equal(px_node_tls_expiry(cf, text, sizeof text), -1);
+	assert_non_null(strstr(text, "/nonexistent.crt"));
+	conf_free(cf);
+	static const char *const files[] = { "ca.crt", "ca.key", "edge.crt", "edge.key", "core.crt", "core.key" };
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		snprintf(text, sizeof text, "%s/%s", pki, files[i]);
+		unlink(text);
+	}
+	rmdir(pki);
+	rmdir(dir);
 }
 
 /* Reads what the logger wrote into the pipe. */
@@ -664,6 +708,7 @@ int main(void)
 		cmocka_unit_test(test_units),
 		cmocka_unit_test(test_args_reload),
 		cmocka_unit_test(test_examples_cli),
+		cmocka_unit_test(test_cert_expiry_soon),
 		cmocka_unit_test(test_log),
 		cmocka_unit_test(test_daemon),
 	};
