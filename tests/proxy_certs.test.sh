@@ -46,6 +46,13 @@ start_edge() {
 	px_edge edge "$P" "$S2" "--forward=127.0.0.1:$L -> 127.0.0.1:$SRV"
 }
 ups() { px_count_log "$1" "tunnel up"; }
+restart_core() {  # stop and start the core; then the edge, not restarted, must dial it again
+	local up_before
+	up_before=$(ups edge)
+	px_stop core
+	px_core core "$P" "$S1" --allow=127.0.0.1/32
+	px_wait_count edge "tunnel up" $((up_before + 1)) 15
+}
 
 # ---- 1. start ----
 px_core core "$P" "$S1" --allow=127.0.0.1/32
@@ -77,12 +84,9 @@ for n in core edge; do
 done
 px_bg_wait live 30
 [ "$BG_RC" = 0 ] && ok "a session across the reloads: $BG_OUT" || fail "the session across the reloads: rc $BG_RC: $BG_OUT"
-up_before=$(ups edge)
 
 # ---- 3. the core restarts with them: the reloaded edge gets in, the stale one not ----
-px_stop core
-px_core core "$P" "$S1" --allow=127.0.0.1/32
-px_wait_count edge "tunnel up" $((up_before + 1)) 15 && ok "the reloaded edge is back in" ||
+restart_core && ok "the reloaded edge is back in" ||
 	fail "the reloaded edge did not get in: $(grep -i "tunnel" "$T/edge.log" | tail -n 3)"
 expect "through the reloaded edge" pxt get 127.0.0.1 "$L" 2 $((4 * MB))
 expect "upload through the reloaded edge" pxt put 127.0.0.1 "$L" 3 $((4 * MB))
@@ -120,10 +124,7 @@ grep -q "reload: TLS: tls_cert: cannot load certificate $T/pki/edge.crt" "$T/edg
 	grep -q "reload: TLS: the tunnel keeps the certificate, key and CA it had" "$T/edge.log" &&
 	ok "a broken certificate is logged and the running one kept" ||
 	fail "broken certificate on SIGHUP: $(tail -n 3 "$T/edge.log")"
-up_before=$(ups edge)
-px_stop core
-px_core core "$P" "$S1" --allow=127.0.0.1/32
-px_wait_count edge "tunnel up" $((up_before + 1)) 15 && ok "the edge still dials with the credentials it kept" ||
+restart_core && ok "the edge still dials with the credentials it kept" ||
 	fail "the edge lost its credentials: $(tail -n 3 "$T/edge.log")"
 expect "through the edge after the broken reload" pxt get 127.0.0.1 "$L" 5 $MB
 
@@ -140,10 +141,7 @@ start_edge && ok "CA overlap: the reloaded core (new certificate, both CAs) take
 cp "$T/fourth/edge.crt" "$T/fourth/edge.key" "$T/pki/"
 cp "$T/fourth/ca.crt" "$T/pki/ca.crt"
 hup edge || fail "edge reload to its new certificate"
-up_before=$(ups edge)
-px_stop core
-px_core core "$P" "$S1" --allow=127.0.0.1/32
-px_wait_count edge "tunnel up" $((up_before + 1)) 15 && ok "CA overlap: all on the new CA, the edge without a restart" ||
+restart_core && ok "CA overlap: all on the new CA, the edge without a restart" ||
 	fail "CA overlap: the edge on the new CA did not get in: $(tail -n 3 "$T/edge.log")"
 expect "through the edge on the new CA" pxt get 127.0.0.1 "$L" 6 $MB
 px_alive edge && px_alive core && ok "both daemons alive" || fail "a daemon died"
