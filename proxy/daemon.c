@@ -81,8 +81,9 @@ static void px_daemon_on_hup(evutil_socket_t sig, short what, void *arg)
 	char err[1024], key[32];
 	struct conf *c = conf_reload(d->conf, err, sizeof err);
 
-	if (!c) {
+	if (!c || px_daemon_check_tls(c, err, sizeof err)) { /* all of the file, or none of it */
 		log_error("reload: %s; keeping the running configuration", err);
+		conf_free(c);
 		return;
 	}
 	log_set_level(conf_log_level(c));
