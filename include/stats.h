@@ -47,7 +47,8 @@ enum stats_gauge {
 	STATS_STORE_READS_WINDOW_NS, /* what the store's reads cost per MiB through windows when last timed */
 	STATS_STORE_READS_MAP_NS,    /* ... through the mappings (0: not timed) */
 	STATS_STORE_READS_CHANGES,   /* times the store changed its way since start (monotonic) */
-	STATS_TLS_NOT_AFTER,         /* when our tunnel certificate expires, Unix time (0: unknown) */
+	STATS_TLS_NOT_AFTER,         /* when our tunnel certificate expires, Unix time (0: unknown); see
+				      * STATS_CERT_WARN_DAYS */
 	STATS_NGAUGE
 };
 
@@ -60,6 +61,9 @@ struct stats_tunnel {
 	uint64_t cert_not_after; /* when the peer's certificate expires, Unix time (0: unknown; a peer's: the earliest) */
 };
 enum { STATS_TUNNEL_SLOTS = 64 };
+/* A certificate this many days or fewer from its expiry is warned of: in the
+ * daemons' logs (node_tls.c) and by `wanopt stats` (stats_cli.c). */
+enum { STATS_CERT_WARN_DAYS = 30 };
 
 struct stats;
 struct stats_stream;

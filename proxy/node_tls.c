@@ -1,7 +1,7 @@
 /*
  * node_tls.c: a node's tunnel credentials over its life.  At start it logs
  * what its certificate says (subject, expiry) and publishes the expiry as a
- * gauge; twice a day it warns once the expiry is less than PX_TLS_WARN_DAYS
+ * gauge; twice a day it warns once the expiry is less than STATS_CERT_WARN_DAYS
  * away, or past; on a reload (SIGHUP) it re-reads certificate, key and CA,
  * from the same files (renewed in place) or from changed paths, and hands
  * them to the role's tunnel endpoints for the connections they make or
@@ -20,8 +20,13 @@
 #include "proto.h"
 #include "stats.h"
 
-#define PX_TLS_WARN_DAYS 30
 #define CHECK_S (12 * 3600) /* between two looks at the expiry */
+
+/* The tunnel credentials c names. */
+static tun_config creds_of(const struct conf *c)
+{
+	return (tun_config){ .cert_file = conf_tls_cert(c), .key_file = conf_tls_key(c), .ca_file = conf_tls_ca(c) };
+}
 
 /* "2027-12-06 20:08 UTC" for Unix time t. */
 static void day_str(int64_t t, char *buf, size_t len)
@@ -33,7 +38,7 @@ static void day_str(int64_t t, char *buf, size_t len)
 }
 
 /* What certificate file cert (subject subj, expiring at not_after) is
- * worth saying, into buf: 0 valid for PX_TLS_WARN_DAYS more, 1 expiring
+ * worth saying, into buf: 0 valid for STATS_CERT_WARN_DAYS more, 1 expiring
  * sooner, 2 expired or unreadable. */
 static int expiry_text(int64_t not_after, const char *cert, const char *subj, char *buf, size_t len)
 {
@@ -49,7 +54,7 @@ static int expiry_text(int64_t not_after, const char *cert, const char *subj, ch
 			 " reload (SIGHUP)", cert, subj, when);
 		return 2;
 	}
-	if (days < PX_TLS_WARN_DAYS) {
+	if (days < STATS_CERT_WARN_DAYS) {
 		snprintf(buf, len, "tls_cert %s (%s) expires on %s, in %.0f days: renew it, then reload (SIGHUP)",
 			 cert, subj, when, days);
 		return 1;
@@ -74,7 +79,7 @@ static void look(const struct px_node *n, int verbose)
 
 int px_node_tls_expiry(const struct conf *c, char *buf, size_t len)
 {
-	tun_config cfg = { .cert_file = conf_tls_cert(c), .key_file = conf_tls_key(c), .ca_file = conf_tls_ca(c) };
+	tun_config cfg = creds_of(c);
 	char subj[160];
 	tun_tls *t = tun_tls_load(&cfg, 1, buf, len);
 	if (!t)
@@ -107,7 +112,7 @@ static int note(struct px_node *n, const tun_tls *tls, const char *cert)
 /* Load c's credentials for n's side; NULL after logging why (with prefix). */
 static tun_tls *load(struct px_node *n, const struct conf *c, const char *prefix)
 {
-	tun_config cfg = { .cert_file = conf_tls_cert(c), .key_file = conf_tls_key(c), .ca_file = conf_tls_ca(c) };
+	tun_config cfg = creds_of(c);
 	char err[512];
 	tun_tls *t = tun_tls_load(&cfg, n->tcfg.role == PROTO_ROLE_EDGE, err, sizeof err);
 	if (!t)

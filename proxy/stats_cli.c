@@ -36,14 +36,14 @@ struct scli_page {
 	double reads_mapped, read_cost[2]; /* how the store reads runs; per MiB through windows, mappings */
 	double hit_ratio, larger[3], new_bytes; /* the store's, and the estimate for 2x, 4x, 8x */
 	double cert_exp; /* when the tunnel certificate expires (Unix time, 0: unknown) */
-	struct { unsigned n; double at; char peer[64]; } peer_exp; /* peers' certificates within 30 days */
+	struct { unsigned n; double at; char peer[64]; } peer_exp; /* peers' certificates within STATS_CERT_WARN_DAYS */
 	struct scli_row *rows;
 	size_t nrows;
 	struct { char peer[64]; double rtt, link, pace; } peers[8]; /* the first 8 tunnel peers */
 	size_t npeers, morepeers;
 };
 
-#define SCLI_CERT_WARN (30 * 86400.0) /* certificates this close to expiry are mentioned */
+#define SCLI_CERT_WARN (STATS_CERT_WARN_DAYS * 86400.0) /* seconds: certificates this close are mentioned */
 
 /* Reads a quoted label value at *p (after the opening quote) into out. */
 static int scli_label_value(const char **p, char *out, size_t len)
@@ -258,8 +258,8 @@ static void scli_print(const struct scli_page *pg, const char *addr)
 		       fabs(left) / 86400);
 	double first = pg->peer_exp.at - (double)time(NULL);
 	if (pg->peer_exp.n) /* the peers' own logs say so too */
-		printf("%u tunnel peer(s) with a certificate expiring within 30 days; the first: %s, %s %.0f days\n",
-		       pg->peer_exp.n, pg->peer_exp.peer, first > 0 ? "in" : "EXPIRED", fabs(first) / 86400);
+		printf("%u tunnel peer(s) with a certificate expiring within %d days; the first: %s, %s %.0f days\n",
+		       pg->peer_exp.n, STATS_CERT_WARN_DAYS, pg->peer_exp.peer, first > 0 ? "in" : "EXPIRED", fabs(first) / 86400);
 	if (pg->bulk_given > 0) /* LAN senders faster than us (lanbuf.c) */
 		printf("bulk LAN receive buffers: %.0f held now, %.0f given since start\n", pg->bulk, pg->bulk_given);
 	putchar('\n');
