@@ -5,8 +5,8 @@
  *
  * File syntax: one `key = value` per line; blank lines and lines starting
  * with '#' are ignored, as is anything after " #".  Addresses are HOST:PORT
- * with IPv6 in brackets ([::1]:80).  Repeatable keys (forward, allow,
- * optimize) accumulate; any of them given on the command line replaces the
+ * with IPv6 in brackets ([::1]:80).  Repeatable keys (forward, allow, optimize,
+ * classify) accumulate; any of them given on the command line replaces the
  * file's entries for that key.  Unknown keys and keys of the other role are
  * errors. */
 #ifndef WANOPT_CONF_H
@@ -130,6 +130,10 @@ int conf_allow_match(const struct conf *c, const struct sockaddr *addr, uint16_t
 enum conf_optimize conf_optimize_for(const struct conf *c, const struct sockaddr *addr,
 				     uint16_t port);
 const char *conf_optimize_name(enum conf_optimize o);
+/* The class (0-63) of the first `classify` rule matching a destination, or
+ * -1 when none does; addr may be NULL (only port-only rules can then match).
+ * The edge gives it to client connections that arrive unmarked. */
+int conf_classify(const struct conf *c, const struct sockaddr *addr, uint16_t port);
 const char *conf_cc_name(enum conf_cc cc);
 
 /* Writes "host:port" ("[v6]:port" for IPv6) into buf; returns buf. */

@@ -332,6 +332,7 @@ static const struct conf_key conf_keys[] = {
 	{ "dscp",        ROLE_EDGE, 0, 0, conf_set_dscp, NULL, "CLASS  DSCP of the main tunnel connections: csN, afXY, ef or 0-63 (default: unmarked)" },
 	{ "dscp_tunnels", ROLE_EDGE, 0, 0, conf_set_dscp_tunnels, NULL, "CLASS, ...  DSCP classes that get a tunnel connection of their own, marked so; clients' connections in that class ride it (default none)" },
 	{ "lan_bulk_streams", ROLE_BOTH, 0, 1, set_lan_bulk, NULL, "N  streams of the process whose LAN socket may hold a 16 MiB receive buffer at once, while their sender outpaces the proxy; 0-1024, 0 = none (default 8)" },
+	{ "classify",    ROLE_EDGE, 1, 1, conf_set_classify, conf_reset_classify, "CLASS CIDR[:PORTS], ...  class of unmarked client connections to these targets: they ride its dscp_tunnels connection, the server is dialed in it (repeatable; first match wins)" },
 };
 #define CONF_NKEYS (sizeof conf_keys / sizeof conf_keys[0])
 
@@ -759,6 +760,7 @@ void conf_free(struct conf *c)
 	reset_forward(c);
 	reset_allow(c);
 	reset_optimize(c);
+	conf_reset_classify(c);
 	for (int i = 0; i < c->nargs; i++)
 		free(c->args[i]);
 	free(c->args);

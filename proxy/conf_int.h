@@ -59,6 +59,13 @@ struct conf_opt_rule {
 	char *text;
 };
 
+/* A classify rule: unmarked client connections to targets are in class dscp. */
+struct conf_class_rule {
+	int dscp;
+	struct conf_tlist targets; /* never empty */
+	char *text;
+};
+
 struct conf {
 	enum conf_role role;
 	char *path;           /* -c file (NULL if none) */
@@ -89,6 +96,8 @@ struct conf {
 	size_t nallow_text;
 	struct conf_opt_rule *opt;
 	size_t nopt;
+	struct conf_class_rule *cls; /* edge: classify rules, first match wins */
+	size_t ncls;
 	/* parse state */
 	const char *dir;      /* directory of the file, for relative paths */
 	enum conf_src cur;    /* source of the entry being parsed */
@@ -104,12 +113,15 @@ enum {
 	K_PEER, K_LISTEN, K_FORWARD, K_TRANSPARENT, K_ALLOW, K_STORE, K_STORE_SIZE,
 	K_TLS_CERT, K_TLS_KEY, K_TLS_CA, K_STATS, K_LOG_LEVEL, K_OPTIMIZE, K_FAIL_OPEN,
 	K_LINK_RATE, K_LINK_RTT, K_CONGESTION, K_TUNNELS, K_WORKERS, K_PROTOCOL_MAX, K_BYPASS_MARK,
-	K_MAX_STREAMS, K_DSCP, K_DSCP_TUNNELS, K_LAN_BULK_STREAMS,
+	K_MAX_STREAMS, K_DSCP, K_DSCP_TUNNELS, K_LAN_BULK_STREAMS, K_CLASSIFY,
 };
 
-/* conf_qos.c: the dscp and dscp_tunnels keys (setters as in conf_keys[]). */
+/* conf_qos.c: the dscp, dscp_tunnels and classify keys (setters and the
+ * reset as in conf_keys[]). */
 int conf_set_dscp(struct conf *c, const char *v, char *msg, size_t len);
 int conf_set_dscp_tunnels(struct conf *c, const char *v, char *msg, size_t len);
+int conf_set_classify(struct conf *c, const char *v, char *msg, size_t len);
+void conf_reset_classify(struct conf *c);
 void conf_qos_dump(const struct conf *c, FILE *f);
 
 /* The name of key index k (K_*). */

@@ -1,7 +1,10 @@
 /* conf_qos.c: the DiffServ keys: `dscp` (the class the edge marks its main
- * tunnel connections with) and `dscp_tunnels` (classes that get a tunnel
- * connection of their own).  See conf/README.md, "QoS". */
+ * tunnel connections with), `dscp_tunnels` (classes that get a tunnel
+ * connection of their own) and `classify` (the class of unmarked client
+ * connections by destination).  See conf/README.md, "QoS". */
+#include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "conf_int.h"
@@ -52,6 +55,66 @@ int conf_set_dscp_tunnels(struct conf *c, const char *v, char *msg, size_t len)
 	return 0;
 }
 
+/* classify = CLASS CIDR[:PORTS], ... */
+int conf_set_classify(struct conf *c, const char *v, char *msg, size_t len)
+{
+	char name[16];
+	size_t wl = strcspn(v, " \t");
+	const char *rest = v + wl;
+	while (isspace((unsigned char)*rest))
+		rest++;
+	if (!wl || !*rest) {
+		snprintf(msg, len, "expected CLASS CIDR[:PORTS], ... (%s)", CLASS_HELP);
+		return -1;
+	}
+	snprintf(name, sizeof name, "%.*s", (int)wl, v);
+	int d = wl < sizeof name ? tfo_dscp_parse(name) : -1;
+	if (d < 0) {
+		snprintf(msg, len, "unknown DSCP class '%.*s' (%s)", (int)wl, v, CLASS_HELP);
+		return -1;
+	}
+	struct conf_class_rule *nv = realloc(c->cls, (c->ncls + 1) * sizeof *nv);
+	if (!nv) {
+		snprintf(msg, len, "out of memory");
+		return -1;
+	}
+	c->cls = nv;
+	struct conf_class_rule *r = &c->cls[c->ncls];
+	memset(r, 0, sizeof *r);
+	r->dscp = d;
+	if (conf_tlist_parse(&r->targets, rest, msg, len) < 0) {
+		conf_tlist_clear(&r->targets);
+		return -1;
+	}
+	if (!(r->text = strdup(v))) {
+		conf_tlist_clear(&r->targets);
+		snprintf(msg, len, "out of memory");
+		return -1;
+	}
+	c->ncls++;
+	return 0;
+}
+
+/* Drops every classify rule. */
+void conf_reset_classify(struct conf *c)
+{
+	for (size_t i = 0; i < c->ncls; i++) {
+		conf_tlist_clear(&c->cls[i].targets);
+		free(c->cls[i].text);
+	}
+	free(c->cls);
+	c->cls = NULL;
+	c->ncls = 0;
+}
+
+int conf_classify(const struct conf *c, const struct sockaddr *addr, uint16_t port)
+{
+	for (size_t i = 0; i < c->ncls; i++)
+		if (conf_tlist_match(&c->cls[i].targets, addr, port))
+			return c->cls[i].dscp;
+	return -1;
+}
+
 int conf_dscp(const struct conf *c)
 {
 	return c->dscp;
@@ -63,7 +126,7 @@ size_t conf_dscp_tunnels(const struct conf *c, const uint8_t **classes)
 	return c->ndscp_tun;
 }
 
-/* The two keys as config text, when set (conf_dump). */
+/* The three keys as config text, when set (conf_dump). */
 void conf_qos_dump(const struct conf *c, FILE *f)
 {
 	char n[16];
@@ -71,10 +134,12 @@ void conf_qos_dump(const struct conf *c, FILE *f)
 		return;
 	if (c->dscp)
 		fprintf(f, "dscp = %s\n", tfo_dscp_name(c->dscp, n, sizeof n));
-	if (!c->ndscp_tun)
-		return;
-	fprintf(f, "dscp_tunnels =");
-	for (unsigned i = 0; i < c->ndscp_tun; i++)
-		fprintf(f, "%s %s", i ? "," : "", tfo_dscp_name(c->dscp_tun[i], n, sizeof n));
-	fputc('\n', f);
+	if (c->ndscp_tun) {
+		fprintf(f, "dscp_tunnels =");
+		for (unsigned i = 0; i < c->ndscp_tun; i++)
+			fprintf(f, "%s %s", i ? "," : "", tfo_dscp_name(c->dscp_tun[i], n, sizeof n));
+		fputc('\n', f);
+	}
+	for (size_t i = 0; i < c->ncls; i++)
+		fprintf(f, "classify = %s\n", c->cls[i].text);
 }

@@ -41,8 +41,9 @@ static void px_daemon_usage(FILE *f, enum conf_role role)
 		fprintf(f, "Runs the core: accepts tunnels from edges and dials the targets they ask\n"
 			   "for, when the allow list permits.\n");
 	fprintf(f, "Reads FILE (-c FILE or --config=FILE; see %s.conf), then every --key=value,\n"
-		   "which wins over the file (for forward, allow and optimize, the command line's\n"
-		   "entries replace the file's); a key may be written with - for _ (--store-size).\n"
+		   "which wins over the file (for forward, allow, optimize and classify, the\n"
+		   "command line's entries replace the file's); a key may be written with - for _\n"
+		   "(--store-size).\n"
 		   "-c may be left out when the command line gives every required key.  A bad\n"
 		   "configuration, or TLS files that do not load, print what is wrong (FILE:LINE\n"
 		   "where there is one) and exit with status 2.\n"

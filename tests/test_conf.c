@@ -131,6 +131,14 @@ static const struct conf_case cases[] = {
 	{ CONF_EDGE, EDGE_MIN, { "--dscp_tunnels=,", NULL },
 	  "--dscp_tunnels=,: dscp_tunnels: expected one or more classes, or none (a class is csN, afXY, ef, default or a number 0-63)" },
 	{ CONF_EDGE, EDGE_MIN, { "--dscp_tunnels=1 2 3 4 5 6 7 8 9", NULL }, "--dscp_tunnels=1 2 3 4 5 6 7 8 9: dscp_tunnels: at most 8 classes" },
+	{ CONF_EDGE, EDGE_MIN "classify = af41\n", { NULL },
+	  "t.conf:7: classify: expected CLASS CIDR[:PORTS], ... (a class is csN, afXY, ef, default or a number 0-63)" },
+	{ CONF_EDGE, EDGE_MIN "classify = gold :22\n", { NULL },
+	  "t.conf:7: classify: unknown DSCP class 'gold' (a class is csN, afXY, ef, default or a number 0-63)" },
+	{ CONF_EDGE, EDGE_MIN "classify = af41 22\n", { NULL },
+	  "t.conf:7: classify: '22': a port must follow CIDR:PORTS or :PORTS" },
+	{ CONF_CORE, "listen = [::]:1\nstore = /s\ntls_cert = c\ntls_key = k\ntls_ca = a\nclassify = ef :22\n", { NULL },
+	  "t.conf:6: 'classify' is not a core key (it is for the edge only)" },
 	{ CONF_CORE, "listen = [::]:1\nstore = /s\ntls_cert = c\ntls_key = k\ntls_ca = a\ndscp = ef\n", { NULL },
 	  "t.conf:6: 'dscp' is not a core key (it is for the edge only)" },
 	{ CONF_EDGE, EDGE_MIN, { "--nope=1", NULL }, "--nope=1: unknown key 'nope'" },
@@ -364,6 +372,40 @@ static void test_optimize(void **state)
 	assert_int_equal(conf_ignored(c, err, sizeof err), 1);
 	assert_string_equal(err, "t:7: 'workers' has no effect on an edge (it is for the core only): ignored");
 	conf_free(c);
+}
+
+/* classify: first matching rule wins, -1 when none does; the dump keeps the
+ * rules; a reload may change them (no restart needed); the command line's
+ * rules replace the file's. */
+static void test_classify(void **state)
+{
+	char err[512], key[32];
+	struct sockaddr_storage ss;
+	char *args[] = { "--classify=cs1 :873" };
+	struct conf *c = conf_parse(CONF_EDGE, "t", EDGE_MIN "classify = ef :22, [fd00::]/8:3389\n"
+				    "classify = af41 10.0.0.0/8, :22\n", 0, NULL, err, sizeof err);
+	struct conf *c2 = conf_parse(CONF_EDGE, "t", EDGE_MIN "classify = ef :22\n", 1, args, err, sizeof err);
+	struct conf *c0 = conf_parse(CONF_EDGE, "t", EDGE_MIN, 0, NULL, err, sizeof err);
+	assert_non_null(c);
+	assert_non_null(c2);
+	assert_non_null(c0);
+	assert_int_equal(conf_classify(c, sa(&ss, "10.1.2.3"), 22), 46);
+	assert_int_equal(conf_classify(c, NULL, 22), 46);
+	assert_int_equal(conf_classify(c, sa(&ss, "fd00::5"), 3389), 46);
+	assert_int_equal(conf_classify(c, sa(&ss, "fe80::5"), 3389), -1);
+	assert_int_equal(conf_classify(c, sa(&ss, "10.1.2.3"), 80), 34);
+	assert_int_equal(conf_classify(c, NULL, 80), -1);
+	assert_int_equal(conf_classify(c2, sa(&ss, "10.1.2.3"), 22), -1);
+	assert_int_equal(conf_classify(c2, sa(&ss, "10.1.2.3"), 873), 8);
+	assert_int_equal(conf_classify(c0, sa(&ss, "10.1.2.3"), 22), -1);
+	char *d = conf_dump(c);
+	assert_non_null(strstr(d, "classify = ef :22, [fd00::]/8:3389\nclassify = af41 10.0.0.0/8, :22\n"));
+	assert_int_equal(conf_restart_needed(c, c0, key, sizeof key), 0);
+	assert_int_equal(conf_restart_needed(c0, c2, key, sizeof key), 0);
+	free(d);
+	conf_free(c);
+	conf_free(c2);
+	conf_free(c0);
 }
 
 /* Value parsers: sizes, rates, durations. */
@@ -704,6 +746,7 @@ int main(void)
 		cmocka_unit_test(test_lan_bulk),
 		cmocka_unit_test(test_allow),
 		cmocka_unit_test(test_optimize),
+		cmocka_unit_test(test_classify),
 		cmocka_unit_test(test_qos),
 		cmocka_unit_test(test_units),
 		cmocka_unit_test(test_args_reload),
