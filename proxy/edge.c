@@ -236,14 +236,26 @@ static void direct_dialed(evutil_socket_t out, short what, void *arg)
 		env->on_idle(env);
 }
 
-/* Go direct to dst: the fail-open path.  The splice starts once the target
- * accepted (counted as active meanwhile, so a drain waits for it). */
-static void go_direct(struct px_edge *e, evutil_socket_t fd, const struct sockaddr *dst, socklen_t dlen,
-		      const char *src, const char *dname)
+/* The class of a client connection to dst:port: its own when it arrived
+ * marked, else that of the first classify rule for dst:port, else unmarked
+ * (0, or -1 when its packets' class could not be read).  dst may be NULL. */
+static int client_class(const struct px_edge *e, evutil_socket_t fd, const struct sockaddr *dst, uint16_t port)
+{
+	int own = tfo_dscp_peer(fd);
+	if (own > 0)
+		return own;
+	int rule = conf_classify(px_daemon_conf(e->d), dst, port);
+	return rule >= 0 ? rule : own;
+}
+
+/* Go direct to dst in class dscp (client_class): the fail-open path.  The
+ * splice starts once the target accepted (counted as active meanwhile, so a
+ * drain waits for it). */
+static void go_direct(struct px_edge *e, evutil_socket_t fd, int dscp, const struct sockaddr *dst,
+		      socklen_t dlen, const char *src, const char *dname)
 {
 	char err[256];
-	int dscp = tfo_dscp_peer(fd); /* the direct connection keeps the client's class, both ways */
-	if (dscp > 0)
+	if (dscp > 0) /* the direct connection keeps the client's class, both ways */
 		tfo_dscp_set(fd, dscp, err, sizeof err);
 	int out = tfo_dial(dst, dlen, conf_bypass_mark(px_daemon_conf(e->node.d)), dscp, err, sizeof err);
 	struct direct_dial *dd = out < 0 ? NULL : calloc(1, sizeof *dd);
@@ -285,18 +297,19 @@ static void splice_direct(struct px_edge *e, evutil_socket_t fd, evutil_socket_t
 	px_splice_new(&e->node.env, a, b, src, dname);
 }
 
-/* Carry an accepted client connection to target t through the tunnel.  A
- * TUN_E* code, with fd untouched, when no tunnel connection takes new streams
- * (none up, only ones the core sent GOAWAY on, as while it drains, or all at
- * their max_streams): the caller then fails open or refuses. */
-static int go_tunnel(struct px_edge *e, evutil_socket_t fd, const tun_target *t, int policy, int transparent,
-		     const char *src)
+/* Carry an accepted client connection in class dscp (client_class) to
+ * target t through the tunnel.  A TUN_E* code, with fd untouched, when no
+ * tunnel connection takes new streams (none up, only ones the core sent
+ * GOAWAY on, as while it drains, or all at their max_streams): the caller
+ * then fails open or refuses. */
+static int go_tunnel(struct px_edge *e, evutil_socket_t fd, int dscp, const tun_target *t, int policy,
+		     int transparent, const char *src)
 {
 	char dname[300], err[128];
 	tun_open_info oi = { .policy = (uint8_t)policy, .target = *t };
 	if (transparent)
 		oi.flags = PROTO_OPEN_F_TRANSPARENT;
-	int rc = 0, dscp = tfo_dscp_peer(fd);
+	int rc = 0;
 	if (dscp >= 0) { /* the core dials the server in the client's class */
 		oi.flags |= PROTO_OPEN_F_DSCP;
 		oi.dscp = (uint8_t)dscp;
@@ -353,8 +366,9 @@ static void fwd_accept(struct evconnlistener *l, evutil_socket_t fd, struct sock
 	socklen_t sl = sizeof ss;
 	char err[256];
 	int resolved = conf_addr_resolve(&f->rule.target, 0, &ss, &sl, err, sizeof err) == 0;
-	int policy = policy_of(resolved ? conf_optimize_for(c, (struct sockaddr *)&ss, f->rule.target.port)
-					: conf_optimize_for(c, NULL, f->rule.target.port));
+	const struct sockaddr *to = resolved ? (struct sockaddr *)&ss : NULL;
+	int policy = policy_of(conf_optimize_for(c, to, f->rule.target.port));
+	int dscp = client_class(e, fd, to, f->rule.target.port);
 	if (e->draining) {
 		refuse(fd);
 		return;
@@ -366,13 +380,13 @@ static void fwd_accept(struct evconnlistener *l, evutil_socket_t fd, struct sock
 			refuse(fd);
 			return;
 		}
-		if ((why = go_tunnel(e, fd, &t, policy, 0, src)) == 0)
+		if ((why = go_tunnel(e, fd, dscp, &t, policy, 0, src)) == 0)
 			return;
 	}
 	/* passthrough, or no tunnel connection takes new streams */
 	if (policy == PROTO_POLICY_PASSTHROUGH || conf_fail_open(c) == CONF_FAIL_DIRECT) {
 		if (resolved) {
-			go_direct(e, fd, (struct sockaddr *)&ss, sl, src, dname);
+			go_direct(e, fd, dscp, (struct sockaddr *)&ss, sl, src, dname);
 			return;
 		}
 		log_warn("%s -> %s: cannot go direct: %s", src, dname, err);
@@ -403,14 +417,16 @@ static void tp_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 		refuse(fd);
 		return;
 	}
-	int policy = policy_of(conf_optimize_for(c, (struct sockaddr *)&dst, tfo_addr_port((struct sockaddr *)&dst)));
+	uint16_t port = tfo_addr_port((struct sockaddr *)&dst);
+	int policy = policy_of(conf_optimize_for(c, (struct sockaddr *)&dst, port));
+	int dscp = client_class(e, fd, (struct sockaddr *)&dst, port);
 	tun_target t;
 	int why = TUN_EDOWN;
 	if (policy == PROTO_POLICY_PASSTHROUGH || !edge_tunnels_up(e) ||
-	    tun_target_from_sockaddr(&t, (struct sockaddr *)&dst) || (why = go_tunnel(e, fd, &t, policy, 1, src))) {
+	    tun_target_from_sockaddr(&t, (struct sockaddr *)&dst) || (why = go_tunnel(e, fd, dscp, &t, policy, 1, src))) {
 		if (policy != PROTO_POLICY_PASSTHROUGH)
 			log_info("%s -> %s: %s: going direct (fail open)", src, dname, why_no_tunnel(why));
-		go_direct(e, fd, (struct sockaddr *)&dst, dl, src, dname);
+		go_direct(e, fd, dscp, (struct sockaddr *)&dst, dl, src, dname);
 	}
 }
 

@@ -12,9 +12,14 @@
 #    ride the main connection (af11); each keeps its own class on the LAN
 #    legs: the cs1 client's answers and the core's packets to the server stay
 #    cs1 (the class rides in OPEN), the unmarked client's stay unmarked.
-# 4. fail_open = direct with the core stopped: an ef client goes direct, and
-#    that connection to the server carries ef.
-# 5. A bad class in the configuration: file:line, exit status 2.
+# 4. classify (edge.conf: af41 for a second server's port): an unmarked
+#    client to it rides af41's tunnel connection both ways, and its LAN legs
+#    carry af41; an ef client to it keeps ef.  After SIGHUP with the rule
+#    changed to cs1: the main connection, cs1 on the LAN legs.
+# 5. fail_open = direct with the core stopped: an ef client goes direct, and
+#    that connection to the server carries ef; so does an unmarked client to
+#    the classified port, in its class (cs1).
+# 6. A bad class in the configuration: file:line and exit status 2.
 set -eu
 cd "$(dirname "$0")/.."
 if [ -z "${QOS_NS:-}" ]; then
@@ -32,8 +37,9 @@ fi
 px_setup
 
 px_server srv
-SP=$(cat "$T/srv.port")
-CP=$(px_port) FP=$(px_port) HC=$(px_port) HE=$(px_port)
+px_server srv2
+SP=$(cat "$T/srv.port") SP2=$(cat "$T/srv2.port")
+CP=$(px_port) FP=$(px_port) FP2=$(px_port) HC=$(px_port) HE=$(px_port)
 CLASSES="af11 ef af41 cs1"
 
 # Counters: tun_out_C (edge -> core), tun_back_C (core -> edge), srv_C (to the
@@ -49,8 +55,8 @@ CLASSES="af11 ef af41 cs1"
 	for c in $CLASSES; do
 		echo "    tcp dport $CP ip dscp $c counter name tun_out_$c"
 		echo "    tcp sport $CP ip dscp $c counter name tun_back_$c"
-		echo "    tcp dport $SP ip dscp $c counter name srv_$c"
-		echo "    tcp sport $FP ip dscp $c counter name cli_$c"
+		echo "    tcp dport { $SP, $SP2 } ip dscp $c counter name srv_$c"
+		echo "    tcp sport { $FP, $FP2 } ip dscp $c counter name cli_$c"
 		echo "    tcp sport $CP tcp flags & (syn | ack) == syn | ack ip dscp $c counter name synack_$c"
 	done
 	echo "  }"
@@ -70,8 +76,10 @@ delta() { echo $(($(cnt "$1" bytes) - ${SNAP[$1]})); }
 REFLECT=0 # this namespace's own setting; the host's is untouched
 sysctl -qw net.ipv4.tcp_reflect_tos=1 2>/dev/null && REFLECT=1
 px_core core "$CP" "$HC" --allow=127.0.0.0/8
-px_edge edge "$CP" "$HE" --forward="127.0.0.1:$FP -> 127.0.0.1:$SP" --dscp=af11 --dscp_tunnels="ef, af41" \
-	--fail_open=direct
+# classify only in the file, so that a reload can change it
+echo "classify = af41 127.0.0.1:$SP2" >"$T/edge.conf"
+px_edge edge "$CP" "$HE" -c "$T/edge.conf" --forward="127.0.0.1:$FP -> 127.0.0.1:$SP" \
+	--forward="127.0.0.1:$FP2 -> 127.0.0.1:$SP2" --dscp=af11 --dscp_tunnels="ef, af41" --fail_open=direct
 px_wait_count edge "tunnel up" 3 15
 
 echo "== 1. three tunnel connections, each in its class both ways"
@@ -101,10 +109,11 @@ for side in "edge $HE" "core $HC"; do
 done
 
 SIZE=3000000
-# xfer CLASS-NUMBER OP SEED: a transfer through the forward, checked byte-exact
+# xfer CLASS-NUMBER OP SEED [PORT]: a transfer through the forward (FP unless
+# PORT), checked byte-exact
 xfer() {
 	local out
-	if out=$(PX_DSCP=$1 pxt "$2" 127.0.0.1 "$FP" "$3" $SIZE); then ok "dscp $1 $2: $out"; else fail "dscp $1 $2: $out"; fi
+	if out=$(PX_DSCP=$1 pxt "$2" 127.0.0.1 "${4:-$FP}" "$3" $SIZE); then ok "dscp $1 $2: $out"; else fail "dscp $1 $2: $out"; fi
 }
 # owns CLASS DIR: during the last transfer, the tunnel bytes in direction DIR
 # (tun_out / tun_back) were at least a quarter of SIZE in CLASS's connection,
@@ -156,15 +165,46 @@ owns af11 tun_out
 [ "$(delta srv_cs1)" -ge $SIZE ] && ok "cs1 client: upload to the server, $(delta srv_cs1) bytes in cs1" ||
 	fail "cs1 client: upload to the server, $(delta srv_cs1) bytes in cs1 ($(delta srv_af11) in af11)"
 
-echo "== 4. fail open (direct) keeps the class"
+echo "== 4. classify: an unmarked client to the classified port is in af41"
+snap
+xfer 0 get 31 "$FP2"
+owns af41 tun_back
+[ "$(delta cli_af41)" -ge $SIZE ] && ok "to the client: $(delta cli_af41) bytes in af41" ||
+	fail "to the client: $(delta cli_af41) bytes in af41"
+snap
+xfer 0 put 32 "$FP2"
+owns af41 tun_out
+[ "$(delta srv_af41)" -ge $SIZE ] && ok "upload to the server: $(delta srv_af41) bytes in af41" ||
+	fail "upload to the server: $(delta srv_af41) bytes in af41"
+snap
+xfer 46 get 33 "$FP2"
+owns ef tun_back
+[ "$(delta cli_ef)" -ge $SIZE ] && ok "an ef client keeps ef: $(delta cli_ef) bytes to it in ef" ||
+	fail "an ef client: $(delta cli_ef) bytes to it in ef"
+echo "classify = cs1 127.0.0.1:$SP2" >"$T/edge.conf"
+r0=$(px_count_log edge "reloaded")
+kill -HUP "${PID[edge]}"
+px_wait_count edge "reloaded" $((r0 + 1)) 5 && ok "edge reloaded (classify = cs1)" || fail "edge reload: $(tail -n 2 "$T/edge.log")"
+snap
+xfer 0 get 34 "$FP2"
+owns af11 tun_back
+[ "$(delta cli_cs1)" -ge $SIZE ] && [ "$(delta srv_cs1)" -gt 0 ] &&
+	ok "after the reload: $(delta cli_cs1) bytes to the client in cs1, $(delta srv_cs1) to the server" ||
+	fail "after the reload: $(delta cli_cs1) bytes to the client in cs1, $(delta srv_cs1) to the server"
+
+echo "== 5. fail open (direct) keeps the class"
 px_stop core
 sleep 1.5 # the edge notices within a second
 snap
 xfer 46 put 15
 [ "$(delta srv_ef)" -ge $SIZE ] && ok "direct to the server: $(delta srv_ef) bytes in ef" ||
 	fail "direct to the server: $(delta srv_ef) bytes in ef"
+snap
+xfer 0 put 35 "$FP2"
+[ "$(delta srv_cs1)" -ge $SIZE ] && ok "classified, direct to the server: $(delta srv_cs1) bytes in cs1" ||
+	fail "classified, direct to the server: $(delta srv_cs1) bytes in cs1"
 
-echo "== 5. a bad class: file:line and exit status 2"
+echo "== 6. a bad class: file:line and exit status 2"
 printf 'peer = 127.0.0.1:1\nstore = %s/x\ntls_cert = a\ntls_key = b\ntls_ca = c\ndscp_tunnels = ef, gold\n' "$T" >"$T/bad.conf"
 rc=0
 out=$("$BIN" edge -c "$T/bad.conf" 2>&1) || rc=$?
