@@ -15,7 +15,8 @@ import os
 LABEL = {"1": "(1) no optimizer", "legacy": "    plain TCP, 64 KiB window",
          "zstd": "    zstd -3 --long=27 pipe", "2": "(2) wanopt cold",
          "seen": "    wanopt, v1 seen", "3": "(3) wanopt hot",
-         "4": "(4) wanopt pre-positioned", "5": "(5) local, no link"}
+         "4": "(4) wanopt pre-positioned", "5": "(5) local, no link",
+         "class": "    wanopt cold, echo classified"}
 FILES = {"ref": "reference file, 3,367,936 bytes", "big": "100 MiB file",
          "edit": "100 MiB file, edited second version",
          "small": "100 small files of 16 KiB, a connection each, one after the other"}
