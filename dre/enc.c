@@ -668,6 +668,11 @@ size_t dre_enc_mem(const dre_enc *e)
 	return n;
 }
 
+void dre_enc_set_frame_lit_max(dre_enc *e, size_t n)
+{
+	e->o.frame_lit_max = n;
+}
+
 uint64_t dre_enc_seq(const dre_enc *e)
 {
 	return e->seq;

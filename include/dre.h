@@ -258,6 +258,9 @@ void dre_enc_get_stats(const dre_enc *e, dre_codec_stats *s);
 /* The residual coder e uses, for logs: "zstd 16", "zstd 3 on 2 threads", "lz4"
  * or "no LZ"; buf. */
 const char *dre_enc_lz_name(const dre_enc *e, char *buf, size_t len);
+/* From the next frame on, end frames once n bytes went out as literals or
+ * deltas (0: no such bound), as dre_enc_opts.frame_lit_max does. */
+void dre_enc_set_frame_lit_max(dre_enc *e, size_t n);
 /* Sequence number of the last DATA frame emitted (0 before the first). */
 uint64_t dre_enc_seq(const dre_enc *e);
 /* The stream has gone quiet: flush, and give back what the next data can

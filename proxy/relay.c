@@ -471,6 +471,7 @@ static int make_codec(struct px_relay *r, tun_stream *s)
 			   .no_dedup = r->policy == PROTO_POLICY_LZ, .peer = slot + 1,
 			   /* a version-N peer decodes DRE stream versions up to N */
 			   .version = c && tun_conn_version(c) < DRE_STREAM_VERSION ? (int)tun_conn_version(c) : 0 };
+	r->lit_step = FRAME_MAX_SLOW;
 	r->enc = dre_enc_new(r->env->store, &o);
 	r->dec = dre_dec_new(r->env->store);
 	r->pend = evbuffer_new();

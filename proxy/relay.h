@@ -26,6 +26,8 @@ struct px_relay_env {
 	struct stats *stats;    /* the stats registry (thread-safe) */
 	uint64_t link_bps;      /* WAN rate hint for the residual coder (0: unknown) */
 	unsigned active;        /* relays alive on this env */
+	uint64_t short_us;      /* when a stream last read a short message (px_mono_us) */
+	const void *short_by;   /* ... which one (relay_pump.c) */
 	void (*on_idle)(struct px_relay_env *env); /* active dropped to 0 (drain) */
 };
 

@@ -17,6 +17,7 @@
 #define READ_CHUNK (1u << 20)    /* LAN bytes read and fed to the encoder at a time */
 #define DIRECT_MIN (16u << 10)   /* ... read straight into the encoder: from this much a read */
 #define FRAME_MAX_SLOW (16u << 10) /* new data per frame and per pump on a slow link (zstd -16) */
+#define FRAME_MAX_SHARED (4u << 10) /* ... while another stream of the loop is interactive */
 
 struct px_relay {
 	struct px_relay_env *env;
@@ -54,6 +55,8 @@ struct px_relay {
 	unsigned dec_rested : 1;  /* the same for the decoder */
 	unsigned lan_bulk : 1;    /* the LAN socket has the bulk receive buffer (lanbuf.c) */
 	uint32_t direct;          /* pump_direct's read size: DIRECT_MIN .. READ_CHUNK */
+	uint32_t lit_step;        /* new data per frame on a slow link: FRAME_MAX_SLOW or _SHARED */
+	size_t pumped;            /* LAN bytes the pump under way moved */
 	uint64_t t0_us;           /* when it opened (px_mono_us) */
 	uint64_t room_wait_us;    /* when pump_direct last stopped for want of room (0: never) */
 	char src[96], dst[300];

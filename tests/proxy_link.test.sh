@@ -21,6 +21,10 @@
 #    the core, whose new streams to a take zstd 3; a download running across
 #    the reload stays exact.  SIGHUP with link_rate = 5M at core2 (its workers'
 #    threads): both ends of edge c's connection pace at 4.75 Mbit/s.
+# 5. (before 4) An upload through edge a (zstd 16) next to an echo session on
+#    another stream: its new data is coded in 4 KiB steps while the echo runs
+#    (each 16 KiB step would hold the event loop, and the echo, for about
+#    16 ms), in 16 KiB steps again once the echo has ended; exact.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/proxy/lib.sh
@@ -33,7 +37,7 @@ SRV=$(cat "$T/srv.port")
 px_core core "$P" "$S1" --allow=127.0.0.0/8
 printf 'link_rate = 10M\n' >"$T/core2.conf"
 px_core core2 "$P2" "$S4" --allow=127.0.0.0/8 --config="$T/core2.conf"
-printf 'link_rate = 20M/1.544M\nlink_rtt = 40ms\n' >"$T/a.conf"
+printf 'link_rate = 20M/1.544M\nlink_rtt = 40ms\nlog_level = debug\n' >"$T/a.conf"
 px_edge a "$P" "$S2" "--forward=127.0.0.1:$LA -> 127.0.0.1:$SRV" --config="$T/a.conf"
 px_edge b "$P" "$S3" "--forward=127.0.0.1:$LB -> 127.0.0.1:$SRV"
 px_edge c "$P2" "$S5" "--forward=127.0.0.1:$LC -> 127.0.0.1:$SRV" --link_rate=20M --link_rtt=300ms
@@ -103,6 +107,19 @@ for want in "core (full, zstd 9)" "core (full, zstd 3)" "a (full, zstd 16)" "b (
 	px_wait_log "$n" "$what" 5 && ok "$n: a stream coded with $(echo "${what#(full, }" | tr -d ")")" ||
 		fail "$n: no stream opened $what: $(grep -o 'open .*' "$T/$n.log" | head -3 | tr '\n' ';')"
 done
+# ---- 5. short steps next to an interactive stream ----
+steps() { grep -c "KiB steps ($1" "$T/a.log" || true; }
+s4=$(steps an) s16=$(steps no)
+px_bg bulk put 127.0.0.1 "$LA" 16 $((3 * MB))
+sleep 1
+expect "an echo session through edge a next to an upload" pxt live 127.0.0.1 "$LA" 3
+s4e=$(steps an)
+[ "$s4e" -gt "$s4" ] && ok "edge a coded the upload's new data in 4 KiB steps while the echo ran" ||
+	fail "no 4 KiB steps at edge a during the echo: $(grep "KiB steps" "$T/a.log" | tail -n 3)"
+px_bg_wait bulk 60
+[ "$BG_RC" = 0 ] && ok "the upload next to the echo: $BG_OUT" || fail "the upload next to the echo: $BG_OUT"
+[ "$(steps no)" -gt "$s16" ] && ok "and in 16 KiB steps again once the echo had ended" ||
+	fail "no return to 16 KiB steps: $(grep "KiB steps" "$T/a.log" | tail -n 3)"
 # ---- 4. reload ----
 ups=$(px_count_log a "tunnel up")
 zc=$(px_count_log core "(full, zstd 3)")
