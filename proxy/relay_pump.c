@@ -102,7 +102,7 @@ static int lz_budget_spent(struct px_relay *r, uint64_t *lz0, int reset)
 	return cs.lz_in - *lz0 >= r->lit_step;
 }
 
-#define SHORT_MSG 2048          /* a first read this short is a message, not a bulk burst */
+#define SHORT_MSG 2048          /* a pump that moved less, leaving the socket empty, moved a message */
 #define SHORT_HOLD_US 2000000u  /* how long one keeps the loop's bulk coding in short steps */
 
 /* How much new data a slow link's frame takes (r->lit_step, given to the
