@@ -332,7 +332,9 @@ static int go_tunnel(struct px_edge *e, evutil_socket_t fd, int dscp, const tun_
 		evutil_closesocket(fd);
 		return 0;
 	}
-	px_relay_new(&e->node.env, bev, s, policy, src, dname, 0);
+	struct px_relay *r = px_relay_new(&e->node.env, bev, s, policy, src, dname, 0);
+	if (r)
+		px_relay_log_open(r, dscp);
 	return 0;
 }
 

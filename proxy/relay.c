@@ -31,6 +31,7 @@
 #include "relay.h"
 #include "relay_int.h"
 #include "stats.h"
+#include "tfo.h"
 
 /* Decoded output held for a slow client, per stream.  4 MiB (with 1 MiB to
  * resume) cost the first hot download after a cold one 770 page faults at
@@ -525,10 +526,16 @@ struct px_relay *px_relay_new(struct px_relay_env *env, struct bufferevent *bev,
 	}
 	if (!connecting)
 		bufferevent_enable(bev, EV_READ | EV_WRITE);
-	char lz[16];
-	log_info("open %s -> %s (%s%s%s)", src, dst, policy_name(policy), r->enc ? ", " : "",
-		 r->enc ? dre_enc_lz_name(r->enc, lz, sizeof lz) : "");
 	return r;
+}
+
+void px_relay_log_open(const struct px_relay *r, int dscp)
+{
+	char lz[16], cls[24] = "", n[16];
+	if (dscp > 0)
+		snprintf(cls, sizeof cls, ", class %s", tfo_dscp_name(dscp, n, sizeof n));
+	log_info("open %s -> %s (%s%s%s%s)", r->src, r->dst, policy_name(r->policy), r->enc ? ", " : "",
+		 r->enc ? dre_enc_lz_name(r->enc, lz, sizeof lz) : "", cls);
 }
 
 void px_relay_attach(struct px_relay *r, tun_stream *s)

@@ -14,7 +14,8 @@
 #    cs1 (the class rides in OPEN), the unmarked client's stay unmarked.
 # 4. classify (edge.conf: af41 for a second server's port): an unmarked
 #    client to it rides af41's tunnel connection both ways, and its LAN legs
-#    carry af41; an ef client to it keeps ef.  After SIGHUP with the rule
+#    carry af41 (and both ends' open lines name it); an ef client to it
+#    keeps ef.  After SIGHUP with the rule
 #    changed to cs1: the main connection, cs1 on the LAN legs.
 # 5. fail_open = direct with the core stopped: an ef client goes direct, and
 #    that connection to the server carries ef; so does an unmarked client to
@@ -171,6 +172,11 @@ xfer 0 get 31 "$FP2"
 owns af41 tun_back
 [ "$(delta cli_af41)" -ge $SIZE ] && ok "to the client: $(delta cli_af41) bytes in af41" ||
 	fail "to the client: $(delta cli_af41) bytes in af41"
+for side in edge core; do
+	grep -q "open .* -> 127.0.0.1:$SP2 (full, .*, class af41)" "$T/$side.log" &&
+		ok "$side: the stream's open line names its class" ||
+		fail "$side: no open line with class af41: $(grep "open .*:$SP2" "$T/$side.log" | head -n 2)"
+done
 snap
 xfer 0 put 32 "$FP2"
 owns af41 tun_out
