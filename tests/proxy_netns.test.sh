@@ -18,6 +18,7 @@
 #    go direct within a second or three and stay byte-exact; the core back:
 #    through it again.
 # 3. REDIRECT mode: through the core too.
+# (1. also: `classify` matches the original destination, IPv6 here.)
 set -eu
 cd "$(dirname "$0")/.."
 . tests/proxy/lib.sh
@@ -76,7 +77,8 @@ expect_path "no interception yet" 10.78.2.2 10.78.1.2
 
 core
 nsrun edge $R "$BIN" edge --peer=10.78.2.2:7000 --transparent=3129 --store="$T/edge.store" \
-	--tls_cert="$T/pki/edge.crt" --tls_key="$T/pki/edge.key" --tls_ca="$T/pki/ca.crt" --stats=127.0.0.1:9471
+	--tls_cert="$T/pki/edge.crt" --tls_key="$T/pki/edge.key" --tls_ca="$T/pki/ca.crt" --stats=127.0.0.1:9471 \
+	"--classify=cs1 [fd78:2::2]/128:8080"
 px_wait_count edge "tunnel up" 1 15
 x $R bash conf/intercept-nft.sh apply --mode=tproxy --port=3129 --iface=vr --dports=8080 2>/dev/null
 
@@ -93,6 +95,10 @@ w2=$(estat 'j["total"]["wan_in"]')
 	fail "tproxy: second download crossed $((w2 - w1)) WAN bytes, first $((w1 - w0))"
 expect "tproxy: upload 4 MiB" cx put 10.78.2.2 8080 2 $((4 * MB))
 expect "tproxy: IPv6 download 2 MiB" cx get fd78:2::2 8080 3 $((2 * MB))
+# classify matches the original destination: the IPv6 server's, not the IPv4 one's
+grep -q "open .*fd78:2::2.*8080 (full, .*, class cs1)" "$T/edge.log" && ! grep -q "open .*10\.78\.2\.2:8080 (.*class" "$T/edge.log" &&
+	ok "classify by original destination: the IPv6 server's streams in cs1, the IPv4 one's unmarked" ||
+	fail "classify by original destination: $(grep "open " "$T/edge.log" | tail -n 3)"
 expect "tproxy: 20 concurrent streams" cx many 10.78.2.2 8080 20 4 --sizes=0,1000,100000,1000000
 grep -q "(full)" "$T/edge.log" && ok "the edge logged optimized intercepted connections" || fail "no (full) connection in the edge log"
 # A client marking its packets ef (DSCP 46) gets the answers marked ef too:
