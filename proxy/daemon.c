@@ -193,9 +193,14 @@ static int px_daemon_wants_help(int argc, char **argv)
 	return 0;
 }
 
+tun_config px_daemon_tls_files(const struct conf *c)
+{
+	return (tun_config){ .cert_file = conf_tls_cert(c), .key_file = conf_tls_key(c), .ca_file = conf_tls_ca(c) };
+}
+
 int px_daemon_check_tls(const struct conf *c, char *err, size_t errlen)
 {
-	tun_config t = { .cert_file = conf_tls_cert(c), .key_file = conf_tls_key(c), .ca_file = conf_tls_ca(c) };
+	tun_config t = px_daemon_tls_files(c);
 	char why[768];
 	if (!tun_tls_check(&t, why, sizeof why))
 		return 0;

@@ -8,6 +8,7 @@
 
 #include "conf.h"
 #include "stats.h"
+#include "tun.h"
 
 struct event_base;
 struct px_daemon;
@@ -40,6 +41,8 @@ int px_daemon_main(enum conf_role role, int argc, char **argv,
  * certificate): 0, or -1 with "FILE: tls_x PATH: what is wrong" in err (FILE
  * is the config file, or "command line"). */
 int px_daemon_check_tls(const struct conf *c, char *err, size_t errlen);
+/* A tunnel config with only c's tls_cert, tls_key and tls_ca set. */
+tun_config px_daemon_tls_files(const struct conf *c);
 /* The main event loop. */
 struct event_base *px_daemon_base(struct px_daemon *d);
 /* The configuration in force (replaced on reload). */

@@ -364,10 +364,7 @@ int px_node_start(struct px_node *n, struct px_daemon *d, int role)
 	n->rx_bps = conf_link_rate_rx(c);
 	n->rtt_us = conf_link_rtt(c);
 	tun_config *t = &n->tcfg;
-	memset(t, 0, sizeof *t);
-	t->cert_file = conf_tls_cert(c);
-	t->key_file = conf_tls_key(c);
-	t->ca_file = conf_tls_ca(c);
+	*t = px_daemon_tls_files(c);
 	t->node_name = n->name;
 	uint64_t id = dre_store_id(n->store);
 	memcpy(t->store_id, &id, sizeof id);

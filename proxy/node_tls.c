@@ -22,12 +22,6 @@
 
 #define CHECK_S (12 * 3600) /* between two looks at the expiry */
 
-/* The tunnel credentials c names. */
-static tun_config creds_of(const struct conf *c)
-{
-	return (tun_config){ .cert_file = conf_tls_cert(c), .key_file = conf_tls_key(c), .ca_file = conf_tls_ca(c) };
-}
-
 /* "2027-12-06 20:08 UTC" for Unix time t. */
 static void day_str(int64_t t, char *buf, size_t len)
 {
@@ -79,7 +73,7 @@ static void look(const struct px_node *n, int verbose)
 
 int px_node_tls_expiry(const struct conf *c, char *buf, size_t len)
 {
-	tun_config cfg = creds_of(c);
+	tun_config cfg = px_daemon_tls_files(c);
 	char subj[160];
 	tun_tls *t = tun_tls_load(&cfg, 1, buf, len);
 	if (!t)
@@ -112,7 +106,7 @@ static int note(struct px_node *n, const tun_tls *tls, const char *cert)
 /* Load c's credentials for n's side; NULL after logging why (with prefix). */
 static tun_tls *load(struct px_node *n, const struct conf *c, const char *prefix)
 {
-	tun_config cfg = creds_of(c);
+	tun_config cfg = px_daemon_tls_files(c);
 	char err[512];
 	tun_tls *t = tun_tls_load(&cfg, n->tcfg.role == PROTO_ROLE_EDGE, err, sizeof err);
 	if (!t)
