@@ -83,6 +83,9 @@ struct stats_stream *stats_stream_open(struct stats *s, const char *src, const c
 /* Marks a stream as a warm push (before anything was counted): its mode
  * shows as "warm", and its bytes go to the STATS_WARM_ totals only. */
 void stats_stream_set_warm(struct stats_stream *st);
+/* Names the stream's DSCP class ("af41"; NULL or "": unmarked) for its
+ * listing: the `class` label and JSON member. */
+void stats_stream_set_class(struct stats_stream *st, const char *cls);
 /* Adds n to a stream counter and to the total. */
 void stats_stream_add(struct stats_stream *st, enum stats_ctr c, uint64_t n);
 /* A stream counter's value. */

@@ -299,7 +299,7 @@ static void core_stream(tun_conn *c, tun_stream *s, const tun_open_info *o, void
 	struct px_relay *r = px_relay_new(&k->env, bev, s, policy_ok(o->policy), tun_conn_peer(c), dname, 1);
 	if (!r)
 		return;
-	px_relay_log_open(r, dscp);
+	px_relay_opened(r, dscp);
 	if (o->target.type == PROTO_ADDR_NAME) {
 		struct resolving *rs = calloc(1, sizeof *rs);
 		if (!rs) {

@@ -334,7 +334,7 @@ static int go_tunnel(struct px_edge *e, evutil_socket_t fd, int dscp, const tun_
 	}
 	struct px_relay *r = px_relay_new(&e->node.env, bev, s, policy, src, dname, 0);
 	if (r)
-		px_relay_log_open(r, dscp);
+		px_relay_opened(r, dscp);
 	return 0;
 }
 

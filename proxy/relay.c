@@ -529,11 +529,14 @@ struct px_relay *px_relay_new(struct px_relay_env *env, struct bufferevent *bev,
 	return r;
 }
 
-void px_relay_log_open(const struct px_relay *r, int dscp)
+void px_relay_opened(const struct px_relay *r, int dscp)
 {
-	char lz[16], cls[24] = "", n[16];
-	if (dscp > 0)
-		snprintf(cls, sizeof cls, ", class %s", tfo_dscp_name(dscp, n, sizeof n));
+	char lz[16], cls[24] = "", n[16] = "";
+	if (dscp > 0) {
+		tfo_dscp_name(dscp, n, sizeof n);
+		snprintf(cls, sizeof cls, ", class %s", n);
+	}
+	stats_stream_set_class(r->st, n);
 	log_info("open %s -> %s (%s%s%s%s)", r->src, r->dst, policy_name(r->policy), r->enc ? ", " : "",
 		 r->enc ? dre_enc_lz_name(r->enc, lz, sizeof lz) : "", cls);
 }

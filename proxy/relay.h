@@ -50,9 +50,10 @@ unsigned px_relay_rests_take(unsigned *freed);
  * both are released and NULL returned. */
 struct px_relay *px_relay_new(struct px_relay_env *env, struct bufferevent *bev, tun_stream *s,
 			      int policy, const char *src, const char *dst, int connecting);
-/* Logs r's one line at open: "open SRC -> DST (POLICY[, CODER][, class C])",
+/* Call once r is set up: logs its one line at open, "open SRC -> DST
+ * (POLICY[, CODER][, class C])", and names the class in its stats listing;
  * the class shown when dscp > 0. */
-void px_relay_log_open(const struct px_relay *r, int dscp);
+void px_relay_opened(const struct px_relay *r, int dscp);
 /* The LAN connection (core side) came up: start reading from it. */
 void px_relay_connected(struct px_relay *r);
 /* The LAN connection (core side) failed: reset the stream with code. */

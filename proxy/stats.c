@@ -17,6 +17,7 @@ struct stats_stream {
 	uint64_t id;
 	time_t opened;
 	char *src, *dst, *mode;
+	char cls[8]; /* DSCP class name, "" when unmarked */
 	int warm;
 	_Atomic uint64_t ctr[STATS_NCTR];
 };
@@ -119,6 +120,15 @@ void stats_stream_set_warm(struct stats_stream *st)
 		free(st->mode);
 		st->mode = m;
 	}
+	pthread_mutex_unlock(&st->reg->lock);
+}
+
+void stats_stream_set_class(struct stats_stream *st, const char *cls)
+{
+	if (!st)
+		return;
+	pthread_mutex_lock(&st->reg->lock);
+	snprintf(st->cls, sizeof st->cls, "%s", cls ? cls : "");
 	pthread_mutex_unlock(&st->reg->lock);
 }
 
@@ -358,7 +368,7 @@ char *stats_stream_summary(const struct stats_stream *st, char *buf, size_t len)
 struct stats_row {
 	uint64_t id;
 	time_t opened;
-	char src[80], dst[80], mode[16];
+	char src[80], dst[80], mode[16], cls[8];
 	struct stats_snap sn;
 };
 
@@ -392,6 +402,7 @@ static struct stats_row *stats_rows(struct stats *s, size_t *n)
 		snprintf(r->src, sizeof r->src, "%s", st->src);
 		snprintf(r->dst, sizeof r->dst, "%s", st->dst);
 		snprintf(r->mode, sizeof r->mode, "%s", st->mode);
+		memcpy(r->cls, st->cls, sizeof r->cls);
 		stats_snap_load(&r->sn, st->ctr);
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -604,6 +615,8 @@ static void prom_stream_sample(FILE *f, const struct stats_row *r, const char *n
 	stats_escape(f, r->dst, 0);
 	fputs("\",mode=\"", f);
 	stats_escape(f, r->mode, 0);
+	if (r->cls[0]) /* unmarked streams have no class label (Prometheus: the same as "") */
+		fprintf(f, "\",class=\"%s", r->cls);
 	fprintf(f, integer ? "\"} %.0f\n" : "\"} %.3f\n", v);
 }
 
@@ -689,7 +702,7 @@ static void json_stream(FILE *f, const struct stats_row *r, time_t now)
 	stats_escape(f, r->dst, 1);
 	fputs("\",\"mode\":\"", f);
 	stats_escape(f, r->mode, 1);
-	fprintf(f, "\",\"age_s\":%lld,", (long long)(now - r->opened));
+	fprintf(f, "\",\"class\":\"%s\",\"age_s\":%lld,", r->cls, (long long)(now - r->opened));
 	json_counters(f, &r->sn, STATS_WARM_FILE); /* a stream's own: no warm totals */
 	fputc('}', f);
 }

@@ -18,13 +18,13 @@
 /* One sample of /metrics with the labels the table uses. */
 struct scli_sample {
 	char name[64];
-	char dir[8], role[16], id[24], src[96], dst[96], mode[16], peer[64], size[8], way[8];
+	char dir[8], role[16], id[24], src[96], dst[96], mode[16], cls[8], peer[64], size[8], way[8];
 	double v;
 };
 
 /* Totals and per-stream rows gathered from the page. */
 struct scli_row {
-	char id[24], src[96], dst[96], mode[16];
+	char id[24], src[96], dst[96], mode[16], cls[8];
 	double lan, wan, red, hit, lz;
 };
 
@@ -93,6 +93,7 @@ static int scli_parse_line(const char *line, struct scli_sample *sm)
 			else if (!strcmp(key, "src")) dst = sm->src, cap = sizeof sm->src;
 			else if (!strcmp(key, "dst")) dst = sm->dst, cap = sizeof sm->dst;
 			else if (!strcmp(key, "mode")) dst = sm->mode, cap = sizeof sm->mode;
+			else if (!strcmp(key, "class")) dst = sm->cls, cap = sizeof sm->cls;
 			else if (!strcmp(key, "peer")) dst = sm->peer, cap = sizeof sm->peer;
 			else if (!strcmp(key, "size")) dst = sm->size, cap = sizeof sm->size;
 			else if (!strcmp(key, "way")) dst = sm->way, cap = sizeof sm->way;
@@ -124,6 +125,7 @@ static struct scli_row *scli_row(struct scli_page *pg, const struct scli_sample 
 	snprintf(r->src, sizeof r->src, "%s", sm->src);
 	snprintf(r->dst, sizeof r->dst, "%s", sm->dst);
 	snprintf(r->mode, sizeof r->mode, "%s", sm->mode);
+	snprintf(r->cls, sizeof r->cls, "%s", sm->cls);
 	return r;
 }
 
@@ -274,13 +276,18 @@ static void scli_print(const struct scli_page *pg, const char *addr)
 		       scli_bytes(pg->warm_file, a, sizeof a), scli_bytes(pg->warm_wan, b, sizeof b));
 	if (!pg->nrows)
 		return;
-	printf("%6s  %-46s %-11s %10s %10s %7s %10s\n", "ID", "SOURCE -> DESTINATION", "MODE",
-	       "LAN", "WAN", "RED %", "DRE hits");
+	int cls = 0; /* a CLASS column when any stream has one */
+	for (size_t i = 0; i < pg->nrows; i++)
+		cls |= pg->rows[i].cls[0] != 0;
+	printf("%6s  %-46s %-11s%s%10s %10s %7s %10s\n", "ID", "SOURCE -> DESTINATION", "MODE",
+	       cls ? " CLASS  " : " ", "LAN", "WAN", "RED %", "DRE hits");
 	for (size_t i = 0; i < pg->nrows; i++) {
 		const struct scli_row *r = &pg->rows[i];
-		char path[200];
+		char path[200], cl[16] = " ";
 		snprintf(path, sizeof path, "%s -> %s", r->src, r->dst);
-		printf("%6s  %-46s %-11s %10s %10s %7.1f %10s\n", r->id, path, r->mode,
+		if (cls)
+			snprintf(cl, sizeof cl, " %-6s ", r->cls[0] ? r->cls : "-");
+		printf("%6s  %-46s %-11s%s%10s %10s %7.1f %10s\n", r->id, path, r->mode, cl,
 		       scli_bytes(r->lan, a, sizeof a), scli_bytes(r->wan, b, sizeof b), r->red,
 		       scli_bytes(r->hit, d, sizeof d));
 	}

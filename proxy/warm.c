@@ -194,7 +194,7 @@ static void warm_file(struct px_warm *w, struct warm_job *j, const char *path)
 			atomic_fetch_add(&j->failed, 1);
 			return;
 		}
-		px_relay_log_open(r, 0);
+		px_relay_opened(r, 0);
 		px_relay_set_warm(r);
 		tun_open_info oi = { .policy = PROTO_POLICY_FULL, .flags = PROTO_OPEN_F_WARM };
 		tun_target_parse(&oi.target, "warm", 9);
@@ -382,7 +382,7 @@ int px_warm_accept(struct px_relay_env *env, tun_stream *s, const char *peer)
 		bufferevent_free(pair[1]);
 		return -1;
 	}
-	px_relay_log_open(r, 0);
+	px_relay_opened(r, 0);
 	px_relay_set_warm(r);
 	bufferevent_flush(pair[1], EV_WRITE, BEV_FINISHED);
 	return 0;

@@ -14,7 +14,7 @@
 #    cs1 (the class rides in OPEN), the unmarked client's stay unmarked.
 # 4. classify (edge.conf: af41 for a second server's port): an unmarked
 #    client to it rides af41's tunnel connection both ways, and its LAN legs
-#    carry af41 (and both ends' open lines name it); an ef client to it
+#    carry af41 (both ends' open lines and stats name it); an ef client to it
 #    keeps ef.  After SIGHUP with the rule
 #    changed to cs1: the main connection, cs1 on the LAN legs.
 # 5. fail_open = direct with the core stopped: an ef client goes direct, and
@@ -187,6 +187,17 @@ xfer 46 get 33 "$FP2"
 owns ef tun_back
 [ "$(delta cli_ef)" -ge $SIZE ] && ok "an ef client keeps ef: $(delta cli_ef) bytes to it in ef" ||
 	fail "an ef client: $(delta cli_ef) bytes to it in ef"
+# while such a stream is open, both ends' stats list it in af41 (JSON and table)
+timeout 20 python3 tests/proxy/pxhold.py 127.0.0.1 "$FP2" 1 35 --sizes=100 --hold=3 --ready="$T/held" >"$T/hold.log" 2>&1 &
+for _ in $(seq 50); do [ -s "$T/held" ] && break; sleep 0.1; done
+for side in "edge $HE" "core $HC"; do
+	set -- $side
+	got=$(px_stat "$2" '" ".join(s["class"] or "-" for s in j["streams"] if s["dst"].endswith(":'"$SP2"'"))')
+	[ "$got" = af41 ] && ok "$1 stats: the open stream in class $got" || fail "$1 stats: stream classes '$got' ($(cat "$T/held" 2>/dev/null))"
+	"$BIN" stats --stats=127.0.0.1:"$2" | grep -q "^ *[0-9]* .*:$SP2 *full *af41 " &&
+		ok "$1: wanopt stats shows the class" || fail "$1: wanopt stats: $("$BIN" stats --stats=127.0.0.1:"$2" 2>&1 | tail -n 3)"
+done
+wait $! && ok "held stream: $(cat "$T/hold.log")" || fail "held stream: $(cat "$T/hold.log")"
 echo "classify = cs1 127.0.0.1:$SP2" >"$T/edge.conf"
 r0=$(px_count_log edge "reloaded")
 kill -HUP "${PID[edge]}"

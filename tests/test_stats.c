@@ -217,6 +217,7 @@ static void test_render(void **state)
 {
 	struct stats_stream *a, *b;
 	struct stats *s = sample_registry(&a, &b);
+	stats_stream_set_class(b, "af41");
 	char *p = stats_render_prom(s);
 	static const char *const want[] = {
 		"# TYPE wanopt_lan_bytes_total counter\n",
@@ -253,7 +254,7 @@ static void test_render(void **state)
 		"# TYPE wanopt_store_read_way_changes_total counter\n",
 		"wanopt_store_read_way_changes_total 1\n",
 		"wanopt_stream_lan_bytes{id=\"1\",src=\"10.0.0.5:41000\",dst=\"10.1.1.1:21\",mode=\"full\"} 1000000\n",
-		"wanopt_stream_reduction_percent{id=\"2\",src=\"[fd00::5]:5000\",dst=\"[fd01::1]:443\",mode=\"tfo\"} 0.000\n",
+		"wanopt_stream_reduction_percent{id=\"2\",src=\"[fd00::5]:5000\",dst=\"[fd01::1]:443\",mode=\"tfo\",class=\"af41\"} 0.000\n",
 	};
 	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
 		if (!strstr(p, want[i]))
@@ -275,7 +276,8 @@ static void test_render(void **state)
 				  "\"tunnel\":{\"rtt_us\":40100,\"up\":1,\"cert_not_after\":2112345678,\"peers\":[]},\"loop_lag_max_us\":12500,"
 				  "\"lan_bulk_buffers\":{\"held\":2,\"given\":3},"));
 	assert_non_null(strstr(p, "{\"id\":1,\"src\":\"10.0.0.5:41000\",\"dst\":\"10.1.1.1:21\","
-				  "\"mode\":\"full\",\"age_s\":"));
+				  "\"mode\":\"full\",\"class\":\"\",\"age_s\":"));
+	assert_non_null(strstr(p, "\"dst\":\"[fd01::1]:443\",\"mode\":\"tfo\",\"class\":\"af41\",\"age_s\":"));
 	free(p);
 	/* Label values are escaped. */
 	struct stats_stream *q = stats_stream_open(s, "a\"b", "c\\d", "e\nf");
