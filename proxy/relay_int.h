@@ -54,9 +54,11 @@ struct px_relay {
 	unsigned enc_rested : 1;  /* the encoder gave its memory back, and stayed quiet */
 	unsigned dec_rested : 1;  /* the same for the decoder */
 	unsigned lan_bulk : 1;    /* the LAN socket has the bulk receive buffer (lanbuf.c) */
+	unsigned short_seen : 1;  /* its last pump read a short message (relay_pump.c: short_msg) */
 	uint32_t direct;          /* pump_direct's read size: DIRECT_MIN .. READ_CHUNK */
 	uint32_t lit_step;        /* new data per frame on a slow link: FRAME_MAX_SLOW or _SHARED */
 	size_t pumped;            /* LAN bytes the pump under way moved */
+	uint64_t short_out;       /* LAN bytes it had written when short_seen was set */
 	uint64_t t0_us;           /* when it opened (px_mono_us) */
 	uint64_t room_wait_us;    /* when pump_direct last stopped for want of room (0: never) */
 	char src[96], dst[300];

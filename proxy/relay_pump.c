@@ -104,10 +104,11 @@ static int lz_budget_spent(struct px_relay *r, uint64_t *lz0, int reset)
 
 #define SHORT_MSG 2048          /* a pump that moved less, leaving the socket empty, moved a message */
 #define SHORT_HOLD_US 2000000u  /* how long one keeps the loop's bulk coding in short steps */
+#define SHORT_REPLY (64u << 10) /* an answer to a short message up to this: an exchange (short_msg) */
 
 /* How much new data a slow link's frame takes (r->lit_step, given to the
  * encoder): FRAME_MAX_SLOW, or FRAME_MAX_SHARED while another stream of this
- * event loop has read short messages lately (an interactive session): zstd's
+ * event loop exchanges short messages (an interactive session: short_msg): zstd's
  * high level codes 16 KiB in about 16 ms, all that time holding the loop and
  * every message waiting on it (an echo next to a download on t1: p95 92-96 ms
  * against 52 ms alone); 4 KiB steps cost the download about 7 % more WAN
@@ -124,6 +125,24 @@ static void slow_step(struct px_relay *r)
 		log_debug("%s -> %s: new data coded in %u KiB steps (%s)", r->src, r->dst, step >> 10,
 			  step == FRAME_MAX_SHARED ? "an interactive stream shares the event loop" : "no longer");
 	}
+}
+
+/* A pump of r read a short message alone (shrt), or more (nothing: no
+ * news).  An exchange of short messages (this one, and the previous one with
+ * under SHORT_REPLY of answer since) makes r interactive for slow_step.  A
+ * request that starts a download, or asks for a large block (SMB reads), is
+ * a short message with a long answer: it does not count. */
+static void short_msg(struct px_relay *r, int shrt)
+{
+	if (!r->pumped)
+		return; /* a pump that read nothing (room came back, say) */
+	uint64_t out = stats_stream_get(r->st, STATS_LAN_OUT);
+	if (shrt && r->short_seen && out - r->short_out < SHORT_REPLY) {
+		r->env->short_us = px_mono_us();
+		r->env->short_by = r;
+	}
+	r->short_seen = (unsigned)shrt;
+	r->short_out = out;
 }
 
 /* Whether the event loop pass under way has run callbacks for PASS_LONG_US
@@ -264,10 +283,7 @@ void px_relay_pump(struct px_relay *r)
 	r->pumped = 0;
 	const char *why = pump_feed(r, in, &code);
 	r->gathering = 0;
-	if (r->pumped && r->pumped < SHORT_MSG && !r->blocked && !evbuffer_get_length(in)) {
-		r->env->short_us = px_mono_us(); /* a message alone: see slow_step */
-		r->env->short_by = r;
-	}
+	short_msg(r, r->pumped < SHORT_MSG && !r->blocked && !evbuffer_get_length(in));
 	if (!why && r->gather && evbuffer_get_length(r->gather) &&
 	    (evbuffer_get_length(in) || evbuffer_get_length(r->gather) >= GATHER_MAX || r->gather_lan >= GATHER_LAN ||
 	     r->lz_full || !lan_more(r)) &&

@@ -24,7 +24,8 @@
 # 5. (before 4) An upload through edge a (zstd 16) next to an echo session on
 #    another stream: its new data is coded in 4 KiB steps while the echo runs
 #    (each 16 KiB step would hold the event loop, and the echo, for about
-#    16 ms), in 16 KiB steps again once the echo has ended; exact.
+#    16 ms), in 16 KiB steps again once the echo has ended; exact.  Next to
+#    a download (a short request, a long answer: no exchange), 16 KiB steps.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/proxy/lib.sh
@@ -120,6 +121,16 @@ px_bg_wait bulk 60
 [ "$BG_RC" = 0 ] && ok "the upload next to the echo: $BG_OUT" || fail "the upload next to the echo: $BG_OUT"
 [ "$(steps no)" -gt "$s16" ] && ok "and in 16 KiB steps again once the echo had ended" ||
 	fail "no return to 16 KiB steps: $(grep "KiB steps" "$T/a.log" | tail -n 3)"
+# a download's request is a short message too, but its answer is long: no
+# exchange, so an upload next to it keeps its 16 KiB steps
+s4=$(steps an)
+px_bg bulk put 127.0.0.1 "$LA" 17 $((3 * MB))
+sleep 1
+expect "a download through edge a next to an upload" pxt get 127.0.0.1 "$LA" 18 $MB
+px_bg_wait bulk 60
+[ "$BG_RC" = 0 ] && ok "the upload next to the download: $BG_OUT" || fail "the upload next to the download: $BG_OUT"
+[ "$(steps an)" = "$s4" ] && ok "edge a kept 16 KiB steps next to a download" ||
+	fail "4 KiB steps next to a download: $(grep "KiB steps" "$T/a.log" | tail -n 3)"
 # ---- 4. reload ----
 ups=$(px_count_log a "tunnel up")
 zc=$(px_count_log core "(full, zstd 3)")
