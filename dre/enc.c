@@ -24,7 +24,6 @@
 #define DELTA_GIVEUP 2    /* failed deltas in a row before waiting for the next hit */
 #define LOOKUP_AHEAD 2      /* chunks between an index prefetch and its lookup */
 #define LZ_WORKERS_MAX 4    /* zstd worker threads of a threaded encoder */
-#define LINK_MID_BPS 20000000ULL /* links up to this get zstd -9 (pick_level) */
 
 static int pick_lz(const dre_enc_opts *o)
 {
@@ -52,7 +51,7 @@ static int pick_level(const dre_enc_opts *o)
 		return o->level;
 	if (o->lz == DRE_LZ_AUTO && o->link_bps && o->link_bps <= DRE_LINK_SLOW_BPS)
 		return 16;
-	if (o->lz == DRE_LZ_AUTO && o->link_bps && o->link_bps <= LINK_MID_BPS)
+	if (o->lz == DRE_LZ_AUTO && o->link_bps && o->link_bps <= DRE_LINK_MID_BPS)
 		return 9;
 	return 3;
 }
@@ -60,11 +59,11 @@ static int pick_level(const dre_enc_opts *o)
 /* A threaded encoder is a bulk run that owns the machine: its residual is
  * coded on every processor (lz.c), at the price of a slightly larger output
  * (1.3 % on the benchmark's corpus (a), for 1.15x its encode speed), unless a
- * link of up to LINK_MID_BPS is named: the link is the bottleneck there, and
+ * link of up to DRE_LINK_MID_BPS is named: the link is the bottleneck there, and
  * the output's size what counts. */
 static void lz_workers(dre_enc *e)
 {
-	if (!e->o.threaded || (e->o.link_bps && e->o.link_bps <= LINK_MID_BPS))
+	if (!e->o.threaded || (e->o.link_bps && e->o.link_bps <= DRE_LINK_MID_BPS))
 		return; /* the proxy's streams come here too: no processor count for them */
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	dre_lz_set_workers(e->lz, n > LZ_WORKERS_MAX ? LZ_WORKERS_MAX : (int)n);
@@ -666,11 +665,6 @@ size_t dre_enc_mem(const dre_enc *e)
 	for (size_t i = 0; i < sizeof b / sizeof *b; i++)
 		n += b[i]->cap;
 	return n;
-}
-
-void dre_enc_set_frame_lit_max(dre_enc *e, size_t n)
-{
-	e->o.frame_lit_max = n;
 }
 
 uint64_t dre_enc_seq(const dre_enc *e)

@@ -167,6 +167,8 @@ typedef int (*dre_out_fn)(void *arg, const void *buf, size_t len);
  * 5-9 MB/s of input per core: a caller feeding such an encoder should hand
  * it new data a frame at a time. */
 #define DRE_LINK_SLOW_BPS 4000000ULL
+/* ... and up to this rate zstd level 9, about 40-60 MB/s per core. */
+#define DRE_LINK_MID_BPS 20000000ULL
 
 enum dre_lz {
 	DRE_LZ_AUTO = 0,  /* choose from link_bps: zstd -16 up to DRE_LINK_SLOW_BPS, -9 up to
@@ -258,9 +260,6 @@ void dre_enc_get_stats(const dre_enc *e, dre_codec_stats *s);
 /* The residual coder e uses, for logs: "zstd 16", "zstd 3 on 2 threads", "lz4"
  * or "no LZ"; buf. */
 const char *dre_enc_lz_name(const dre_enc *e, char *buf, size_t len);
-/* From the next frame on, end frames once n bytes went out as literals or
- * deltas (0: no such bound), as dre_enc_opts.frame_lit_max does. */
-void dre_enc_set_frame_lit_max(dre_enc *e, size_t n);
 /* Sequence number of the last DATA frame emitted (0 before the first). */
 uint64_t dre_enc_seq(const dre_enc *e);
 /* The stream has gone quiet: flush, and give back what the next data can

@@ -378,6 +378,7 @@ static int worker_init(struct px_core *k, struct worker *w, struct event_base *b
 	w->k = k;
 	w->env = k->node.env;
 	w->env.base = base;
+	w->env.coder = NULL; /* its own, on its own loop */
 	w->env.active = 0;
 	w->env.on_idle = worker_idle;
 	if (!(w->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS)))
@@ -530,6 +531,7 @@ static void core_stop(struct px_daemon *d, void *arg)
 		if (w->dns)
 			evdns_base_free(w->dns, 1);
 		free(w->conns);
+		px_relay_env_close(&w->env);
 		if (w->env.base && w->env.base != k->node.env.base)
 			event_base_free(w->env.base);
 	}

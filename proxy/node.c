@@ -466,6 +466,7 @@ void px_node_reload(struct px_node *n, const struct conf *c)
 void px_node_stop(struct px_node *n)
 {
 	px_node_tls_stop(n);
+	px_relay_env_close(&n->env);
 	if (n->tick)
 		event_free(n->tick);
 	n->tick = NULL;

@@ -75,6 +75,8 @@ void px_relay_stats_sync(struct px_relay *r)
 	dre_dec_get_stats(r->dec, &s);
 	stats_stream_add(r->st, STATS_DRE_HIT, s.ref_bytes - r->last_dec_ref);
 	r->last_dec_ref = s.ref_bytes;
+	if (r->coding)
+		return; /* the encoder is the job's until it is back */
 	dre_enc_get_stats(r->enc, &s);
 	stats_stream_add(r->st, STATS_DRE_HIT, s.ref_bytes - r->last.ref_bytes);
 	stats_stream_add(r->st, STATS_LZ_IN, s.lz_in - r->last.lz_in);
@@ -86,6 +88,7 @@ void px_relay_stats_sync(struct px_relay *r)
 static void relay_free(struct px_relay *r, int rst, const char *why)
 {
 	char sum[256];
+	px_relay_job_drop(r); /* first: the encoder and the socket are ours again */
 	px_lanbuf_release(r);
 	px_relay_stats_sync(r);
 	stats_stream_summary(r->st, sum, sizeof sum);
@@ -188,7 +191,7 @@ static void dec_ask(void *arg, uint64_t seq)
  * were encoded and (with DRE) the peer acknowledged every frame. */
 static void try_close_wan(struct px_relay *r)
 {
-	if (!r->lan_eof || r->wan_closed || !r->ts || evbuffer_get_length(bufferevent_get_input(r->bev)))
+	if (!r->lan_eof || r->wan_closed || !r->ts || r->coding || evbuffer_get_length(bufferevent_get_input(r->bev)))
 		return;
 	if (r->enc && dre_enc_seq(r->enc) > r->peer_acked)
 		return; /* on_ack calls again */
@@ -226,7 +229,7 @@ static void dec_rest(struct px_relay *r)
 static void rest_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct px_relay *r = arg;
-	if (!r->lan_busy && !r->enc_rested && r->ts && tun_stream_room(r->ts) &&
+	if (!r->lan_busy && !r->enc_rested && !r->coding && r->ts && tun_stream_room(r->ts) &&
 	    !evbuffer_get_length(r->gather)) {
 		int rc = dre_enc_rest(r->enc, px_relay_wan_out, r);
 		if (rc) {
@@ -340,15 +343,8 @@ static void lan_event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 	if (what & BEV_EVENT_EOF) {
 		r->lan_eof = 1;
-		px_relay_pump(r);
-		if (evbuffer_get_length(bufferevent_get_input(bev)))
-			return; /* the rest goes when the stream has room; on_writable retries */
-		int rc = r->enc ? dre_enc_end(r->enc, px_relay_wan_out, r) : 0;
-		if (rc) {
-			relay_abort(r, PROTO_RST_INTERNAL, dre_strerror(rc));
-			return;
-		}
-		try_close_wan(r);
+		/* the rest goes when the stream has room (on_writable) */
+		px_relay_continue(r);
 		return;
 	}
 	if (r->connecting) {
@@ -407,24 +403,33 @@ static void ts_reset(tun_stream *s, void *arg, int code)
 	relay_free(r, 1, why);
 }
 
+void px_relay_continue(struct px_relay *r)
+{
+	if (px_relay_pump(r) || r->coding || !r->lan_eof || evbuffer_get_length(bufferevent_get_input(r->bev)))
+		return; /* released; or the job, or room for the rest, comes first */
+	int rc = r->enc ? dre_enc_end(r->enc, px_relay_wan_out, r) : 0;
+	if (rc) {
+		relay_abort(r, PROTO_RST_INTERNAL, dre_strerror(rc));
+		return;
+	}
+	try_close_wan(r);
+}
+
 static void ts_writable(tun_stream *s, void *arg)
 {
-	struct px_relay *r = arg;
-	px_relay_pump(r);
-	if (r->lan_eof && !evbuffer_get_length(bufferevent_get_input(r->bev))) {
-		int rc = r->enc ? dre_enc_end(r->enc, px_relay_wan_out, r) : 0;
-		if (rc) {
-			relay_abort(r, PROTO_RST_INTERNAL, dre_strerror(rc));
-			return;
-		}
-		try_close_wan(r);
-	}
+	px_relay_continue(arg);
 }
 
 static void ts_ask(tun_stream *s, void *arg, uint64_t seq)
 {
 	struct px_relay *r = arg;
-	int rc = r->enc ? dre_enc_learn(r->enc, seq, px_relay_wan_out, r) : DRE_ESTATE;
+	int rc = r->enc ? px_relay_job_ask(r, seq) : 0;
+	if (rc) {
+		if (rc < 0)
+			relay_abort(r, PROTO_RST_INTERNAL, "out of memory");
+		return; /* a job answers it */
+	}
+	rc = r->enc ? dre_enc_learn(r->enc, seq, px_relay_wan_out, r) : DRE_ESTATE;
 	if (rc) {
 		relay_abort(r, PROTO_RST_CODEC, "cannot resend a frame the peer lacks");
 		return;
@@ -438,7 +443,10 @@ static void ts_ack(tun_stream *s, void *arg, uint64_t seq)
 	struct px_relay *r = arg;
 	if (!r->enc)
 		return;
-	dre_enc_ack(r->enc, seq);
+	if (r->coding && seq > r->ack_pending)
+		r->ack_pending = seq; /* applied when the job is back */
+	else if (!r->coding)
+		dre_enc_ack(r->enc, seq);
 	if (seq > r->peer_acked)
 		r->peer_acked = seq;
 	try_close_wan(r);
@@ -472,7 +480,6 @@ static int make_codec(struct px_relay *r, tun_stream *s)
 			   .no_dedup = r->policy == PROTO_POLICY_LZ, .peer = slot + 1,
 			   /* a version-N peer decodes DRE stream versions up to N */
 			   .version = c && tun_conn_version(c) < DRE_STREAM_VERSION ? (int)tun_conn_version(c) : 0 };
-	r->lit_step = FRAME_MAX_SLOW;
 	r->enc = dre_enc_new(r->env->store, &o);
 	r->dec = dre_dec_new(r->env->store);
 	r->pend = evbuffer_new();

@@ -6,7 +6,8 @@
  * Backpressure both ways: LAN reading stops while the stream's send queue is
  * full; decoding pauses and tunnel credit is withheld while the LAN socket's
  * output is above its high mark.  Every byte arrives intact or both ends are
- * reset.  All on one event base thread. */
+ * reset.  All on one event base thread, but for a slow link's bulk coding,
+ * which runs on the env's coder thread (coder.h). */
 #ifndef WANOPT_RELAY_H
 #define WANOPT_RELAY_H
 
@@ -18,6 +19,7 @@
 struct event_base;
 struct bufferevent;
 struct stats;
+struct px_coder;
 
 /* What every relay of a node (or of one worker thread) shares. */
 struct px_relay_env {
@@ -26,8 +28,7 @@ struct px_relay_env {
 	struct stats *stats;    /* the stats registry (thread-safe) */
 	uint64_t link_bps;      /* WAN rate hint for the residual coder (0: unknown) */
 	unsigned active;        /* relays alive on this env */
-	uint64_t short_us;      /* when a stream last read a short message (px_mono_us) */
-	const void *short_by;   /* ... which one (relay_pump.c) */
+	struct px_coder *coder; /* codes slow links' bulk off the loop (made on first use) */
 	void (*on_idle)(struct px_relay_env *env); /* active dropped to 0 (drain) */
 };
 
@@ -61,6 +62,8 @@ void px_relay_fail(struct px_relay *r, int code, const char *why);
 /* r carries a warm push (either end; call before it moves data): its stats
  * count as pre-positioning, not as client traffic (stats_stream_set_warm). */
 void px_relay_set_warm(struct px_relay *r);
+/* Free what env holds (its coder); every relay of env must be gone. */
+void px_relay_env_close(struct px_relay_env *env);
 /* The LAN bufferevent of r. */
 struct bufferevent *px_relay_bev(struct px_relay *r);
 /* The tunnel stream callbacks a relay installs (for tun_*_open). */

@@ -9,6 +9,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "coder.h"
 #include "dre.h"
 #include "relay.h"
 #include "stats.h"
@@ -16,8 +17,30 @@
 
 #define READ_CHUNK (1u << 20)    /* LAN bytes read and fed to the encoder at a time */
 #define DIRECT_MIN (16u << 10)   /* ... read straight into the encoder: from this much a read */
-#define FRAME_MAX_SLOW (16u << 10) /* new data per frame and per pump on a slow link (zstd -16) */
-#define FRAME_MAX_SHARED (4u << 10) /* ... while another stream of the loop is interactive */
+#define DIRECT_MAX (4u << 20)    /* ... and at most this much per pump */
+#define FRAME_MAX_SLOW (64u << 10) /* new data per frame and per job on a slow link (zstd -16) */
+
+/* A pump's reading and coding of a slow link's bulk, run on the env's coder
+ * thread (relay_job.c), or a LEARN frame coded there.  The loop fills in the
+ * request and touches neither the encoder nor the job until the job is back. */
+struct px_relay_job {
+	struct px_coder_job cj;   /* first: the coder's view */
+	struct px_relay *r;
+	dre_enc *enc;
+	int fd;
+	uint64_t learn;           /* a LEARN job: the frame asked for (dre_enc_learn), else 0 */
+	size_t pre;               /* bytes the loop put in the encoder's space already */
+	size_t room;              /* encoder output it may produce, at most (stream room) */
+	size_t lz_max;            /* new data (LZ input) it codes, at most */
+	uint32_t direct;          /* read size, adapted as pump_direct does */
+	uint8_t *out;             /* the encoder's output, for the stream */
+	size_t out_len, out_cap;
+	size_t got;               /* LAN bytes read (not counting pre) */
+	int rc;                   /* a DRE error, or 0 */
+	int err;                  /* a read error (errno), or 0 */
+	unsigned full : 1;        /* it read DIRECT_MAX: the sender is ahead of us */
+	unsigned no_room : 1;     /* it stopped for want of room */
+};
 
 struct px_relay {
 	struct px_relay_env *env;
@@ -54,11 +77,13 @@ struct px_relay {
 	unsigned enc_rested : 1;  /* the encoder gave its memory back, and stayed quiet */
 	unsigned dec_rested : 1;  /* the same for the decoder */
 	unsigned lan_bulk : 1;    /* the LAN socket has the bulk receive buffer (lanbuf.c) */
-	unsigned short_seen : 1;  /* its last pump read a short message (relay_pump.c: short_msg) */
+	unsigned coding : 1;      /* `job` is with the coder: the encoder is not ours */
+	unsigned used_coder : 1;  /* it has had a job (its first one logged) */
 	uint32_t direct;          /* pump_direct's read size: DIRECT_MIN .. READ_CHUNK */
-	uint32_t lit_step;        /* new data per frame on a slow link: FRAME_MAX_SLOW or _SHARED */
-	size_t pumped;            /* LAN bytes the pump under way moved */
-	uint64_t short_out;       /* LAN bytes it had written when short_seen was set */
+	uint64_t ack_pending;     /* an ACK that came while coding (applied after) */
+	struct px_relay_job job;
+	uint64_t *asks;           /* ASKs waiting for the job (frames, oldest first) */
+	size_t nasks, asks_cap;
 	uint64_t t0_us;           /* when it opened (px_mono_us) */
 	uint64_t room_wait_us;    /* when pump_direct last stopped for want of room (0: never) */
 	char src[96], dst[300];
@@ -66,10 +91,15 @@ struct px_relay {
 
 /* relay.c: add the codec's new hit and LZ figures to the stream's stats. */
 void px_relay_stats_sync(struct px_relay *r);
+/* relay.c: pump, then end the WAN direction once the LAN side ended and
+ * everything read was coded.  r may be released: do not touch it after. */
+void px_relay_continue(struct px_relay *r);
 
 /* relay_pump.c */
-/* Move LAN input into the stream while it has room (see relay_pump.c). */
-void px_relay_pump(struct px_relay *r);
+/* Move LAN input into the stream while it has room (see relay_pump.c); 0,
+ * or -1 if r was released (reset).  While r is coding it does nothing: the
+ * job's return pumps again. */
+int px_relay_pump(struct px_relay *r);
 /* r->flush_ev: the LAN side went quiet, send the encoder's partial chunk. */
 void px_relay_flush_cb(evutil_socket_t fd, short what, void *arg);
 /* Encoder output sink (arg: the relay): into the stream, or inside pump
@@ -78,6 +108,22 @@ int px_relay_wan_out(void *arg, const void *buf, size_t len);
 /* Send the encoder output held back in `gather`, ahead of anything else:
  * 0 or -1. */
 int px_relay_gather_push(struct px_relay *r);
+
+/* relay_job.c: a slow link's bulk coded on the coder thread */
+/* Whether r's pump should hand its reading and coding to the coder: a
+ * stream with an encoder (full or lz) on a link of up to DRE_LINK_MID_BPS (zstd 9 or 16) with a bulk of
+ * input waiting (in `in` and its socket); a short message is coded at once. */
+int px_relay_job_wanted(struct px_relay *r, struct evbuffer *in);
+/* Start r's job: `in`'s first bytes (up to room) go into the encoder's space
+ * first, then it reads the socket.  1: started (r->coding); 0: the pump codes
+ * inline; -1: out of memory. */
+int px_relay_job_start(struct px_relay *r, struct evbuffer *in, size_t room);
+/* The peer asked for frame seq: 1 when a job will answer it (queued behind
+ * the job under way), 0 when the caller answers at once (a stream that
+ * never used the coder), -1 when out of memory. */
+int px_relay_job_ask(struct px_relay *r, uint64_t seq);
+/* Drop r's job (r is being released): wait for it if it is running. */
+void px_relay_job_drop(struct px_relay *r);
 
 /* lanbuf.c: the LAN receive buffer of a stream reading at full speed */
 /* r's pump read DIRECT_MAX from its LAN socket fd in one go: give the

@@ -22,7 +22,6 @@
 #include "log.h"
 #include "relay_int.h"
 
-#define DIRECT_MAX (4u << 20)    /* LAN bytes read straight into the encoder per pump, at most */
 #define FLUSH_DELAY_US 2000      /* LAN quiet this long: send the partial chunk */
 #define FLUSH_NOW_MAX (16u << 10) /* LAN bytes since the last flush: up to this, flush at once */
 #define PASS_LONG_US 10000       /* an event loop pass this long: pumps read no more */
@@ -99,50 +98,7 @@ static int lz_budget_spent(struct px_relay *r, uint64_t *lz0, int reset)
 	dre_enc_get_stats(r->enc, &cs);
 	if (reset)
 		*lz0 = cs.lz_in;
-	return cs.lz_in - *lz0 >= r->lit_step;
-}
-
-#define SHORT_MSG 2048          /* a pump that moved less, leaving the socket empty, moved a message */
-#define SHORT_HOLD_US 2000000u  /* how long one keeps the loop's bulk coding in short steps */
-#define SHORT_REPLY (64u << 10) /* an answer to a short message up to this: an exchange (short_msg) */
-
-/* How much new data a slow link's frame takes (r->lit_step, given to the
- * encoder): FRAME_MAX_SLOW, or FRAME_MAX_SHARED while another stream of this
- * event loop exchanges short messages (an interactive session: short_msg): zstd's
- * high level codes 16 KiB in about 16 ms, all that time holding the loop and
- * every message waiting on it (an echo next to a download on t1: p95 92-96 ms
- * against 52 ms alone); 4 KiB steps cost the download about 7 % more WAN
- * bytes while they last. */
-static void slow_step(struct px_relay *r)
-{
-	const struct px_relay_env *env = r->env;
-	uint32_t step = env->short_by && env->short_by != r && px_mono_us() - env->short_us < SHORT_HOLD_US
-				? FRAME_MAX_SHARED
-				: FRAME_MAX_SLOW;
-	if (step != r->lit_step) {
-		r->lit_step = step;
-		dre_enc_set_frame_lit_max(r->enc, step);
-		log_debug("%s -> %s: new data coded in %u KiB steps (%s)", r->src, r->dst, step >> 10,
-			  step == FRAME_MAX_SHARED ? "an interactive stream shares the event loop" : "no longer");
-	}
-}
-
-/* A pump of r read a short message alone (shrt), or more (nothing: no
- * news).  An exchange of short messages (this one, and the previous one with
- * under SHORT_REPLY of answer since) makes r interactive for slow_step.  A
- * request that starts a download, or asks for a large block (SMB reads), is
- * a short message with a long answer: it does not count. */
-static void short_msg(struct px_relay *r, int shrt)
-{
-	if (!r->pumped)
-		return; /* a pump that read nothing (room came back, say) */
-	uint64_t out = stats_stream_get(r->st, STATS_LAN_OUT);
-	if (shrt && r->short_seen && out - r->short_out < SHORT_REPLY) {
-		r->env->short_us = px_mono_us();
-		r->env->short_by = r;
-	}
-	r->short_seen = (unsigned)shrt;
-	r->short_out = out;
+	return cs.lz_in - *lz0 >= FRAME_MAX_SLOW;
 }
 
 /* Whether the event loop pass under way has run callbacks for PASS_LONG_US
@@ -176,8 +132,6 @@ static const char *pump_direct(struct px_relay *r, int *code)
 	r->blocked = 0;
 	uint64_t lz0 = 0;
 	int slow = r->link_bps && r->link_bps <= DRE_LINK_SLOW_BPS;
-	if (slow)
-		slow_step(r);
 	r->lz_full = 0;
 	lz_budget_spent(r, &lz0, 1);
 	for (size_t total = 0; total < DIRECT_MAX;) {
@@ -202,8 +156,8 @@ static const char *pump_direct(struct px_relay *r, int *code)
 			return NULL;
 		}
 		size_t want = room < r->direct ? room : r->direct;
-		if (slow && want > r->lit_step) /* one commit codes about a frame */
-			want = r->lit_step;
+		if (slow && want > FRAME_MAX_SLOW) /* one commit codes about a frame */
+			want = FRAME_MAX_SLOW;
 		uint8_t *dst = dre_enc_space(r->enc, want, &space);
 		if (!dst)
 			return "out of memory";
@@ -218,7 +172,6 @@ static const char *pump_direct(struct px_relay *r, int *code)
 		if (rc)
 			return dre_strerror(rc);
 		stats_stream_add(r->st, STATS_LAN_IN, (uint64_t)n);
-		r->pumped += (size_t)n;
 		r->gather_lan += (size_t)n;
 		r->unflushed += (size_t)n;
 		total += (size_t)n;
@@ -239,6 +192,17 @@ static const char *pump_direct(struct px_relay *r, int *code)
 static const char *pump_feed(struct px_relay *r, struct evbuffer *in, int *code)
 {
 	size_t len;
+	if (px_relay_job_wanted(r, in)) { /* a slow link's bulk: coded off the loop */
+		int err = 0;
+		size_t room = pump_room(r, &err);
+		if (err)
+			return "tunnel write failed";
+		int rc = room ? px_relay_job_start(r, in, room) : 0;
+		if (rc < 0)
+			return "out of memory";
+		if (rc > 0)
+			return NULL; /* job_done pumps again */
+	}
 	while ((len = evbuffer_get_length(in)) > 0) {
 		int err = 0;
 		size_t room = pump_room(r, &err);
@@ -257,7 +221,6 @@ static const char *pump_feed(struct px_relay *r, struct evbuffer *in, int *code)
 			return r->enc ? dre_strerror(rc) : "tunnel write failed";
 		evbuffer_drain(in, n);
 		stats_stream_add(r->st, STATS_LAN_IN, n);
-		r->pumped += n;
 		r->gather_lan += n;
 		r->unflushed += n;
 	}
@@ -272,18 +235,20 @@ static const char *pump_feed(struct px_relay *r, struct evbuffer *in, int *code)
  * trip.  A long burst still goes out every GATHER_LAN bytes read, so that
  * the peer decodes while we encode instead of after.  Interactive traffic,
  * where the socket is empty after each read, is sent at once. */
-void px_relay_pump(struct px_relay *r)
+int px_relay_pump(struct px_relay *r)
 {
 	struct evbuffer *in = bufferevent_get_input(r->bev);
 	int code = PROTO_RST_INTERNAL;
+	if (r->coding)
+		return 0;
 	r->lan_busy = 1;
 	r->enc_rested = 0;
 	r->pass_cut = 0;
 	r->gathering = r->enc != NULL && r->gather != NULL;
-	r->pumped = 0;
 	const char *why = pump_feed(r, in, &code);
 	r->gathering = 0;
-	short_msg(r, r->pumped < SHORT_MSG && !r->blocked && !evbuffer_get_length(in));
+	if (!why && r->coding)
+		return 0; /* reading and flushing wait for the job */
 	if (!why && r->gather && evbuffer_get_length(r->gather) &&
 	    (evbuffer_get_length(in) || evbuffer_get_length(r->gather) >= GATHER_MAX || r->gather_lan >= GATHER_LAN ||
 	     r->lz_full || !lan_more(r)) &&
@@ -291,11 +256,11 @@ void px_relay_pump(struct px_relay *r)
 		why = "tunnel write failed";
 	if (why) {
 		px_relay_fail(r, code, why);
-		return;
+		return -1;
 	}
 	px_relay_stats_sync(r); /* the encoder's hits and LZ figures show while the stream lives */
 	if (evbuffer_get_length(in) || r->blocked)
-		return; /* backpressured: on_writable calls again */
+		return 0; /* backpressured: on_writable calls again */
 	if (!r->lan_eof)
 		bufferevent_enable(r->bev, EV_READ);
 	if (r->enc && r->pass_cut) {
@@ -305,13 +270,14 @@ void px_relay_pump(struct px_relay *r)
 		struct timeval tv = { 0, r->unflushed <= FLUSH_NOW_MAX ? 0 : FLUSH_DELAY_US };
 		evtimer_add(r->flush_ev, &tv);
 	}
+	return 0;
 }
 
 void px_relay_flush_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct px_relay *r = arg;
-	if (!r->ts || !tun_stream_room(r->ts))
-		return; /* backpressured: pump re-arms when room comes back */
+	if (r->coding || !r->ts || !tun_stream_room(r->ts))
+		return; /* coding, backpressured: pump re-arms when the job is back, or room */
 	if (pass_long(r)) { /* e.g. 1,000 new streams' first bytes: spread over passes */
 		struct timeval now = { 0, 0 };
 		evtimer_add(r->flush_ev, &now);

@@ -5,7 +5,8 @@
 # once interleave their writes differently on the two sides), so references
 # land near or past what the peer still holds.  Every transfer must still be
 # byte-exact, never reset (a miss is asked for and learned), and repeats that
-# fit the stores must still cost little.
+# fit the stores must still cost little.  Then the same on a 20 Mbit/s link,
+# where both ends code the bulk on their coder threads.
 #
 #   client --> edge 127.0.0.1:L ==TLS==> core 127.0.0.1:P --> server 127.0.0.1:SRV
 set -eu
@@ -20,20 +21,28 @@ px_core core "$P" "$S1" --allow=127.0.0.0/8 --store_size=16M --log_level=debug
 px_edge edge "$P" "$S2" "--forward=127.0.0.1:$L -> 127.0.0.1:$SRV" --store_size=16M --log_level=debug
 
 MB=$((1 << 20))
+# rounds PORT ROUNDS MIB SEED...: round after round, each seed's file (MIB
+# MiB) downloaded and (seed + 100) uploaded, one at a time, then the
+# downloads three at once; every transfer byte-exact
+rounds() {
+	local port=$1 n=$2 size=$(($3 * MB)) round seed out
+	shift 3
+	for round in $(seq "$n"); do
+		for seed in "$@"; do
+			out=$(pxt get 127.0.0.1 "$port" $seed $size) || fail "round $round: download $seed: $out"
+			out=$(pxt put 127.0.0.1 "$port" $((seed + 100)) $size) || fail "round $round: upload $((seed + 100)): $out"
+		done
+		for seed in "$@"; do px_bg "g$seed" get 127.0.0.1 "$port" $seed $size --timeout=60; done
+		for seed in "$@"; do
+			px_bg_wait "g$seed" 60
+			[ "$BG_RC" -eq 0 ] || fail "round $round: concurrent download $seed: $BG_OUT"
+		done
+	done
+}
 # three 6 MiB files (sparse-image seeds from 900 have zero blocks: AGAIN runs
-# through evicted files too), round after round: 18 MiB per round through
-# 16 MiB stores, in both directions, one at a time and three at once
-for round in 1 2 3 4; do
-	for seed in 11 12 901; do
-		out=$(pxt get 127.0.0.1 "$L" $seed $((6 * MB))) || fail "round $round: download $seed: $out"
-		out=$(pxt put 127.0.0.1 "$L" $((seed + 100)) $((6 * MB))) || fail "round $round: upload $((seed + 100)): $out"
-	done
-	for seed in 11 12 901; do px_bg "g$seed" get 127.0.0.1 "$L" $seed $((6 * MB)) --timeout=60; done
-	for seed in 11 12 901; do
-		px_bg_wait "g$seed" 60
-		[ "$BG_RC" -eq 0 ] || fail "round $round: concurrent download $seed: $BG_OUT"
-	done
-done
+# through evicted files too): 18 MiB per round through 16 MiB stores, in
+# both directions, one at a time and three at once
+rounds "$L" 4 6 11 12 901
 ok "4 rounds of 18 MiB each way through 16 MiB stores, one at a time and three at once: byte-exact"
 n=$(px_resets edge core)
 [ "$n" -eq 0 ] && ok "no stream was reset" || fail "$n stream resets logged"
@@ -48,4 +57,20 @@ out=$(pxt get 127.0.0.1 "$L" 31 $((3 * MB))) || fail "download 31 again: $out"
 w1=$(px_stat "$S2" 'j["total"]["wan_in"]')
 [ $((w1 - w0)) -lt $((3 * MB / 20)) ] && ok "a 3 MiB repeat crossed $((w1 - w0)) WAN bytes" ||
 	fail "a 3 MiB repeat crossed $((w1 - w0)) WAN bytes"
+
+# The same on a 20 Mbit/s link, where both ends code the bulk with zstd 9 on
+# their coder threads
+P2=$(px_port) S3=$(px_port) S4=$(px_port) L2=$(px_port)
+px_core core2 "$P2" "$S3" --allow=127.0.0.0/8 --store_size=4M --log_level=debug --link_rate=20M
+px_edge edge2 "$P2" "$S4" "--forward=127.0.0.1:$L2 -> 127.0.0.1:$SRV" --store_size=4M --log_level=debug --link_rate=20M
+rounds "$L2" 3 2 41 42 902
+ok "20 Mbit/s link: 3 rounds of 6 MiB each way through 4 MiB stores: byte-exact"
+n=$(px_resets edge2 core2)
+[ "$n" -eq 0 ] && ok "no stream was reset" || fail "$n stream resets logged"
+for side in edge2 core2; do
+	grep -q "bulk coded on the coder thread (zstd 9)" "$T/$side.log" && ok "$side coded the bulk on its coder thread" ||
+		fail "$side: no stream coded on a coder thread"
+done
+echo "     evictions: edge $(px_stat "$S4" 'j["store"]["evictions"]'), core $(px_stat "$S3" 'j["store"]["evictions"]');" \
+	"asks: edge $(px_stat "$S4" 'j["total"]["asks"]'), core $(px_stat "$S3" 'j["total"]["asks"]')"
 px_done

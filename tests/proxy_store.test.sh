@@ -92,10 +92,11 @@ pk=$(px_stat_wait "$S1" '"%d %d" % (j["store"]["peers"], j["store"]["peers_held"
 [ "$pk" = "2 0" ] && ok "the core tracks both edge stores, no slot held after the streams closed" ||
 	fail "core peer slots (tracked, held): $pk, expected 2 0"
 
+ups=$(px_count_log edge "tunnel up")
 px_stop core
 rm -rf "$T/core.store"
 core
-px_wait_count edge "tunnel up" 3 15
+px_wait_count edge "tunnel up" $((ups + 1)) 15 || fail "the edge did not reconnect to the restarted core"
 casks0=$(px_stat "$S1" 'j["total"]["asks"]')
 w=$(ul_wan 2 $size)
 casks1=$(px_stat "$S1" 'j["total"]["asks"]')
@@ -179,7 +180,8 @@ edge
 # back for: about a cold transfer plus one ask per frame).
 S3=$(px_port) L2=$(px_port)
 rs0=$(px_resets edge edge2 core)
-px_edge edge2 "$P" "$S3" "--forward=127.0.0.1:$L2 -> 127.0.0.1:$SRV" --tunnels=3
+# (its 20 Mbit/s link: the core codes its downloads on coder threads, zstd 9)
+px_edge edge2 "$P" "$S3" "--forward=127.0.0.1:$L2 -> 127.0.0.1:$SRV" --tunnels=3 --link_rate=20M
 px_wait_count edge2 "tunnel up" 3 15
 e2() {  # seed size: prints "WAN-bytes asks" of a download through edge2
 	local w0 a0 out
@@ -204,6 +206,9 @@ case "$r1/$r2" in "0 ok"*"/0 ok"*) ok "both branches fetch the same new data at 
 expect "second branch: 40 concurrent streams" pxt many 127.0.0.1 "$L2" 40 31 --sizes=1000,100000,2000000
 n=$(( $(px_resets edge edge2 core) - rs0 ))
 [ "$n" -eq 0 ] && ok "no stream reset with two branches" || fail "$n stream resets logged"
+grep -q "bulk coded on the coder thread (zstd 9)" "$T/core.log" &&
+	ok "the core coded edge2's downloads on coder threads" ||
+	fail "the core coded none of edge2's downloads on a coder thread"
 
 # ---- 5. a core whose store filesystem is full ----
 # Its writes fail, so chunks it sent (the edge believes it holds them) are not
@@ -217,7 +222,9 @@ if mount -t tmpfs -o size=8m tmpfs "$T/tiny" 2>/dev/null; then
 	px_run core3 core --listen=127.0.0.1:"$P3" --store="$T/tiny/st" --store_size=100M --tls_cert="$T/pki/core.crt" \
 		--tls_key="$T/pki/core.key" --tls_ca="$T/pki/ca.crt" --stats=127.0.0.1:"$S4" --allow=127.0.0.0/8
 	px_wait_log core3 "tunnel listener on" 10
-	px_edge edge3 "$P3" "$S5" "--forward=127.0.0.1:$L3 -> 127.0.0.1:$SRV"
+	# (a 20 Mbit/s link: the edge codes its uploads on its coder thread, so
+	# the core's asks may come while a job codes)
+	px_edge edge3 "$P3" "$S5" "--forward=127.0.0.1:$L3 -> 127.0.0.1:$SRV" --link_rate=20M --log_level=debug
 	expect "full core store: download 12 MiB" pxt get 127.0.0.1 "$L3" 50 $size
 	expect "full core store: download another 12 MiB" pxt get 127.0.0.1 "$L3" 51 $size
 	expect "full core store: upload the first back" pxt put 127.0.0.1 "$L3" 50 $size
@@ -225,6 +232,7 @@ if mount -t tmpfs -o size=8m tmpfs "$T/tiny" 2>/dev/null; then
 	px_wait_log core3 "No space left on device" 15 && ok "the core logs why: $(grep -m1 "No space left" "$T/core3.log" | cut -c26-)" ||
 		fail "the core did not log the full disk"
 	px_alive core3 && ok "the core with a full store is alive" || fail "the core with a full store died"
+	echo "     edge3: $(grep -c "resent frame" "$T/edge3.log") frames resent, $(grep -c "coding job taken back" "$T/edge3.log") of them after taking a coding job back"
 	px_stop core3 >/dev/null; px_stop edge3 >/dev/null
 	unmount_tiny
 else

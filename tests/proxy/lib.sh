@@ -20,8 +20,8 @@
 
 BIN=${BINDIR:-bin}/wanopt
 PXTOOL=tests/proxy/pxtool.py
-# 1 for a sanitizer build (make asan/ubsan): memory figures mean little there
-PX_SAN=$(grep -qa "__asan_init\|__ubsan_handle" "$BIN" 2>/dev/null && echo 1 || echo 0)
+# 1 for a sanitizer build (make asan/ubsan, SAN=thread): memory figures mean little there
+PX_SAN=$(grep -qa "__asan_init\|__ubsan_handle\|__tsan_init" "$BIN" 2>/dev/null && echo 1 || echo 0)
 T=""
 FAILS=0
 declare -A PID=()
@@ -39,10 +39,11 @@ px_cleanup() {
 	done
 	for n in "${!PID[@]}"; do kill -KILL "${PID[$n]}" 2>/dev/null; done
 	[ -n "$CLEANUP_HOOK" ] && $CLEANUP_HOOK
-	# a sanitizer build (make asan / ubsan) reports into the daemon logs
-	if [ -n "$T" ] && grep -l "ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:" "$T"/*.log 2>/dev/null; then
+	# a sanitizer build (make asan / ubsan, SAN=thread) reports into the daemon logs
+	local san="ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:\|WARNING: ThreadSanitizer"
+	if [ -n "$T" ] && grep -l "$san" "$T"/*.log 2>/dev/null; then
 		echo "FAIL sanitizer reports in the logs above:"
-		grep -h -A 12 "ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:" "$T"/*.log | head -n 60
+		grep -h -A 12 "$san" "$T"/*.log | head -n 60
 		rc=1
 	fi
 	if [ $rc -ne 0 ] && [ -n "$T" ]; then
