@@ -114,9 +114,9 @@ int px_relay_gather_push(struct px_relay *r);
  * stream with an encoder (full or lz) on a link of up to DRE_LINK_MID_BPS (zstd 9 or 16) with a bulk of
  * input waiting (in `in` and its socket); a short message is coded at once. */
 int px_relay_job_wanted(struct px_relay *r, struct evbuffer *in);
-/* Start r's job: `in`'s first bytes (up to room) go into the encoder's space
- * first, then it reads the socket.  1: started (r->coding); 0: the pump codes
- * inline; -1: out of memory. */
+/* Start r's job: all of `in` goes into the encoder's space first, then it
+ * reads the socket.  1: started (r->coding); 0: the pump codes inline (`in`
+ * holds more than room, or no coder); -1: out of memory. */
 int px_relay_job_start(struct px_relay *r, struct evbuffer *in, size_t room);
 /* The peer asked for frame seq: 1 when a job will answer it (queued behind
  * the job under way), 0 when the caller answers at once (a stream that

@@ -231,7 +231,7 @@ int px_relay_job_start(struct px_relay *r, struct evbuffer *in, size_t room)
 	struct px_relay_job *j = &r->job;
 	size_t pre = evbuffer_get_length(in), space = 0;
 	if (pre > room)
-		pre = room;
+		return 0; /* the job would read the socket's bytes before the rest of `in` */
 	if (pre) {
 		uint8_t *dst = dre_enc_space(r->enc, pre, &space);
 		if (!dst || evbuffer_remove(in, dst, pre) != (int)pre)
