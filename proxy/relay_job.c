@@ -258,7 +258,7 @@ int px_relay_job_start(struct px_relay *r, struct evbuffer *in, size_t room)
 
 void px_relay_job_drop(struct px_relay *r)
 {
-	if (r->coding)
+	if (r->coding && r->env->coder) /* (no coder: freed at exit, its jobs dropped) */
 		px_coder_cancel(r->env->coder, &r->job.cj);
 	r->coding = 0;
 	free(r->job.out);
