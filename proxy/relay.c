@@ -237,6 +237,7 @@ static void rest_cb(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 		r->enc_rested = 1;
+		px_relay_job_rest(r); /* its output buffer: up to 1 MiB */
 		atomic_fetch_add(&rests, 1);
 		px_relay_stats_sync(r);
 	}

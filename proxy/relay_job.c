@@ -256,16 +256,24 @@ int px_relay_job_start(struct px_relay *r, struct evbuffer *in, size_t room)
 	return 1;
 }
 
+void px_relay_job_rest(struct px_relay *r)
+{
+	if (r->coding)
+		return;
+	free(r->job.out);
+	r->job.out = NULL;
+	r->job.out_cap = 0;
+	free(r->asks);
+	r->asks = NULL;
+	r->nasks = r->asks_cap = 0;
+}
+
 void px_relay_job_drop(struct px_relay *r)
 {
 	if (r->coding && r->env->coder) /* (no coder: freed at exit, its jobs dropped) */
 		px_coder_cancel(r->env->coder, &r->job.cj);
 	r->coding = 0;
-	free(r->job.out);
-	r->job.out = NULL;
-	free(r->asks);
-	r->asks = NULL;
-	r->nasks = r->asks_cap = 0;
+	px_relay_job_rest(r);
 }
 
 void px_relay_env_close(struct px_relay_env *env)
