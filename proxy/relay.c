@@ -432,7 +432,7 @@ static void ts_ask(tun_stream *s, void *arg, uint64_t seq)
 	}
 	rc = r->enc ? dre_enc_learn(r->enc, seq, px_relay_wan_out, r) : DRE_ESTATE;
 	if (rc) {
-		relay_abort(r, PROTO_RST_CODEC, "cannot resend a frame the peer lacks");
+		relay_abort(r, PROTO_RST_CODEC, px_relay_learn_failed(rc));
 		return;
 	}
 	log_debug("%s -> %s: resent frame %llu%s", r->src, r->dst, (unsigned long long)(seq & ~DRE_ASK_FULL),

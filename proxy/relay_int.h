@@ -122,6 +122,8 @@ int px_relay_job_start(struct px_relay *r, struct evbuffer *in, size_t room);
  * the job under way), 0 when the caller answers at once (a stream that
  * never used the coder), -1 when out of memory. */
 int px_relay_job_ask(struct px_relay *r, uint64_t seq);
+/* Why an answer to an ASK failed (dre_enc_learn's rc), for the reset's log line. */
+const char *px_relay_learn_failed(int rc);
 /* r's encoder rested: give back the job's buffers (unless it is coding). */
 void px_relay_job_rest(struct px_relay *r);
 /* Drop r's job (r is being released): wait for it if it is running. */

@@ -46,6 +46,18 @@ int px_relay_job_wanted(struct px_relay *r, struct evbuffer *in)
 
 static void learn_next(struct px_relay *r);
 
+const char *px_relay_learn_failed(int rc)
+{
+	switch (rc) {
+	case DRE_ESTATE:
+		return "cannot resend a frame the peer lacks: no longer retained";
+	case DRE_EMISS:
+		return "cannot resend a frame the peer lacks: a chunk it referenced was evicted since";
+	default:
+		return "cannot resend a frame the peer lacks";
+	}
+}
+
 /* The encoder's output sink inside a job (coder thread): appended to j->out. */
 static int job_out(void *arg, const void *buf, size_t len)
 {
@@ -141,7 +153,7 @@ static int job_apply(struct px_relay *r)
 		j->out_cap = 0;
 	}
 	if (j->learn && j->rc) {
-		px_relay_fail(r, PROTO_RST_CODEC, "cannot resend a frame the peer lacks");
+		px_relay_fail(r, PROTO_RST_CODEC, px_relay_learn_failed(j->rc));
 		return -1;
 	}
 	if (j->rc || j->err) {

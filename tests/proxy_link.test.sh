@@ -102,6 +102,8 @@ expect "upload through edge a" pxt put 127.0.0.1 "$LA" 12 $MB
 expect "download through edge b" pxt get 127.0.0.1 "$LB" 13 $MB
 expect "download through edge c" pxt get 127.0.0.1 "$LC" 14 $MB
 expect "upload through edge c (the larger window)" pxt put 127.0.0.1 "$LC" 15 $((4 * MB))
+# many streams at once on a link where both ends code on their coding threads
+expect "30 transfers at once through edge c (get, put, echo)" pxt many 127.0.0.1 "$LC" 30 61 --sizes=0,100000,1000000
 for want in "core (full, zstd 9)" "core (full, zstd 3)" "a (full, zstd 16)" "b (full, zstd 3)" \
 	"core2 (full, zstd 9)" "c (full, zstd 9)"; do
 	n=${want%% *} what=${want#* }
