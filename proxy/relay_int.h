@@ -39,7 +39,6 @@ struct px_relay_job {
 	int rc;                   /* a DRE error, or 0 */
 	int err;                  /* a read error (errno), or 0 */
 	unsigned full : 1;        /* it read DIRECT_MAX: the sender is ahead of us */
-	unsigned no_room : 1;     /* it stopped for want of room */
 };
 
 struct px_relay {
@@ -102,6 +101,10 @@ void px_relay_continue(struct px_relay *r);
 int px_relay_pump(struct px_relay *r);
 /* r->flush_ev: the LAN side went quiet, send the encoder's partial chunk. */
 void px_relay_flush_cb(evutil_socket_t fd, short what, void *arg);
+/* The next read size after reading n of want bytes with read size direct:
+ * doubled (to READ_CHUNK) after a full read, halved (to DIRECT_MIN) after
+ * one under a quarter. */
+uint32_t px_relay_direct_next(uint32_t direct, size_t want, size_t n);
 /* Encoder output sink (arg: the relay): into the stream, or inside pump
  * held in `gather`.  0, or -1 if the stream cannot take it. */
 int px_relay_wan_out(void *arg, const void *buf, size_t len);

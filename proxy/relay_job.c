@@ -99,10 +99,8 @@ static void job_run(struct px_coder_job *cj)
 		return; /* (the placed bytes first: nothing may come between) */
 	uint64_t lz0 = lz_in(j->enc);
 	while (j->got < DIRECT_MAX && lz_in(j->enc) - lz0 < j->lz_max) {
-		if (j->out_len >= j->room) {
-			j->no_room = 1;
-			return;
-		}
+		if (j->out_len >= j->room)
+			return; /* the next pump finds no room and waits for it */
 		size_t want = j->room - j->out_len, space = 0;
 		if (want > j->direct)
 			want = j->direct;
@@ -121,10 +119,7 @@ static void job_run(struct px_coder_job *cj)
 		if ((j->rc = dre_enc_commit(j->enc, (size_t)n, job_out, j)))
 			return;
 		j->got += (size_t)n;
-		if ((size_t)n == want && want == j->direct && j->direct < READ_CHUNK)
-			j->direct *= 2;
-		else if ((size_t)n < want / 4 && j->direct > DIRECT_MIN)
-			j->direct /= 2;
+		j->direct = px_relay_direct_next(j->direct, want, (size_t)n);
 		if ((size_t)n < want)
 			return; /* the socket is empty */
 	}
@@ -198,7 +193,7 @@ static void job_init(struct px_relay *r)
 	j->pre = j->room = j->lz_max = j->got = j->out_len = 0;
 	j->direct = r->direct;
 	j->rc = j->err = 0;
-	j->full = j->no_room = 0;
+	j->full = 0;
 }
 
 /* Start a job answering the oldest queued ASK (r not coding). */

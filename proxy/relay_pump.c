@@ -18,8 +18,6 @@
 #include <event2/util.h>
 
 #include "dre_proto.h"
-#include "lag.h"
-#include "log.h"
 #include "relay_int.h"
 
 #define FLUSH_DELAY_US 2000      /* LAN quiet this long: send the partial chunk */
@@ -101,6 +99,15 @@ static int lz_budget_spent(struct px_relay *r, uint64_t *lz0, int reset)
 	return cs.lz_in - *lz0 >= FRAME_MAX_SLOW;
 }
 
+uint32_t px_relay_direct_next(uint32_t direct, size_t want, size_t n)
+{
+	if (n == want && want == direct && direct < READ_CHUNK)
+		return direct * 2; /* a bulk transfer: read (and buffer) more at a time */
+	if (n < want / 4 && direct > DIRECT_MIN)
+		return direct / 2;
+	return direct;
+}
+
 /* Whether the event loop pass under way has run callbacks for PASS_LONG_US
  * (libevent caches the time when a pass starts).  Then pumps stop reading
  * straight from their sockets and leave what is there for the next pass
@@ -175,10 +182,7 @@ static const char *pump_direct(struct px_relay *r, int *code)
 		r->gather_lan += (size_t)n;
 		r->unflushed += (size_t)n;
 		total += (size_t)n;
-		if ((size_t)n == want && want == r->direct && r->direct < READ_CHUNK)
-			r->direct *= 2; /* a bulk transfer: read (and buffer) more at a time */
-		else if ((size_t)n < want / 4 && r->direct > DIRECT_MIN)
-			r->direct /= 2;
+		r->direct = px_relay_direct_next(r->direct, want, (size_t)n);
 		if ((size_t)n < want)
 			return NULL; /* the socket is empty */
 	}
