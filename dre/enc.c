@@ -293,6 +293,7 @@ static int enc_hit(dre_enc *e, const dre_ent *ent, int k, uint32_t len)
 	int nolink = cont || e->prev == ent->tag;   /* or is it (never its own successor) */
 	e->last_cont = cont;
 	e->cur = *ent;
+	dre_enc_retain_file(e, ent->file);
 	e->delta_fails = 0;
 	e->st_ref += len;
 	if (!rc) /* link after prev, refresh */
@@ -475,6 +476,7 @@ static int enc_chunk(dre_enc *e, const uint8_t *p, uint32_t len, const uint8_t *
 			return rc;
 		e->st_lit += len;
 	}
+	dre_enc_retain_file(e, found ? ent.file : DRE_PIN_NONE); /* a chunk stored already stays put */
 	if ((rc = dre_enc_put(e, h, p, len, e->prev, lit_off, found ? &ent : NULL)))
 		return rc;
 	note_peer_link(e, tag);
@@ -551,7 +553,7 @@ int dre_enc_frame(dre_enc *e, const uint8_t *p, size_t n, int final, size_t *use
 		dre_fsum_begin(&fs, e->seed ^ (e->seq + 1)); /* the frame's number once sent */
 	e->ops.len = e->lits.len = 0;
 	e->litv = (dre_buf){ 0 };
-	e->cur_ch.len = e->cur_raw.len = 0;
+	dre_enc_retain_begin(e);
 	e->frame_prev = e->prev;
 	e->prep.n = 0;
 	dre_enc_horizon_begin(e);
@@ -629,7 +631,7 @@ int dre_enc_rest(dre_enc *e, dre_out_fn out, void *arg)
 		e->out.len = 0;
 		rc = dre_lz_end(e->lz, &e->out); /* no more frames: nobody needs the end */
 	} else if (!rc && dre_lz_open(e->lz)) {
-		e->cur_ch.len = e->cur_raw.len = 0;
+		dre_enc_retain_begin(e);
 		e->frame_prev = e->prev;
 		e->seq++;
 		e->stats.frames++;

@@ -26,6 +26,7 @@ struct dre_ret {
 	size_t nch;
 	uint8_t *raw;
 	size_t rawlen;
+	uint32_t pin; /* the store file pinned for it (dre_store_pin) */
 };
 
 /* A frame cut and hashed ahead (enc_prep.c). */
@@ -113,6 +114,8 @@ struct dre_enc {
 	int win_n;
 	dre_delta_ins *ins;
 	dre_buf cur_ch, cur_raw;  /* chunks of the frame being built (retain) */
+	uint32_t pin_floor;       /* ... the oldest store file they sit in (DRE_PIN_NONE: none) */
+	uint32_t pin_new;         /* ... where new ones land or later (DRE_PIN_NONE: not asked yet) */
 	struct dre_ret *ret;      /* ring of retained frames, grown up to DRE_RETAIN_MAX */
 	size_t ret_head, nret, ret_cap;
 	dre_codec_stats stats;
@@ -204,6 +207,13 @@ int dre_enc_prep_end(dre_enc *e);
  * retained frame and the ring. */
 int dre_enc_retain_chunk(dre_enc *e, uint64_t tag, const uint8_t *p, uint32_t len, int held);
 int dre_enc_retain_frame(dre_enc *e);
+/* A frame begins: no chunks noted yet. */
+void dre_enc_retain_begin(dre_enc *e);
+/* The frame references (or stores anew) a chunk in store file `file`, or
+ * (DRE_PIN_NONE) one about to be stored in the active file: the retained
+ * frame will pin the oldest such file, so that its chunks stay until the
+ * frame is acknowledged. */
+void dre_enc_retain_file(dre_enc *e, uint32_t file);
 void dre_enc_ret_free(dre_enc *e);
 
 #endif

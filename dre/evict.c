@@ -132,11 +132,55 @@ int dre_store_enforce_limit(dre_store *st)
 	while (st->disk_bytes > st->limit && st->disk_bytes > 0) {
 		if (st->nfiles == 1 && st->files[0].size == 0)
 			break;
+		if (st->files[0].pins) { /* a frame in flight may need its chunks back */
+			uint64_t over = st->disk_bytes - st->limit;
+			if (over <= DRE_PIN_SLACK) {
+				if (over > st->pin_over_max)
+					st->pin_over_max = over;
+				break;
+			}
+			st->pin_forced++;
+		}
 		int rc = evict_oldest(st);
 		if (rc)
 			return rc;
 	}
 	return 0;
+}
+
+uint32_t dre_store_pin(dre_store *st, uint32_t file)
+{
+	if (file == DRE_PIN_NONE)
+		return file;
+	pthread_mutex_lock(&st->mu);
+	struct dre_sfile *f = dre_store_file_from(st, file);
+	uint32_t num = f ? f->num : DRE_PIN_NONE;
+	if (f)
+		f->pins++;
+	pthread_mutex_unlock(&st->mu);
+	return num;
+}
+
+void dre_store_unpin(dre_store *st, uint32_t file)
+{
+	if (file == DRE_PIN_NONE)
+		return;
+	pthread_mutex_lock(&st->mu);
+	struct dre_sfile *f = dre_store_file(st, file);
+	if (f && f->pins)
+		f->pins--;
+	/* the store may be over its bound for this pin alone: back within it */
+	if (f == st->files && !f->pins && !st->readonly && st->disk_bytes > st->limit)
+		dre_store_enforce_limit(st); /* an error shows at the next store operation */
+	pthread_mutex_unlock(&st->mu);
+}
+
+uint32_t dre_store_newest(dre_store *st)
+{
+	pthread_mutex_lock(&st->mu);
+	uint32_t num = st->nfiles ? st->files[st->nfiles - 1].num : 0;
+	pthread_mutex_unlock(&st->mu);
+	return num;
 }
 
 uint32_t dre_store_horizon(dre_store *st, uint64_t extra, uint32_t *active)

@@ -8,8 +8,9 @@
 
 /* ---- the ring of retained frames ---- */
 
-static void ret_frame_free(struct dre_ret *r)
+static void ret_frame_free(dre_enc *e, struct dre_ret *r)
 {
+	dre_store_unpin(e->st, r->pin);
 	free(r->ch);
 	free(r->raw);
 	memset(r, 0, sizeof *r);
@@ -19,10 +20,27 @@ static void ret_frame_free(struct dre_ret *r)
 void dre_enc_ret_free(dre_enc *e)
 {
 	for (size_t i = 0; i < e->nret; i++)
-		ret_frame_free(&e->ret[(e->ret_head + i) % e->ret_cap]);
+		ret_frame_free(e, &e->ret[(e->ret_head + i) % e->ret_cap]);
 	free(e->ret);
 	e->ret = NULL;
 	e->nret = e->ret_cap = e->ret_head = 0;
+}
+
+void dre_enc_retain_begin(dre_enc *e)
+{
+	e->cur_ch.len = e->cur_raw.len = 0;
+	e->pin_floor = e->pin_new = DRE_PIN_NONE;
+}
+
+void dre_enc_retain_file(dre_enc *e, uint32_t file)
+{
+	if (!e->o.retain)
+		return;
+	if (file == DRE_PIN_NONE) /* lands in the active file at the time, or a later one */
+		file = e->ws.t.running ? e->active
+		       : e->pin_new != DRE_PIN_NONE ? e->pin_new : (e->pin_new = dre_store_newest(e->st));
+	if (file < e->pin_floor)
+		e->pin_floor = file;
 }
 
 /* Note a chunk of the frame being built (enc_int.h). */
@@ -60,7 +78,7 @@ int dre_enc_retain_frame(dre_enc *e)
 	if (e->nret == e->ret_cap && e->ret_cap < DRE_RETAIN_MAX && ret_grow(e))
 		return DRE_ENOMEM;
 	if (e->nret == e->ret_cap) {
-		ret_frame_free(&e->ret[e->ret_head]);
+		ret_frame_free(e, &e->ret[e->ret_head]);
 		e->ret_head = (e->ret_head + 1) % e->ret_cap;
 		e->nret--;
 	}
@@ -72,6 +90,8 @@ int dre_enc_retain_frame(dre_enc *e)
 	r->ch = (struct dre_ret_ch *)e->cur_ch.p;
 	r->raw = e->cur_raw.p;
 	r->rawlen = e->cur_raw.len;
+	r->pin = dre_store_pin(e->st, e->pin_floor);
+	e->pin_floor = e->pin_new = DRE_PIN_NONE;
 	memset(&e->cur_ch, 0, sizeof e->cur_ch);
 	memset(&e->cur_raw, 0, sizeof e->cur_raw);
 	return 0;
@@ -81,7 +101,7 @@ int dre_enc_retain_frame(dre_enc *e)
 void dre_enc_ack(dre_enc *e, uint64_t seq)
 {
 	while (e->nret && e->ret[e->ret_head].seq <= seq) {
-		ret_frame_free(&e->ret[e->ret_head]);
+		ret_frame_free(e, &e->ret[e->ret_head]);
 		e->ret_head = (e->ret_head + 1) % e->ret_cap;
 		e->nret--;
 	}

@@ -85,7 +85,7 @@ int dre_rec_sound(const uint8_t h[DRE_REC_HDR], const dre_ent *e, const void *pa
 	return len != e->len || dre_fp_tag(h + 8) != e->tag ? -1 : dre_rec_check(h, payload);
 }
 
-static struct dre_sfile *file_find(dre_store *st, uint32_t num)
+struct dre_sfile *dre_store_file_from(dre_store *st, uint32_t num)
 {
 	size_t lo = 0, hi = st->nfiles;
 	while (lo < hi) {
@@ -95,7 +95,13 @@ static struct dre_sfile *file_find(dre_store *st, uint32_t num)
 		else
 			hi = mid;
 	}
-	return lo < st->nfiles && st->files[lo].num == num ? &st->files[lo] : NULL;
+	return lo < st->nfiles ? &st->files[lo] : NULL;
+}
+
+static struct dre_sfile *file_find(dre_store *st, uint32_t num)
+{
+	struct dre_sfile *f = dre_store_file_from(st, num);
+	return f && f->num == num ? f : NULL;
 }
 
 struct dre_sfile *dre_store_file(dre_store *st, uint32_t num)
@@ -634,6 +640,10 @@ void dre_store_get_stats(dre_store *st, dre_store_stats *s)
 	s->files = st->nfiles;
 	s->evicted_chunks = st->evicted_chunks;
 	s->evicted_bytes = st->evicted_bytes;
+	s->pin_over_max = st->pin_over_max;
+	s->pin_forced = st->pin_forced;
+	for (size_t i = 0; i < st->nfiles; i++)
+		s->pins += st->files[i].pins;
 	s->dropped_records = st->dropped_records;
 	s->lookups = st->lookups;
 	s->hits = st->hits;

@@ -61,6 +61,7 @@ struct dre_sfile {
 	const uint8_t *map; /* read-only mapping of the file, or NULL (pread then) */
 	uint64_t map_len;
 	uint64_t ents, ent_bytes; /* index entries that point here, and their payload bytes */
+	uint32_t pins; /* dre_store_pin holds on it (evict.c) */
 };
 
 /* What a larger store would buy (sizing.c). */
@@ -151,6 +152,7 @@ struct dre_store {
 	uint64_t data_bytes, disk_bytes;
 	uint64_t evicted_chunks, evicted_bytes, dropped_records, lookups, hits;
 	uint64_t io_errors, bad_reads, copied_forward;
+	uint64_t pin_over_max, pin_forced; /* pins: dre_store_stats */
 	int io_errno;                /* errno of the last failed data file read or write */
 	uint8_t peer_id[DRE_PEER_SLOTS][16]; /* store id of each peer slot */
 	int npeers;
@@ -299,6 +301,8 @@ int dre_store_covers(const struct dre_sfile *f, uint64_t off, uint32_t len);
 const uint8_t *dre_store_mapped(dre_store *st, const struct dre_sfile *f, uint64_t off, uint32_t len);
 /* Data file num, or NULL (lock held). */
 struct dre_sfile *dre_store_file(dre_store *st, uint32_t num);
+/* The oldest data file numbered num or later, or NULL (lock held). */
+struct dre_sfile *dre_store_file_from(dre_store *st, uint32_t num);
 /* The record (header and payload) of e, sound, out of window w, read into
  * it if this read runs on from w's last: then the lock is released.  NULL
  * (lock still held): read it another way (rwin.c).  A store whose runs are

@@ -75,6 +75,13 @@ typedef struct dre_store_stats {
 	uint64_t index_bytes;  /* memory held by the in-memory index */
 	uint64_t files;        /* data files */
 	uint64_t evicted_chunks, evicted_bytes; /* since open */
+	/* Since open: the most disk_bytes went past size_limit because frames
+	 * not yet acknowledged referenced the oldest data file (the store keeps
+	 * it so that a peer's ask can be answered), and data files evicted
+	 * all the same, past the margin (64 MiB): asks for frames that
+	 * referenced them may fail. */
+	uint64_t pin_over_max, pin_forced;
+	uint64_t pins; /* pins held now (frames not yet acknowledged that keep a file) */
 	uint64_t dropped_records; /* torn or corrupt records dropped at open */
 	uint64_t lookups, hits;   /* since open */
 	uint64_t io_errors;       /* failed data file reads and writes since open */

@@ -41,6 +41,9 @@ enum stats_gauge {
 	STATS_STORE_PEERS,     /* peer stores the store tracks (slots in use) */
 	STATS_STORE_PEERS_HELD, /* of those, in use by a stream now */
 	STATS_STORE_UNTRACKED, /* streams from peers that found no slot, since start (monotonic) */
+	STATS_STORE_PINS,      /* frames in flight keeping a data file from eviction (pins held now) */
+	STATS_STORE_PIN_OVER,  /* the most bytes pins kept the store over its size, since start */
+	STATS_STORE_PIN_FORCED, /* data files evicted though pinned (past the margin), since start */
 	STATS_LAN_BULK,        /* LAN sockets holding the bulk receive buffer now (lanbuf.c) */
 	STATS_LAN_BULK_GIVEN,  /* ... given it since start (monotonic) */
 	STATS_STORE_READS_MAPPED, /* 1: runs of stored chunks are read through the mappings, 0: windows */

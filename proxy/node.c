@@ -80,6 +80,9 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	stats_set(s, STATS_STORE_PEERS, ss.peers);
 	stats_set(s, STATS_STORE_PEERS_HELD, ss.peers_held);
 	stats_set(s, STATS_STORE_UNTRACKED, ss.peers_untracked);
+	stats_set(s, STATS_STORE_PINS, ss.pins);
+	stats_set(s, STATS_STORE_PIN_OVER, ss.pin_over_max);
+	stats_set(s, STATS_STORE_PIN_FORCED, ss.pin_forced);
 	stats_set(s, STATS_STORE_READS_MAPPED, ss.reads == DRE_READS_MAP);
 	stats_set(s, STATS_STORE_READS_WINDOW_NS, ss.reads_window_cost);
 	stats_set(s, STATS_STORE_READS_MAP_NS, ss.reads_map_cost);

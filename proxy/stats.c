@@ -581,6 +581,14 @@ static void prom_gauges(FILE *f, struct stats *s)
 	prom_head(f, "store_peers_untracked_total", "counter",
 		  "Streams from peer stores that found every slot in use, sent as if those peers held every chunk.");
 	fprintf(f, "wanopt_store_peers_untracked_total %llu\n", G(STATS_STORE_UNTRACKED));
+	prom_head(f, "store_pins", "gauge",
+		  "Frames in flight that keep a store data file from eviction, so that the peer's asks can be answered.");
+	fprintf(f, "wanopt_store_pins %llu\n", G(STATS_STORE_PINS));
+	prom_head(f, "store_pinned_over_max_bytes", "gauge", "The most bytes pins have kept the store over its size.");
+	fprintf(f, "wanopt_store_pinned_over_max_bytes %llu\n", G(STATS_STORE_PIN_OVER));
+	prom_head(f, "store_pins_forced_total", "counter",
+		  "Pinned data files evicted all the same, the store being past its size by the most allowed.");
+	fprintf(f, "wanopt_store_pins_forced_total %llu\n", G(STATS_STORE_PIN_FORCED));
 	prom_sizing(f, g);
 	prom_head(f, "tunnel_rtt_seconds", "gauge",
 		  "Smoothed round-trip time of the tunnel (TCP_INFO; the smallest over its connections).");
@@ -742,11 +750,13 @@ static void json_fill(FILE *f, struct stats *s)
 		"\"hit_bytes\":%llu,\"new_bytes\":%llu,\"hit_ratio\":%.4f,"
 		"\"larger_hit_ratio\":{\"2x\":%.4f,\"4x\":%.4f,\"8x\":%.4f},"
 		"\"peers\":%llu,\"peers_held\":%llu,\"peers_untracked\":%llu,"
+		"\"pins\":%llu,\"pinned_over_max\":%llu,\"pins_forced\":%llu,"
 		"\"reads\":{\"way\":\"%s\",\"window_ns_per_mib\":%llu,\"map_ns_per_mib\":%llu,\"changes\":%llu}},",
 		G(STATS_STORE_FILL), G(STATS_STORE_SIZE), G(STATS_STORE_EVICTIONS), G(STATS_STORE_HIT_BYTES),
 		G(STATS_STORE_NEW_BYTES), stats_hit_ratio(s->gauge, 0), stats_hit_ratio(s->gauge, 1),
 		stats_hit_ratio(s->gauge, 2), stats_hit_ratio(s->gauge, 3), G(STATS_STORE_PEERS),
-		G(STATS_STORE_PEERS_HELD), G(STATS_STORE_UNTRACKED), G(STATS_STORE_READS_MAPPED) ? "map" : "window",
+		G(STATS_STORE_PEERS_HELD), G(STATS_STORE_UNTRACKED), G(STATS_STORE_PINS), G(STATS_STORE_PIN_OVER),
+		G(STATS_STORE_PIN_FORCED), G(STATS_STORE_READS_MAPPED) ? "map" : "window",
 		G(STATS_STORE_READS_WINDOW_NS), G(STATS_STORE_READS_MAP_NS), G(STATS_STORE_READS_CHANGES));
 	fprintf(f, "\"tunnel\":{\"rtt_us\":%llu,\"up\":%llu,\"cert_not_after\":%llu,\"peers\":[",
 		G(STATS_TUNNEL_RTT_US), G(STATS_TUNNELS_UP), G(STATS_TLS_NOT_AFTER));

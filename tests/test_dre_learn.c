@@ -312,6 +312,80 @@ static void test_learn_names_held_chunks(void **state)
 	trio_close(&t);
 }
 
+/* Write n random bytes through an encoder that retains nothing (its
+ * output discarded): the store gets them as new chunks. */
+static void store_new(dre_store *st, size_t n)
+{
+	dre_enc_opts o = { .frame_max = 64 << 10 };
+	dre_enc *e = dre_enc_new(st, &o);
+	uint8_t *q = malloc(1 << 20);
+	struct tbuf sink = { 0 };
+	assert_non_null(q);
+	for (size_t pos = 0; pos < n; pos += 1 << 20) {
+		t_fill_random(q, 1 << 20);
+		assert_int_equal(dre_enc_write(e, q, 1 << 20, tbuf_out, &sink), 0);
+		sink.len = 0;
+	}
+	assert_int_equal(dre_enc_flush(e, tbuf_out, &sink), 0);
+	dre_enc_free(e);
+	free(sink.p);
+	free(q);
+}
+
+/* The encoder's own store turns over while frames are in flight (other
+ * streams store new data): the frames' pins keep the files their chunks sit
+ * in, the store past its bound, so the peer's ask is still answered; once
+ * acknowledged, the store is back within its bound at once.  Past the
+ * margin (DRE_PIN_SLACK) the pinned files go all the same, counted, and an
+ * ask for those frames fails as it did before pins. */
+static void test_learn_after_turnover(void **state)
+{
+	char da[64];
+	uint64_t limit = 4 << 20;
+	dre_store *sa = t_store(da, limit);
+	size_t n = 1 << 20;
+	uint8_t *p = malloc(n);
+	assert_non_null(p);
+	t_fill_random(p, n);
+	dre_enc_opts o = { .frame_max = 64 << 10, .retain = 1 };
+	dre_enc *e = dre_enc_new(sa, &o);
+	struct tbuf wire = { 0 };
+	assert_int_equal(dre_enc_write(e, p, n, tbuf_out, &wire), 0);
+	assert_int_equal(dre_enc_flush(e, tbuf_out, &wire), 0);
+	store_new(sa, 3 * limit); /* the store turns over three times */
+	dre_store_stats s;
+	dre_store_get_stats(sa, &s);
+	assert_true(s.pins >= 16); /* a frame of 64 KiB each */
+	assert_true(s.disk_bytes > limit + 2 * n);
+	assert_true(s.pin_over_max >= s.disk_bytes - limit);
+	assert_int_equal(s.pin_forced, 0);
+	assert_int_equal(dre_enc_learn(e, 1, tbuf_out, &wire), 0);
+	assert_int_equal(dre_enc_learn(e, 16, tbuf_out, &wire), 0);
+	dre_enc_ack(e, 8);
+	assert_int_equal(dre_enc_learn(e, 16, tbuf_out, &wire), 0);
+	dre_enc_ack(e, UINT64_MAX);
+	dre_store_get_stats(sa, &s);
+	assert_int_equal(s.pins, 0);
+	assert_true(s.disk_bytes <= limit);
+
+	/* frames in flight while far more than the margin is stored */
+	t_fill_random(p, n);
+	assert_int_equal(dre_enc_write(e, p, n, tbuf_out, &wire), 0);
+	assert_int_equal(dre_enc_flush(e, tbuf_out, &wire), 0);
+	store_new(sa, DRE_PIN_SLACK + 2 * limit);
+	dre_store_get_stats(sa, &s);
+	assert_true(s.pin_forced > 0);
+	assert_true(s.disk_bytes <= limit + DRE_PIN_SLACK + (1 << 20));
+	assert_int_equal(dre_enc_learn(e, 18, tbuf_out, &wire), DRE_EMISS);
+	dre_enc_free(e);
+	dre_store_get_stats(sa, &s);
+	assert_int_equal(s.pins, 0);
+	free(wire.p);
+	free(p);
+	dre_store_close(sa);
+	t_rmstore(da);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -321,6 +395,7 @@ int main(void)
 		cmocka_unit_test(test_peer_successors),
 		cmocka_unit_test(test_forks_cost_no_asks),
 		cmocka_unit_test(test_learn_names_held_chunks),
+		cmocka_unit_test(test_learn_after_turnover),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

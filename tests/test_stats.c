@@ -45,6 +45,9 @@ static struct stats *sample_registry(struct stats_stream **a, struct stats_strea
 	stats_set(s, STATS_STORE_PEERS, 3);
 	stats_set(s, STATS_STORE_PEERS_HELD, 1);
 	stats_set(s, STATS_STORE_UNTRACKED, 4);
+	stats_set(s, STATS_STORE_PINS, 5);
+	stats_set(s, STATS_STORE_PIN_OVER, 3000000);
+	stats_set(s, STATS_STORE_PIN_FORCED, 1);
 	stats_set(s, STATS_STORE_HIT_BYTES, 600);
 	stats_set(s, STATS_STORE_NEW_BYTES, 400);
 	stats_set(s, STATS_STORE_LARGER_2X, 100);
@@ -234,6 +237,10 @@ static void test_render(void **state)
 		"wanopt_store_evictions_total 7\n",
 		"wanopt_store_peers 3\n",
 		"wanopt_store_peers_untracked_total 4\n",
+		"wanopt_store_pins 5\n",
+		"wanopt_store_pinned_over_max_bytes 3000000\n",
+		"# TYPE wanopt_store_pins_forced_total counter\n",
+		"wanopt_store_pins_forced_total 1\n",
 		"wanopt_store_reference_bytes_total 600\n",
 		"wanopt_store_new_bytes_total 400\n",
 		"wanopt_store_hit_ratio 0.6000\n",
@@ -271,6 +278,7 @@ static void test_render(void **state)
 				  "\"evictions\":7,\"hit_bytes\":600,\"new_bytes\":400,\"hit_ratio\":0.6000,"
 				  "\"larger_hit_ratio\":{\"2x\":0.7000,\"4x\":0.8000,\"8x\":0.8500},"
 				  "\"peers\":3,\"peers_held\":1,\"peers_untracked\":4,"
+				  "\"pins\":5,\"pinned_over_max\":3000000,\"pins_forced\":1,"
 				  "\"reads\":{\"way\":\"window\",\"window_ns_per_mib\":151000,"
 				  "\"map_ns_per_mib\":186000,\"changes\":1}},"
 				  "\"tunnel\":{\"rtt_us\":40100,\"up\":1,\"cert_not_after\":2112345678,\"peers\":[]},\"loop_lag_max_us\":12500,"
