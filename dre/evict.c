@@ -258,6 +258,9 @@ int dre_store_shrink_step(dre_store *st, uint64_t limit)
 	pthread_mutex_lock(&st->mu);
 	st->file_max = dre_store_file_max(limit);
 	dre_sizing_limit(st, limit);
+	/* an administrator's shrink does not wait for pins (counted) */
+	if (st->disk_bytes > limit && st->nfiles && st->files[0].pins)
+		st->pin_forced++;
 	int rc = st->disk_bytes > limit ? evict_oldest(st) : 0;
 	/* until the target is reached, the bound is what the files hold now:
 	 * appends in between evict only what they add */
