@@ -217,8 +217,7 @@ uint32_t dre_store_horizon(dre_store *st, uint64_t extra, uint32_t *active);
 /* Pins: an encoder keeps a frame's chunks answerable until the peer
  * acknowledges the frame.  dre_store_pin keeps data file `file` (the oldest
  * its chunks sit in) and so every later one from eviction: the store grows
- * past its bound instead, by at most DRE_PIN_SLACK (what frames in flight
- * store depends on the link, not on the store's size); beyond that the
+ * past its bound instead, by at most DRE_PIN_SLACK; beyond that the
  * oldest file goes all the same (counted).  It returns the file pinned
  * (the oldest live one from `file` on), or DRE_PIN_NONE if none is (file
  * DRE_PIN_NONE, or every file older); dre_store_unpin lets go of what it
@@ -227,7 +226,7 @@ uint32_t dre_store_horizon(dre_store *st, uint64_t extra, uint32_t *active);
 #define DRE_PIN_NONE UINT32_MAX
 uint32_t dre_store_pin(dre_store *st, uint32_t file);
 void dre_store_unpin(dre_store *st, uint32_t file);
-#define DRE_PIN_SLACK (64ull << 20)
+#define DRE_PIN_SLACK ((uint64_t)DRE_PIN_SLACK_MIB << 20)
 uint32_t dre_store_newest(dre_store *st);
 /* The run fast path in one locked step: if chunk `tag` is stored, at most max
  * bytes long, held by a peer in `bits` (0: no check) and its bytes equal p,

@@ -67,6 +67,11 @@ typedef struct dre_store_opts {
 #define DRE_READS_WINDOW 1
 #define DRE_READS_MAP 2
 
+/* How far past its size a store may grow while frames in flight pin its
+ * oldest data file, MiB (what those frames store depends on the link, not
+ * on the store's size). */
+#define DRE_PIN_SLACK_MIB 64
+
 typedef struct dre_store_stats {
 	uint64_t chunks;       /* chunks indexed */
 	uint64_t data_bytes;   /* chunk payload bytes stored (live) */
@@ -78,8 +83,8 @@ typedef struct dre_store_stats {
 	/* Since open: the most disk_bytes went past size_limit because frames
 	 * not yet acknowledged referenced the oldest data file (the store keeps
 	 * it so that a peer's ask can be answered), and data files evicted
-	 * all the same, past the margin (64 MiB): asks for frames that
-	 * referenced them may fail. */
+	 * all the same, past the margin (DRE_PIN_SLACK_MIB), or by a shrink:
+	 * asks for frames that referenced them may fail. */
 	uint64_t pin_over_max, pin_forced;
 	uint64_t pins; /* pins held now (frames not yet acknowledged that keep a file) */
 	uint64_t dropped_records; /* torn or corrupt records dropped at open */

@@ -109,6 +109,12 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 			 conf_store(px_daemon_conf(n->d)), (unsigned long long)(ss.peers_untracked - n->untracked),
 			 DRE_PEER_SLOTS, DRE_PEER_IDLE_S / 3600);
 	n->untracked = ss.peers_untracked;
+	if (ss.pin_forced > n->pin_forced)
+		log_warn("store %s: %llu data files evicted though frames in flight still referenced them (the store"
+			 " was %d MiB past its size, or a smaller store_size was applied): a stream whose such frame"
+			 " its peer asks for is reset", conf_store(px_daemon_conf(n->d)),
+			 (unsigned long long)(ss.pin_forced - n->pin_forced), DRE_PIN_SLACK_MIB);
+	n->pin_forced = ss.pin_forced;
 	if (ss.reads_switches != n->reads_switches)
 		log_info("store %s: runs of stored chunks are now read %s: timed on the store's own reads, %.0f us"
 			 " per MiB through 128 KiB preads, %.0f through the mapping", conf_store(px_daemon_conf(n->d)),
