@@ -34,6 +34,7 @@ struct scli_page {
 	double fill, size, evict, rtt, up, uptime, warm_file, warm_wan, lag;
 	double bulk, bulk_given; /* LAN sockets with the bulk receive buffer: now, since start */
 	double reads_mapped, read_cost[2]; /* how the store reads runs; per MiB through windows, mappings */
+	double pins, pin_over, pin_forced; /* frames in flight keeping store files; most bytes over; forced */
 	double hit_ratio, larger[3], new_bytes; /* the store's, and the estimate for 2x, 4x, 8x */
 	double cert_exp; /* when the tunnel certificate expires (Unix time, 0: unknown) */
 	struct { unsigned n; double at; char peer[64]; } peer_exp; /* peers' certificates within STATS_CERT_WARN_DAYS */
@@ -158,7 +159,8 @@ static void scli_total_sample(struct scli_page *pg, const struct scli_sample *sm
 		M("store_hit_ratio", hit_ratio), M("store_new_bytes_total", new_bytes),
 		M("loop_lag_max_seconds", lag), M("lan_bulk_buffers", bulk),
 		M("lan_bulk_buffers_total", bulk_given), M("store_reads_mapped", reads_mapped),
-		M("tls_cert_expiry_timestamp_seconds", cert_exp),
+		M("tls_cert_expiry_timestamp_seconds", cert_exp), M("store_pins", pins),
+		M("store_pinned_over_max_bytes", pin_over), M("store_pins_forced_total", pin_forced),
 #undef M
 	};
 	int out = !strcmp(sm->dir, "out");
@@ -247,6 +249,10 @@ static void scli_print(const struct scli_page *pg, const char *addr)
 	if (pg->new_bytes > 0) /* nothing stored yet: no ratio to speak of */
 		printf("store hit ratio %.1f %%; a store 2x / 4x / 8x as large: %.1f / %.1f / %.1f %% (estimated)\n",
 		       100 * pg->hit_ratio, 100 * pg->larger[0], 100 * pg->larger[1], 100 * pg->larger[2]);
+	if (pg->pin_over > 0) /* the store went past its size for frames in flight */
+		printf("store pins: %.0f now (frames in flight keeping data files); the most they kept it over its"
+		       " size: %s; pinned files evicted all the same: %.0f\n", pg->pins,
+		       stats_bytes_str(pg->pin_over, 1, a, sizeof a), pg->pin_forced);
 	if (pg->lag >= 0.1) /* shorter holds are routine; a tunnel gives up after 1 s without a frame */
 		printf("longest event loop stall since start: %.0f ms\n", pg->lag * 1000);
 	if (pg->read_cost[0] > 0 || pg->read_cost[1] > 0) /* timed by the store (dre/rtune.c) */

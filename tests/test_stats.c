@@ -366,6 +366,8 @@ static void test_http(void **state)
 		"wanopt edge at 127.0.0.1:", "tunnel up, tunnel RTT 40.1 ms\n",
 		"store 1.0 GiB of 10.0 GiB (10.0 %), 7 evictions; streams 2 active, 2 opened\n",
 		"store hit ratio 60.0 %; a store 2x / 4x / 8x as large: 70.0 / 80.0 / 85.0 % (estimated)\n",
+		"store pins: 5 now (frames in flight keeping data files); the most they kept it over its size: 2.9 MiB;"
+		" pinned files evicted all the same: 1\n",
 		"total          1.0 MB      55.0 KB     94.5 %     900.0 KB     3.00x      2\n",
 		"10.0.0.5:41000 -> 10.1.1.1:21", "[fd00::5]:5000 -> [fd01::1]:443",
 	};
