@@ -265,8 +265,9 @@ void dre_store_set_next(dre_store *st, uint64_t a, uint64_t expect, uint64_t b);
 /* Peer slot bits (see dre_store_peer) that chunk tag is known to be held by. */
 void dre_store_mark(dre_store *st, uint64_t tag, uint32_t bits);
 /* For a chunk just output by reference: link it after prev, and keep it from
- * being evicted first (copied forward when it sits in the oldest quarter). */
-void dre_store_hit(dre_store *st, uint64_t prev, uint64_t tag);
+ * being evicted first (copied forward when it sits in the oldest quarter).
+ * The data file it sits in now, or DRE_PIN_NONE if it is no longer stored. */
+uint32_t dre_store_hit(dre_store *st, uint64_t prev, uint64_t tag);
 
 /* ---- residual compression (lz.c). */
 typedef struct dre_lzc dre_lzc;

@@ -293,11 +293,10 @@ static int enc_hit(dre_enc *e, const dre_ent *ent, int k, uint32_t len)
 	int nolink = cont || e->prev == ent->tag;   /* or is it (never its own successor) */
 	e->last_cont = cont;
 	e->cur = *ent;
-	dre_enc_retain_file(e, ent->file);
 	e->delta_fails = 0;
 	e->st_ref += len;
 	if (!rc) /* link after prev, refresh */
-		rc = dre_enc_hit(e, nolink ? 0 : e->prev, ent->tag, len);
+		rc = dre_enc_hit(e, nolink ? 0 : e->prev, ent->tag, len, ent->file);
 	note_peer_link(e, ent->tag);
 	e->prev = ent->tag;
 	e->prev_sent = 0;

@@ -168,7 +168,8 @@ int dre_enc_work_start(dre_enc *e);
  * (a chunk stored already stays where it is: see dre_enc_pending). */
 int dre_enc_put(dre_enc *e, const uint8_t h[32], const uint8_t *p, uint32_t len, uint64_t prev,
 		ssize_t lit_off, const dre_ent *old);
-int dre_enc_hit(dre_enc *e, uint64_t prev, uint64_t tag, uint32_t len);
+/* file: the data file the chunk sat in when looked up (for its pin) */
+int dre_enc_hit(dre_enc *e, uint64_t prev, uint64_t tag, uint32_t len, uint32_t file);
 /* A frame begins: set e->horizon for the operations in flight and those the
  * frame may record (see struct dre_enc). */
 void dre_enc_horizon_begin(dre_enc *e);

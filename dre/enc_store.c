@@ -144,12 +144,13 @@ int dre_enc_put(dre_enc *e, const uint8_t h[32], const uint8_t *p, uint32_t len,
 	return 0;
 }
 
-int dre_enc_hit(dre_enc *e, uint64_t prev, uint64_t tag, uint32_t len)
+int dre_enc_hit(dre_enc *e, uint64_t prev, uint64_t tag, uint32_t len, uint32_t file)
 {
-	if (!e->ws.t.running) {
-		dre_store_hit(e->st, prev, tag);
+	if (!e->ws.t.running) { /* where it sits now: copied forward, maybe */
+		dre_enc_retain_file(e, dre_store_hit(e->st, prev, tag));
 		return 0;
 	}
+	dre_enc_retain_file(e, file);
 	struct dre_eop o = { EOP_HIT, 0, tag, prev, 0, 0, { 0 } };
 	horizon_note(e, len);
 	return dre_buf_add(&e->eops, &o, sizeof o);

@@ -553,11 +553,12 @@ void dre_store_link(dre_store *st, uint64_t a, uint64_t b)
 	pthread_mutex_unlock(&st->mu);
 }
 
-/* Copy a chunk in the oldest quarter of the files forward; lock held. */
-static void touch_locked(dre_store *st, const dre_ent *e)
+/* Copy chunk e forward if it sits in the oldest quarter of the files; the
+ * data file it sits in then.  Lock held. */
+static uint32_t touch_locked(dre_store *st, const dre_ent *e)
 {
 	if (st->readonly || st->nfiles < 4)
-		return;
+		return e->file;
 	dre_ent *cur = dre_store_ent(st, e->tag);
 	if (cur && cur->file < st->files[st->nfiles / 4].num) {
 		uint8_t hdr[DRE_REC_HDR], *buf = malloc(cur->len);
@@ -576,22 +577,27 @@ static void touch_locked(dre_store *st, const dre_ent *e)
 			}
 		}
 		free(buf);
+		cur = dre_store_ent(st, e->tag); /* the append may have moved entries */
 	}
+	return cur ? cur->file : DRE_PIN_NONE;
 }
 
-void dre_store_hit(dre_store *st, uint64_t prev, uint64_t tag)
+uint32_t dre_store_hit(dre_store *st, uint64_t prev, uint64_t tag)
 {
-	if (st->readonly)
-		return;
+	uint32_t file = DRE_PIN_NONE;
 	pthread_mutex_lock(&st->mu);
-	link_locked(st, prev, tag);
+	if (!st->readonly)
+		link_locked(st, prev, tag);
 	dre_ent *e = dre_store_ent(st, tag);
-	if (e) {
+	if (e && !st->readonly) {
 		dre_ent copy = *e;
 		dre_sizing_hit(st, e->len);
-		touch_locked(st, &copy);
+		file = touch_locked(st, &copy);
+	} else if (e) {
+		file = e->file;
 	}
 	pthread_mutex_unlock(&st->mu);
+	return file;
 }
 
 int dre_store_sync(dre_store *st)

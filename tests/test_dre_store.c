@@ -1,5 +1,5 @@
 /* test_dre_store.c: the segment store on its own, through real store
- * directories: reserved blocks, shrinking, the eviction horizon, concurrent
+ * directories: reserved blocks, shrinking, the eviction horizon, pins, concurrent
  * writers, peer slots and knowledge files, and eviction's sweep of the index
  * (the sizing estimate: test_dre_sizing.c). */
 #include <dirent.h>
@@ -212,6 +212,57 @@ static void test_horizon(void **state)
 		dre_store_flush(st);
 		assert_true(hz == UINT32_MAX || oldest_file(da) <= hz);
 	}
+	dre_fp_free(fp);
+	dre_store_close(st);
+	t_rmstore(da);
+}
+
+/* Store a random 4 KiB chunk after prev; its entry in *e, its tag returned. */
+static uint64_t put_one(dre_store *st, dre_fp *fp, uint64_t prev, dre_ent *e)
+{
+	uint8_t p[4096], h[32];
+	t_fill_random(p, sizeof p);
+	assert_int_equal(dre_fp_sha256(fp, p, sizeof p, h), 0);
+	assert_true(dre_store_put_after(st, h, p, sizeof p, prev, e) >= 0);
+	return dre_fp_tag(h);
+}
+
+/* A pinned data file (and every later one) outlives what would evict it,
+ * the store past its size meanwhile; letting go of the pin brings the store
+ * back within its size at once.  A chunk used from the oldest quarter is
+ * copied forward, and dre_store_hit says where it sits now, so a frame
+ * referencing it pins that file, not the old one. */
+static void test_pins(void **state)
+{
+	char da[64];
+	uint64_t limit = 4 << 20;
+	dre_store *st = t_store(da, limit);
+	dre_fp *fp = dre_fp_new();
+	dre_ent x, e;
+	uint64_t tx = put_one(st, fp, 0, &x);
+	assert_int_equal(dre_store_pin(st, x.file), x.file);
+	put_random(st, fp, 2 * (int)(limit >> 12)); /* twice the store's size */
+	dre_store_stats s;
+	dre_store_get_stats(st, &s);
+	assert_int_equal(s.pins, 1);
+	assert_true(s.disk_bytes > 2 * limit && s.pin_over_max >= s.disk_bytes - limit);
+	assert_true(dre_store_find(st, tx, &e) && e.file == x.file);
+	uint32_t now = dre_store_hit(st, 0, tx); /* from the oldest file: copied forward */
+	assert_true(now > x.file);
+	assert_int_equal(now, dre_store_newest(st));
+	dre_store_unpin(st, x.file);
+	dre_store_get_stats(st, &s);
+	assert_int_equal(s.pins, 0);
+	assert_true(s.disk_bytes <= limit);
+	assert_int_equal(s.pin_forced, 0);
+	assert_true(dre_store_find(st, tx, &e) && e.file == now);
+	/* a file evicted already: the oldest live one is pinned instead */
+	uint32_t got = dre_store_pin(st, x.file);
+	assert_true(got > x.file && got != DRE_PIN_NONE);
+	dre_store_unpin(st, got);
+	assert_int_equal(dre_store_pin(st, DRE_PIN_NONE), DRE_PIN_NONE);
+	dre_store_get_stats(st, &s);
+	assert_int_equal(s.pins, 0);
 	dre_fp_free(fp);
 	dre_store_close(st);
 	t_rmstore(da);
@@ -810,6 +861,7 @@ int main(void)
 		cmocka_unit_test(test_store_reserve),
 		cmocka_unit_test(test_shrink_steps),
 		cmocka_unit_test(test_horizon),
+		cmocka_unit_test(test_pins),
 		cmocka_unit_test(test_store_concurrent),
 		cmocka_unit_test(test_idx_damaged),
 		cmocka_unit_test(test_peer_slots),
