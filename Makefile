@@ -88,7 +88,7 @@ check: deps-quiet tests
 	@BINDIR=$(BINDIR) BUILD=$(BUILD) bash tests/run.sh $(TEST_BIN) $(NTEST_BIN)
 
 # A long run of mixed traffic, reloads and core kills through a pair
-# (tests/soak.sh); SOAK_SECS (300), SAN=address|undefined for a sanitizer build.
+# (tests/soak.sh); SOAK_SECS (300), SOAK_LINK, SOAK_STORE, SAN=address|undefined for a sanitizer build.
 soak: deps-quiet
 	@if [ -n "$(SAN)" ]; then d=build/$(if $(filter address,$(SAN)),asan,ubsan); \
 	  $(MAKE) -s BUILD=$$d BINDIR=$$d/bin SAN=$(SAN) CFLAGS="-O1 -g" all && \
