@@ -437,6 +437,29 @@ static void prom_head(FILE *f, const char *name, const char *type, const char *h
 	fprintf(f, "# HELP wanopt_%s %s\n# TYPE wanopt_%s %s\n", name, help, name, type);
 }
 
+/* Metrics that are one gauge's value as it is. */
+struct prom_plain {
+	const char *name, *type, *help;
+	int gauge;
+};
+static const struct prom_plain prom_store[] = {
+	{ "store_fill_bytes", "gauge", "Bytes held in the chunk store.", STATS_STORE_FILL },
+	{ "store_size_bytes", "gauge", "Configured store size.", STATS_STORE_SIZE },
+	{ "store_evictions_total", "counter", "Chunks evicted from the store.", STATS_STORE_EVICTIONS },
+	{ "store_peers", "gauge", "Peer stores whose chunks the store tracks (of 32 slots).", STATS_STORE_PEERS },
+	{ "store_peers_untracked_total", "counter",
+	  "Streams from peer stores that found every slot in use, sent as if those peers held every chunk.",
+	  STATS_STORE_UNTRACKED },
+	{ "store_pins", "gauge",
+	  "Frames in flight that keep a store data file from eviction, so that the peer's asks can be answered.",
+	  STATS_STORE_PINS },
+	{ "store_pinned_over_max_bytes", "gauge", "The most bytes pins have kept the store over its size.",
+	  STATS_STORE_PIN_OVER },
+	{ "store_pins_forced_total", "counter",
+	  "Pinned data files evicted all the same, the store being past its size by the most allowed.",
+	  STATS_STORE_PIN_FORCED },
+};
+
 /* The node-wide metrics. */
 static void prom_totals(FILE *f, struct stats *s)
 {
@@ -570,25 +593,11 @@ static void prom_gauges(FILE *f, struct stats *s)
 	fprintf(f, "wanopt_streams_opened_total %llu\n", (unsigned long long)atomic_load(&s->opened));
 	prom_head(f, "active_streams", "gauge", "Streams open now.");
 	fprintf(f, "wanopt_active_streams %llu\n", (unsigned long long)stats_active(s));
-	prom_head(f, "store_fill_bytes", "gauge", "Bytes held in the chunk store.");
-	fprintf(f, "wanopt_store_fill_bytes %llu\n", G(STATS_STORE_FILL));
-	prom_head(f, "store_size_bytes", "gauge", "Configured store size.");
-	fprintf(f, "wanopt_store_size_bytes %llu\n", G(STATS_STORE_SIZE));
-	prom_head(f, "store_evictions_total", "counter", "Chunks evicted from the store.");
-	fprintf(f, "wanopt_store_evictions_total %llu\n", G(STATS_STORE_EVICTIONS));
-	prom_head(f, "store_peers", "gauge", "Peer stores whose chunks the store tracks (of 32 slots).");
-	fprintf(f, "wanopt_store_peers %llu\n", G(STATS_STORE_PEERS));
-	prom_head(f, "store_peers_untracked_total", "counter",
-		  "Streams from peer stores that found every slot in use, sent as if those peers held every chunk.");
-	fprintf(f, "wanopt_store_peers_untracked_total %llu\n", G(STATS_STORE_UNTRACKED));
-	prom_head(f, "store_pins", "gauge",
-		  "Frames in flight that keep a store data file from eviction, so that the peer's asks can be answered.");
-	fprintf(f, "wanopt_store_pins %llu\n", G(STATS_STORE_PINS));
-	prom_head(f, "store_pinned_over_max_bytes", "gauge", "The most bytes pins have kept the store over its size.");
-	fprintf(f, "wanopt_store_pinned_over_max_bytes %llu\n", G(STATS_STORE_PIN_OVER));
-	prom_head(f, "store_pins_forced_total", "counter",
-		  "Pinned data files evicted all the same, the store being past its size by the most allowed.");
-	fprintf(f, "wanopt_store_pins_forced_total %llu\n", G(STATS_STORE_PIN_FORCED));
+	for (size_t i = 0; i < sizeof prom_store / sizeof prom_store[0]; i++) {
+		const struct prom_plain *m = &prom_store[i];
+		prom_head(f, m->name, m->type, m->help);
+		fprintf(f, "wanopt_%s %llu\n", m->name, G(m->gauge));
+	}
 	prom_sizing(f, g);
 	prom_head(f, "tunnel_rtt_seconds", "gauge",
 		  "Smoothed round-trip time of the tunnel (TCP_INFO; the smallest over its connections).");
