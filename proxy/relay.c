@@ -435,8 +435,7 @@ static void ts_ask(tun_stream *s, void *arg, uint64_t seq)
 		relay_abort(r, PROTO_RST_CODEC, px_relay_learn_failed(rc));
 		return;
 	}
-	log_debug("%s -> %s: resent frame %llu%s", r->src, r->dst, (unsigned long long)(seq & ~DRE_ASK_FULL),
-		  seq & DRE_ASK_FULL ? " in full" : "");
+	px_relay_log_resent(r, seq, "");
 }
 
 static void ts_ack(tun_stream *s, void *arg, uint64_t seq)

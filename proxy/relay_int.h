@@ -127,6 +127,9 @@ int px_relay_job_start(struct px_relay *r, struct evbuffer *in, size_t room);
 int px_relay_job_ask(struct px_relay *r, uint64_t seq);
 /* Why an answer to an ASK failed (dre_enc_learn's rc), for the reset's log line. */
 const char *px_relay_learn_failed(int rc);
+/* Log (debug) that frame seq (DRE_ASK_FULL: in full) was resent; where: "" or
+ * a note that begins with a space. */
+void px_relay_log_resent(const struct px_relay *r, uint64_t seq, const char *where);
 /* r's encoder rested: give back the job's buffers (unless it is coding). */
 void px_relay_job_rest(struct px_relay *r);
 /* Drop r's job (r is being released): wait for it if it is running. */

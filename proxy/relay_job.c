@@ -46,13 +46,20 @@ int px_relay_job_wanted(struct px_relay *r, struct evbuffer *in)
 
 static void learn_next(struct px_relay *r);
 
+void px_relay_log_resent(const struct px_relay *r, uint64_t seq, const char *where)
+{
+	log_debug("%s -> %s: resent frame %llu%s%s", r->src, r->dst, (unsigned long long)(seq & ~DRE_ASK_FULL),
+		  seq & DRE_ASK_FULL ? " in full" : "", where);
+}
+
 const char *px_relay_learn_failed(int rc)
 {
 	switch (rc) {
 	case DRE_ESTATE:
 		return "cannot resend a frame the peer lacks: no longer retained";
 	case DRE_EMISS:
-		return "cannot resend a frame the peer lacks: a chunk it referenced was evicted since";
+		return "cannot resend a frame the peer lacks: a chunk it referenced is gone from the store (evicted past"
+		       " the pins' margin, or unreadable)";
 	default:
 		return "cannot resend a frame the peer lacks";
 	}
@@ -157,8 +164,7 @@ static int job_apply(struct px_relay *r)
 		return -1;
 	}
 	if (j->learn)
-		log_debug("%s -> %s: resent frame %llu%s (coded on the coder thread)", r->src, r->dst,
-			  (unsigned long long)(j->learn & ~DRE_ASK_FULL), j->learn & DRE_ASK_FULL ? " in full" : "");
+		px_relay_log_resent(r, j->learn, " (coded on the coder thread)");
 	if (j->full)
 		px_lanbuf_fast(r, j->fd);
 	if (r->ack_pending) {
