@@ -101,7 +101,10 @@ def edit(src, out, seed=3, n=60):
 
 
 def main():
-    if len(sys.argv) < 2 or not set(sys.argv[2:]) <= {"ref", "big", "edit"}:
+    if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return
+    if len(sys.argv) < 2 or sys.argv[1].startswith("-") or not set(sys.argv[2:]) <= {"ref", "big", "edit"}:
         sys.exit("usage: mkfiles.py DIR [ref] [big] [edit]   (default: all three)")
     d, want = sys.argv[1], set(sys.argv[2:]) or {"ref", "big", "edit"}
     os.makedirs(d, exist_ok=True)
