@@ -24,6 +24,7 @@ struct px_daemon {
 	void *arg;
 	int draining;
 	int status;
+	tun_tls *tls; /* credentials of the configuration being applied (px_daemon_take_tls) */
 };
 
 static const char *const px_role_names[] = { "edge", "core" };
@@ -75,6 +76,32 @@ struct stats_http *px_daemon_http(struct px_daemon *d)
 
 struct stats *px_daemon_stats(struct px_daemon *d) { return d->stats; }
 
+/* Load c's credentials for d's side into d->tls: 0, or -1 with the error
+ * as px_daemon_check_tls gives it. */
+static int load_tls(struct px_daemon *d, const struct conf *c, char *err, size_t errlen)
+{
+	tun_config t = px_daemon_tls_files(c);
+	char why[768];
+	if ((d->tls = tun_tls_load(&t, d->role == CONF_EDGE, why, sizeof why)))
+		return 0;
+	snprintf(err, errlen, "%s: %s", conf_path(c) ? conf_path(c) : "command line", why);
+	return -1;
+}
+
+/* The role took what it wanted of d->tls: drop the rest. */
+static void drop_tls(struct px_daemon *d)
+{
+	tun_tls_unref(d->tls);
+	d->tls = NULL;
+}
+
+tun_tls *px_daemon_take_tls(struct px_daemon *d)
+{
+	tun_tls *t = d->tls;
+	d->tls = NULL;
+	return t;
+}
+
 /* SIGHUP: re-read the configuration; the role applies what it can. */
 static void px_daemon_on_hup(evutil_socket_t sig, short what, void *arg)
 {
@@ -82,7 +109,7 @@ static void px_daemon_on_hup(evutil_socket_t sig, short what, void *arg)
 	char err[1024], key[32];
 	struct conf *c = conf_reload(d->conf, err, sizeof err);
 
-	if (!c || px_daemon_check_tls(c, err, sizeof err)) { /* all of the file, or none of it */
+	if (!c || load_tls(d, c, err, sizeof err)) { /* all of the file, or none of it */
 		log_error("reload: %s; keeping the running configuration", err);
 		conf_free(c);
 		return;
@@ -90,7 +117,9 @@ static void px_daemon_on_hup(evutil_socket_t sig, short what, void *arg)
 	log_set_level(conf_log_level(c));
 	if (conf_restart_needed(d->conf, c, key, sizeof key))
 		log_warn("reload: '%s' changed; it takes effect after a restart", key);
-	if (d->hooks->reload && d->hooks->reload(d, d->conf, c, d->arg) < 0) {
+	int rc = d->hooks->reload ? d->hooks->reload(d, d->conf, c, d->arg) : 0;
+	drop_tls(d);
+	if (rc < 0) {
 		log_error("reload: not applied; keeping the running configuration");
 		log_set_level(conf_log_level(d->conf));
 		conf_free(c);
@@ -208,6 +237,7 @@ int px_daemon_check_tls(const struct conf *c, char *err, size_t errlen)
 	return -1;
 }
 
+
 int px_daemon_main(enum conf_role role, int argc, char **argv,
 		   const struct px_daemon_hooks *hooks, void *arg)
 {
@@ -218,8 +248,7 @@ int px_daemon_main(enum conf_role role, int argc, char **argv,
 		px_daemon_usage(stdout, role);
 		return 0;
 	}
-	if (!(d.conf = conf_from_args(role, argc, argv, err, sizeof err)) ||
-	    px_daemon_check_tls(d.conf, err, sizeof err)) {
+	if (!(d.conf = conf_from_args(role, argc, argv, err, sizeof err)) || load_tls(&d, d.conf, err, sizeof err)) {
 		fprintf(stderr, "%s\n", err);
 		conf_free(d.conf);
 		return 2;
@@ -236,7 +265,9 @@ int px_daemon_main(enum conf_role role, int argc, char **argv,
 	evthread_use_pthreads();
 	if (px_daemon_setup(&d) < 0)
 		goto out;
-	if (hooks->start && hooks->start(&d, arg) < 0)
+	int rc = hooks->start ? hooks->start(&d, arg) : 0;
+	drop_tls(&d);
+	if (rc < 0)
 		goto out_stop;
 	log_info("started (%s)", conf_path(d.conf) ? conf_path(d.conf) : "command line");
 	d.status = 0;
@@ -246,6 +277,7 @@ out_stop:
 	if (hooks->stop)
 		hooks->stop(&d, arg);
 out:
+	drop_tls(&d);
 	px_daemon_teardown(&d);
 	return d.status;
 }

@@ -41,6 +41,12 @@ int px_daemon_main(enum conf_role role, int argc, char **argv,
  * certificate): 0, or -1 with "FILE: tls_x PATH: what is wrong" in err (FILE
  * is the config file, or "command line"). */
 int px_daemon_check_tls(const struct conf *c, char *err, size_t errlen);
+/* The credentials (for this daemon's side) loaded with the configuration
+ * being started or reloaded, for the role's start or reload hook to take
+ * (the caller owns the reference): once, then NULL; NULL outside those hooks.
+ * The daemon loads them before anything is applied, to refuse a
+ * configuration whose TLS files do not load. */
+tun_tls *px_daemon_take_tls(struct px_daemon *d);
 /* A tunnel config with only c's tls_cert, tls_key and tls_ca set. */
 tun_config px_daemon_tls_files(const struct conf *c);
 /* The main event loop. */

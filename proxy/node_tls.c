@@ -103,9 +103,13 @@ static int note(struct px_node *n, const tun_tls *tls, const char *cert)
 	return 0;
 }
 
-/* Load c's credentials for n's side; NULL after logging why (with prefix). */
+/* c's credentials for n's side (those the daemon loaded with c, if it
+ * has them); NULL after logging why (with prefix). */
 static tun_tls *load(struct px_node *n, const struct conf *c, const char *prefix)
 {
+	tun_tls *have = px_daemon_take_tls(n->d);
+	if (have)
+		return have;
 	tun_config cfg = px_daemon_tls_files(c);
 	char err[512];
 	tun_tls *t = tun_tls_load(&cfg, n->tcfg.role == PROTO_ROLE_EDGE, err, sizeof err);
