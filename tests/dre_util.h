@@ -77,6 +77,50 @@ static inline dre_store *t_reopen_reads(const char *dir, uint64_t limit, int rea
 	return st;
 }
 
+/* Store directories made by t_store and not yet removed by t_rmstore: a
+ * test that fails an assertion skips its own cleanup, so they are removed
+ * when the test binary exits (kept with KEEP=1 in the environment). */
+enum { T_DIRS = 64 };
+static char t_dirs[T_DIRS][64];
+
+static inline void t_rmtree(const char *dir)
+{
+	char cmd[4200];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", dir);
+}
+
+static inline void t_dirs_left(void)
+{
+	const char *keep = getenv("KEEP");
+	for (int i = 0; i < T_DIRS; i++) {
+		if (!t_dirs[i][0])
+			continue;
+		if (keep && *keep && strcmp(keep, "0"))
+			fprintf(stderr, "kept %s (KEEP)\n", t_dirs[i]);
+		else
+			t_rmtree(t_dirs[i]);
+	}
+}
+
+/* Note dir (1) as made, or (0) as removed. */
+static inline void t_dir_note(const char *dir, int made)
+{
+	static int hooked;
+	if (made && !hooked)
+		hooked = atexit(t_dirs_left) == 0;
+	for (int i = 0; i < T_DIRS; i++) {
+		if (made ? !t_dirs[i][0] : !strcmp(t_dirs[i], dir)) {
+			if (made)
+				snprintf(t_dirs[i], sizeof t_dirs[i], "%s", dir);
+			else
+				t_dirs[i][0] = 0;
+			return;
+		}
+	}
+}
+
 /* A fresh store directory under /tmp; path written to dir (64 bytes).  Its
  * runs are read either way at random, through windows or the mappings (a
  * daemon uses the way its host reads faster): the tests cover both. */
@@ -85,6 +129,7 @@ static inline dre_store *t_store(char *dir, uint64_t limit)
 	strcpy(dir, "/tmp/wanopt-test-XXXXXX");
 	if (!mkdtemp(dir))
 		return NULL;
+	t_dir_note(dir, 1);
 	return t_reopen_reads(dir, limit, t_rand() % 2 ? DRE_READS_MAP : DRE_READS_WINDOW);
 }
 
@@ -96,10 +141,8 @@ static inline dre_store *t_reopen(const char *dir, uint64_t limit)
 
 static inline void t_rmstore(const char *dir)
 {
-	char cmd[256];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "cannot remove %s\n", dir);
+	t_rmtree(dir);
+	t_dir_note(dir, 0);
 }
 
 /* Close and remove the two stores of a test. */
