@@ -237,7 +237,6 @@ int px_daemon_check_tls(const struct conf *c, char *err, size_t errlen)
 	return -1;
 }
 
-
 int px_daemon_main(enum conf_role role, int argc, char **argv,
 		   const struct px_daemon_hooks *hooks, void *arg)
 {
