@@ -241,10 +241,6 @@ void tun_lguard_forget(struct evconnlistener *l);
 /* Forget l's guard (if any) and free l; NULL: nothing. */
 void tun_lguard_free_listener(struct evconnlistener *l);
 
-/* Checks that cfg's certificate, key (matching it) and CA load: 0, or -1 with
- * which file failed and why in err.  What a daemon checks before it starts. */
-int tun_tls_check(const tun_config *cfg, char *err, size_t errlen);
-
 /* TLS credentials (our certificate and key, the CA peers are checked
  * against) loaded for one side, counted by reference: an endpoint holds one
  * for the connections it makes or accepts next; a connection keeps what it

@@ -76,16 +76,24 @@ struct stats_http *px_daemon_http(struct px_daemon *d)
 
 struct stats *px_daemon_stats(struct px_daemon *d) { return d->stats; }
 
+/* c's credentials loaded for one side (client: the edge's); NULL with
+ * "FILE: tls_x PATH: what is wrong" in err (as px_daemon_check_tls). */
+static tun_tls *tls_load(const struct conf *c, int client, char *err, size_t errlen)
+{
+	tun_config t = px_daemon_tls_files(c);
+	char why[768];
+	tun_tls *tls = tun_tls_load(&t, client, why, sizeof why);
+	if (!tls)
+		snprintf(err, errlen, "%s: %s", conf_path(c) ? conf_path(c) : "command line", why);
+	return tls;
+}
+
 /* Load c's credentials for d's side into d->tls: 0, or -1 with the error
  * as px_daemon_check_tls gives it. */
 static int load_tls(struct px_daemon *d, const struct conf *c, char *err, size_t errlen)
 {
-	tun_config t = px_daemon_tls_files(c);
-	char why[768];
-	if ((d->tls = tun_tls_load(&t, d->role == CONF_EDGE, why, sizeof why)))
-		return 0;
-	snprintf(err, errlen, "%s: %s", conf_path(c) ? conf_path(c) : "command line", why);
-	return -1;
+	d->tls = tls_load(c, d->role == CONF_EDGE, err, errlen);
+	return d->tls ? 0 : -1;
 }
 
 /* The role took what it wanted of d->tls: drop the rest. */
@@ -229,12 +237,11 @@ tun_config px_daemon_tls_files(const struct conf *c)
 
 int px_daemon_check_tls(const struct conf *c, char *err, size_t errlen)
 {
-	tun_config t = px_daemon_tls_files(c);
-	char why[768];
-	if (!tun_tls_check(&t, why, sizeof why))
-		return 0;
-	snprintf(err, errlen, "%s: %s", conf_path(c) ? conf_path(c) : "command line", why);
-	return -1;
+	tun_tls *t = tls_load(c, 1, err, errlen);
+	if (!t)
+		return -1;
+	tun_tls_unref(t);
+	return 0;
 }
 
 int px_daemon_main(enum conf_role role, int argc, char **argv,

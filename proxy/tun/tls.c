@@ -120,13 +120,6 @@ int64_t tun_conn_peer_not_after(const tun_conn *c)
 	return ssl ? x509_not_after(SSL_get0_peer_certificate(ssl)) : 0;
 }
 
-int tun_tls_check(const tun_config *cfg, char *err, size_t errlen)
-{
-	SSL_CTX *ctx = tun_tls_ctx(cfg, 1, err, errlen);
-	SSL_CTX_free(ctx);
-	return ctx ? 0 : -1;
-}
-
 /* Append "; " and text to buf if there is room. */
 static void append(char *buf, size_t len, const char *text)
 {
