@@ -49,10 +49,7 @@ static void *coder_main(void *arg)
 		if (c->stop)
 			break;
 		struct px_coder_job *j = c->head;
-		c->head = j->next;
-		if (!c->head)
-			c->tail = NULL;
-		j->next = NULL;
+		unlink_job(&c->head, &c->tail, j);
 		j->state = PX_CJ_RUNNING;
 		c->running = j;
 		pthread_mutex_unlock(&c->mu);
