@@ -101,6 +101,11 @@ void px_relay_continue(struct px_relay *r);
 int px_relay_pump(struct px_relay *r);
 /* r->flush_ev: the LAN side went quiet, send the encoder's partial chunk. */
 void px_relay_flush_cb(evutil_socket_t fd, short what, void *arg);
+/* n LAN bytes went into the encoder: the stream's LAN_IN, and the counts
+ * toward the next gather push and flush. */
+void px_relay_lan_took(struct px_relay *r, size_t n);
+/* New data the encoder has compressed so far (its LZ input). */
+uint64_t px_relay_lz_in(dre_enc *e);
 /* The next read size after reading n of want bytes with read size direct:
  * doubled (to READ_CHUNK) after a full read, halved (to DIRECT_MIN) after
  * one under a quarter. */

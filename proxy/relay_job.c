@@ -84,14 +84,6 @@ static int job_out(void *arg, const void *buf, size_t len)
 	return 0;
 }
 
-/* New data the encoder has compressed so far (its LZ input). */
-static uint64_t lz_in(dre_enc *e)
-{
-	dre_codec_stats cs;
-	dre_enc_get_stats(e, &cs);
-	return cs.lz_in;
-}
-
 /* The job, on the coder thread.  A LEARN: code the frame asked for.  Else
  * commit what the loop placed, then read and code until lz_max of new data,
  * room of output, DIRECT_MAX read, or an empty socket. */
@@ -104,8 +96,8 @@ static void job_run(struct px_coder_job *cj)
 	}
 	if (j->pre && (j->rc = dre_enc_commit(j->enc, j->pre, job_out, j)))
 		return; /* (the placed bytes first: nothing may come between) */
-	uint64_t lz0 = lz_in(j->enc);
-	while (j->got < DIRECT_MAX && lz_in(j->enc) - lz0 < j->lz_max) {
+	uint64_t lz0 = px_relay_lz_in(j->enc);
+	while (j->got < DIRECT_MAX && px_relay_lz_in(j->enc) - lz0 < j->lz_max) {
 		if (j->out_len >= j->room)
 			return; /* the next pump finds no room and waits for it */
 		size_t want = j->room - j->out_len, space = 0;
@@ -140,9 +132,7 @@ static int job_apply(struct px_relay *r)
 	struct px_relay_job *j = &r->job;
 	r->coding = 0;
 	r->direct = j->direct;
-	stats_stream_add(r->st, STATS_LAN_IN, j->got);
-	r->gather_lan += j->got;
-	r->unflushed += j->pre + j->got;
+	px_relay_lan_took(r, j->got);
 	size_t n = j->out_len;
 	j->out_len = 0;
 	if (n && px_relay_wan_out(r, j->out, n)) {
@@ -249,8 +239,7 @@ int px_relay_job_start(struct px_relay *r, struct evbuffer *in, size_t room)
 		uint8_t *dst = dre_enc_space(r->enc, pre, &space);
 		if (!dst || evbuffer_remove(in, dst, pre) != (int)pre)
 			return -1;
-		stats_stream_add(r->st, STATS_LAN_IN, pre);
-		r->gather_lan += pre;
+		px_relay_lan_took(r, pre);
 	}
 	job_init(r);
 	j->pre = pre;

@@ -92,11 +92,24 @@ static int lz_budget_spent(struct px_relay *r, uint64_t *lz0, int reset)
 {
 	if (!r->link_bps || r->link_bps > DRE_LINK_SLOW_BPS)
 		return 0;
-	dre_codec_stats cs;
-	dre_enc_get_stats(r->enc, &cs);
+	uint64_t in = px_relay_lz_in(r->enc);
 	if (reset)
-		*lz0 = cs.lz_in;
-	return cs.lz_in - *lz0 >= FRAME_MAX_SLOW;
+		*lz0 = in;
+	return in - *lz0 >= FRAME_MAX_SLOW;
+}
+
+uint64_t px_relay_lz_in(dre_enc *e)
+{
+	dre_codec_stats cs;
+	dre_enc_get_stats(e, &cs);
+	return cs.lz_in;
+}
+
+void px_relay_lan_took(struct px_relay *r, size_t n)
+{
+	stats_stream_add(r->st, STATS_LAN_IN, n);
+	r->gather_lan += n;
+	r->unflushed += n;
 }
 
 uint32_t px_relay_direct_next(uint32_t direct, size_t want, size_t n)
@@ -178,9 +191,7 @@ static const char *pump_direct(struct px_relay *r, int *code)
 		int rc = dre_enc_commit(r->enc, (size_t)n, px_relay_wan_out, r);
 		if (rc)
 			return dre_strerror(rc);
-		stats_stream_add(r->st, STATS_LAN_IN, (uint64_t)n);
-		r->gather_lan += (size_t)n;
-		r->unflushed += (size_t)n;
+		px_relay_lan_took(r, (size_t)n);
 		total += (size_t)n;
 		r->direct = px_relay_direct_next(r->direct, want, (size_t)n);
 		if ((size_t)n < want)
@@ -224,9 +235,7 @@ static const char *pump_feed(struct px_relay *r, struct evbuffer *in, int *code)
 		if (rc)
 			return r->enc ? dre_strerror(rc) : "tunnel write failed";
 		evbuffer_drain(in, n);
-		stats_stream_add(r->st, STATS_LAN_IN, n);
-		r->gather_lan += n;
-		r->unflushed += n;
+		px_relay_lan_took(r, n);
 	}
 	return pump_direct(r, code);
 }
