@@ -221,13 +221,14 @@ uint32_t dre_store_horizon(dre_store *st, uint64_t extra, uint32_t *active);
  * oldest file goes all the same (counted).  It returns the file pinned
  * (the oldest live one from `file` on), or DRE_PIN_NONE if none is (file
  * DRE_PIN_NONE, or every file older); dre_store_unpin lets go of what it
- * returned (DRE_PIN_NONE, or a file evicted since: nothing).  dre_store_newest:
- * the active file's number, where a chunk stored from now on lands or later. */
+ * returned (DRE_PIN_NONE, or a file evicted since: nothing).
+ * dre_store_pin_newest pins the active file, where a chunk stored from now on
+ * lands or later, and returns its number (DRE_PIN_NONE: no file yet). */
 #define DRE_PIN_NONE UINT32_MAX
 uint32_t dre_store_pin(dre_store *st, uint32_t file);
 void dre_store_unpin(dre_store *st, uint32_t file);
 #define DRE_PIN_SLACK ((uint64_t)DRE_PIN_SLACK_MIB << 20)
-uint32_t dre_store_newest(dre_store *st);
+uint32_t dre_store_pin_newest(dre_store *st);
 /* The run fast path in one locked step: if chunk `tag` is stored, at most max
  * bytes long, held by a peer in `bits` (0: no check) and its bytes equal p,
  * fill *out and return 1; else 0.  It changes nothing (the caller refreshes

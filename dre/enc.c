@@ -83,6 +83,7 @@ dre_enc *dre_enc_new(dre_store *st, const dre_enc_opts *o)
 		return NULL;
 	e->st = st;
 	e->o = *o;
+	e->pin_floor = e->pin_held = DRE_PIN_NONE;
 	if (!e->o.frame_max)
 		e->o.frame_max = FRAME_DEFAULT;
 	if (!e->o.version)

@@ -115,7 +115,7 @@ struct dre_enc {
 	dre_delta_ins *ins;
 	dre_buf cur_ch, cur_raw;  /* chunks of the frame being built (retain) */
 	uint32_t pin_floor;       /* ... the oldest store file they sit in (DRE_PIN_NONE: none) */
-	uint32_t pin_new;         /* ... where new ones land or later (DRE_PIN_NONE: not asked yet) */
+	uint32_t pin_held;        /* ... the pin taken for it (dre_store_pin), until the frame keeps it */
 	struct dre_ret *ret;      /* ring of retained frames, grown up to DRE_RETAIN_MAX */
 	size_t ret_head, nret, ret_cap;
 	dre_codec_stats stats;
@@ -208,12 +208,14 @@ int dre_enc_prep_end(dre_enc *e);
  * retained frame and the ring. */
 int dre_enc_retain_chunk(dre_enc *e, uint64_t tag, const uint8_t *p, uint32_t len, int held);
 int dre_enc_retain_frame(dre_enc *e);
-/* A frame begins: no chunks noted yet. */
+/* A frame begins: no chunks noted yet (a pin left by a frame never kept,
+ * one that failed, goes). */
 void dre_enc_retain_begin(dre_enc *e);
 /* The frame references (or stores anew) a chunk in store file `file`, or
- * (DRE_PIN_NONE) one about to be stored in the active file: the retained
- * frame will pin the oldest such file, so that its chunks stay until the
- * frame is acknowledged. */
+ * (DRE_PIN_NONE) one about to be stored in the active file: the oldest such
+ * file is pinned at once, and the retained frame keeps that pin until the
+ * frame is acknowledged, so its chunks stay answerable from the moment the
+ * frame first uses them. */
 void dre_enc_retain_file(dre_enc *e, uint32_t file);
 void dre_enc_ret_free(dre_enc *e);
 

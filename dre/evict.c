@@ -175,10 +175,14 @@ void dre_store_unpin(dre_store *st, uint32_t file)
 	pthread_mutex_unlock(&st->mu);
 }
 
-uint32_t dre_store_newest(dre_store *st)
+uint32_t dre_store_pin_newest(dre_store *st)
 {
 	pthread_mutex_lock(&st->mu);
-	uint32_t num = st->nfiles ? st->files[st->nfiles - 1].num : 0;
+	uint32_t num = DRE_PIN_NONE;
+	if (st->nfiles) {
+		st->files[st->nfiles - 1].pins++;
+		num = st->files[st->nfiles - 1].num;
+	}
 	pthread_mutex_unlock(&st->mu);
 	return num;
 }

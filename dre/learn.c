@@ -19,6 +19,7 @@ static void ret_frame_free(dre_enc *e, struct dre_ret *r)
 /* Every retained frame and the ring. */
 void dre_enc_ret_free(dre_enc *e)
 {
+	dre_enc_retain_begin(e); /* the pin of a frame being built */
 	for (size_t i = 0; i < e->nret; i++)
 		ret_frame_free(e, &e->ret[(e->ret_head + i) % e->ret_cap]);
 	free(e->ret);
@@ -29,18 +30,29 @@ void dre_enc_ret_free(dre_enc *e)
 void dre_enc_retain_begin(dre_enc *e)
 {
 	e->cur_ch.len = e->cur_raw.len = 0;
-	e->pin_floor = e->pin_new = DRE_PIN_NONE;
+	dre_store_unpin(e->st, e->pin_held);
+	e->pin_floor = e->pin_held = DRE_PIN_NONE;
 }
 
 void dre_enc_retain_file(dre_enc *e, uint32_t file)
 {
 	if (!e->o.retain)
 		return;
-	if (file == DRE_PIN_NONE) /* lands in the active file at the time, or a later one */
-		file = e->ws.t.running ? e->active
-		       : e->pin_new != DRE_PIN_NONE ? e->pin_new : (e->pin_new = dre_store_newest(e->st));
-	if (file < e->pin_floor)
-		e->pin_floor = file;
+	if (file == DRE_PIN_NONE) { /* lands in the active file at the time, or a later one */
+		if (e->pin_floor != DRE_PIN_NONE)
+			return; /* no older than any file pinned already */
+		if (!e->ws.t.running) {
+			e->pin_floor = e->pin_held = dre_store_pin_newest(e->st);
+			return;
+		}
+		file = e->active;
+	}
+	if (file >= e->pin_floor)
+		return;
+	uint32_t held = dre_store_pin(e->st, file); /* before letting go of the later one */
+	dre_store_unpin(e->st, e->pin_held);
+	e->pin_floor = file;
+	e->pin_held = held;
 }
 
 /* Note a chunk of the frame being built (enc_int.h). */
@@ -90,8 +102,8 @@ int dre_enc_retain_frame(dre_enc *e)
 	r->ch = (struct dre_ret_ch *)e->cur_ch.p;
 	r->raw = e->cur_raw.p;
 	r->rawlen = e->cur_raw.len;
-	r->pin = dre_store_pin(e->st, e->pin_floor);
-	e->pin_floor = e->pin_new = DRE_PIN_NONE;
+	r->pin = e->pin_held; /* the frame keeps the pin taken while it was built */
+	e->pin_floor = e->pin_held = DRE_PIN_NONE;
 	memset(&e->cur_ch, 0, sizeof e->cur_ch);
 	memset(&e->cur_raw, 0, sizeof e->cur_raw);
 	return 0;

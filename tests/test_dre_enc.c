@@ -627,6 +627,67 @@ static void test_lz_workers(void **state)
 	(void)state;
 }
 
+/* A frame pins the oldest store file its chunks sit in from the moment it
+ * first uses one, not only once the frame is built: a store that turns over
+ * while the frame is still being coded (other streams storing) keeps the
+ * chunk, and the built frame takes that pin over; a frame abandoned (its
+ * next one begun) or an encoder freed lets go of it. */
+static void test_pin_while_building(void **state)
+{
+	char da[64];
+	uint64_t limit = 4 << 20;
+	dre_store *st = t_store(da, limit);
+	dre_fp *fp = dre_fp_new();
+	uint8_t p[4096], h[32];
+	dre_ent x, got;
+	t_fill_random(p, sizeof p);
+	assert_int_equal(dre_fp_sha256(fp, p, sizeof p, h), 0);
+	assert_true(dre_store_put_after(st, h, p, sizeof p, 0, &x) >= 0);
+	uint64_t tx = dre_fp_tag(h);
+	dre_enc_opts o = { .retain = 1 };
+	dre_enc *e = dre_enc_new(st, &o);
+	assert_non_null(e);
+	dre_enc_retain_begin(e);
+	dre_enc_retain_file(e, DRE_PIN_NONE); /* a new chunk: the newest file */
+	dre_enc_retain_file(e, x.file);       /* a hit in the oldest */
+	size_t n = 1 << 20;
+	uint8_t *q = malloc(n);
+	assert_non_null(q);
+	dre_enc *other = dre_enc_new(st, NULL);
+	struct tbuf sink = { 0 };
+	for (int i = 0; i < 12; i++) { /* three times the store's size */
+		t_fill_random(q, n);
+		assert_int_equal(dre_enc_write(other, q, n, tbuf_out, &sink), 0);
+		sink.len = 0;
+	}
+	assert_int_equal(dre_enc_flush(other, tbuf_out, &sink), 0);
+	dre_store_stats s;
+	dre_store_get_stats(st, &s);
+	assert_int_equal(s.pins, 1);
+	assert_true(s.disk_bytes > 2 * limit);
+	assert_true(dre_store_find(st, tx, &got) && got.file == x.file);
+	assert_int_equal(dre_enc_retain_frame(e), 0); /* the frame keeps the pin */
+	dre_enc_retain_begin(e);
+	dre_store_get_stats(st, &s);
+	assert_int_equal(s.pins, 1);
+	dre_enc_retain_file(e, x.file); /* a frame never kept: begun again */
+	dre_enc_retain_begin(e);
+	dre_enc_retain_file(e, x.file);
+	dre_store_get_stats(st, &s);
+	assert_int_equal(s.pins, 2);
+	dre_enc_free(e);
+	dre_store_get_stats(st, &s);
+	assert_int_equal(s.pins, 0);
+	assert_true(s.disk_bytes <= limit);
+	assert_false(dre_store_find(st, tx, &got));
+	dre_enc_free(other);
+	dre_fp_free(fp);
+	free(sink.p);
+	free(q);
+	dre_store_close(st);
+	t_rmstore(da);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -643,6 +704,7 @@ int main(void)
 		cmocka_unit_test(test_rest_mid_frame),
 		cmocka_unit_test(test_lz_workers),
 		cmocka_unit_test(test_prep_cuts),
+		cmocka_unit_test(test_pin_while_building),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
