@@ -3,6 +3,7 @@
 #define WANOPT_DRE_INT_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -128,6 +129,13 @@ static inline uint64_t dre_get_u64(const uint8_t *p)
 
 /* Format an error message into err (errlen bytes; err may be NULL). */
 void dre_seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A store holds the traffic it has seen: its directories and files are its
+ * owner's alone, whatever the umask. */
+#define DRE_DIR_MODE 0700
+#define DRE_FILE_MODE 0600
+/* path opened for writing ("w" or "wb"), created DRE_FILE_MODE or truncated;
+ * NULL with errno set on failure. */
+FILE *dre_fopen_w(const char *path, const char *mode);
 /* Write all n bytes of p to fd, at offset off (pwrite) or, if off < 0, at the
  * file position; retries short writes and EINTR.  0 or -1 (errno set). */
 int dre_write_all(int fd, const void *p, size_t n, int64_t off);

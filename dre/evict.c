@@ -234,7 +234,7 @@ int dre_store_limit_save(dre_store *st)
 		return 0;
 	snprintf(path, sizeof path, "%s/limit", st->dir);
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	FILE *f = fopen(tmp, "w");
+	FILE *f = dre_fopen_w(tmp, "w");
 	int rc = !f || fprintf(f, "size_limit %llu\n", (unsigned long long)st->limit) < 0;
 	if (f && fclose(f))
 		rc = 1;

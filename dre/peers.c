@@ -226,7 +226,7 @@ static int peer_append(dre_store *st, int i)
 	st->peer_log[i] = (dre_buf){ 0 };
 	peer_path(st, i, path, sizeof path);
 	pthread_mutex_unlock(&st->mu);
-	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644), rc = fd < 0 ? DRE_EIO : 0;
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, DRE_FILE_MODE), rc = fd < 0 ? DRE_EIO : 0;
 	if (!rc && dre_write_all(fd, log.p, log.len, -1))
 		rc = DRE_EIO;
 	if (fd >= 0 && close(fd))
@@ -272,7 +272,7 @@ static int peer_rewrite(dre_store *st, int i)
 	uint64_t n = 0;
 	int rc = 0;
 	pthread_mutex_unlock(&st->mu);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, DRE_FILE_MODE);
 	pthread_mutex_lock(&st->mu);
 	uint64_t pos = 0;
 	for (int done = fd < 0; !done && !rc;) {
@@ -330,7 +330,7 @@ int dre_store_save_peers(dre_store *st)
 		return 0;
 	char dir[4200];
 	snprintf(dir, sizeof dir, "%s/peers", st->dir);
-	if (mkdir(dir, 0755) && errno != EEXIST)
+	if (mkdir(dir, DRE_DIR_MODE) && errno != EEXIST)
 		return DRE_EIO;
 	st->peers_saving = 1;
 	for (int i = 0; i < st->npeers; i++) {

@@ -49,7 +49,7 @@ int dre_store_write_idx(dre_store *st, uint32_t num, uint64_t size, const struct
 		memcpy(buf + IDX_HDR, e, n * sizeof *e);
 	uint64_t sum = dre_sum64(buf, len - 8, num);
 	memcpy(buf + len - 8, &sum, 8);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, DRE_FILE_MODE);
 	int rc = fd < 0 || dre_write_all(fd, buf, len, -1) ? DRE_EIO : 0;
 	if (fd >= 0)
 		close(fd);
@@ -177,7 +177,7 @@ static int new_file(dre_store *st, uint32_t num)
 		st->files = nf;
 		st->capfiles = cap;
 	}
-	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, DRE_FILE_MODE);
 	if (fd < 0)
 		return DRE_EIO;
 	st->files[st->nfiles] = (struct dre_sfile){ .num = num, .fd = fd };
@@ -203,7 +203,7 @@ static int take_lock(dre_store *st, char *err, size_t errlen)
 {
 	char path[4096];
 	snprintf(path, sizeof path, "%s/lock", st->dir);
-	st->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	st->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, DRE_FILE_MODE);
 	if (st->lockfd < 0) {
 		dre_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return DRE_ESTORE;
@@ -242,7 +242,7 @@ static int read_identity(dre_store *st, int fresh, char *err, size_t errlen)
 		st->id = (uint64_t)time(NULL) ^ (uint64_t)getpid() << 32;
 	char tmp[4200];
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	fp = fopen(tmp, "w");
+	fp = dre_fopen_w(tmp, "w");
 	if (!fp || fprintf(fp, "wanopt-store 1\nid %016llx\n", (unsigned long long)st->id) < 0 ||
 	    fflush(fp) || fsync(fileno(fp)) || fclose(fp) || rename(tmp, path)) {
 		dre_seterr(err, errlen, "%s: %s", path, strerror(errno));
@@ -352,7 +352,7 @@ int dre_store_recover(dre_store *st, int create, char *err, size_t errlen)
 {
 	struct stat sb;
 	if (stat(st->dir, &sb)) {
-		if (!create || st->readonly || mkdir(st->dir, 0755)) {
+		if (!create || st->readonly || mkdir(st->dir, DRE_DIR_MODE)) {
 			dre_seterr(err, errlen, "%s: %s", st->dir, strerror(errno));
 			return DRE_ESTORE;
 		}

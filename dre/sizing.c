@@ -170,7 +170,7 @@ static int write_file(const char *dir, const uint64_t v[NFIELDS], const struct d
 	char path[4200], tmp[4300];
 	snprintf(path, sizeof path, "%s/sizing", dir);
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	FILE *f = fopen(tmp, "wb");
+	FILE *f = dre_fopen_w(tmp, "wb");
 	if (!f)
 		return DRE_EIO;
 	int ok = fwrite(MAGIC, 8, 1, f) == 1 && fwrite(v, 8, NFIELDS, f) == NFIELDS && fwrite(&cnt, 8, 1, f) == 1 &&

@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -160,4 +161,16 @@ int dre_write_all(int fd, const void *vp, size_t n, int64_t off)
 			off += w;
 	}
 	return 0;
+}
+
+FILE *dre_fopen_w(const char *path, const char *mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, DRE_FILE_MODE);
+	FILE *f = fd < 0 ? NULL : fdopen(fd, mode);
+	if (fd >= 0 && !f) {
+		int e = errno;
+		close(fd);
+		errno = e;
+	}
+	return f;
 }

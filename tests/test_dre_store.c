@@ -857,6 +857,63 @@ static void test_evict_sweep(void **state)
 	t_rmstore(d);
 }
 
+/* Every directory and file of dir (recursively) is its owner's alone. */
+static void assert_private(const char *dir, int *seen)
+{
+	DIR *d = opendir(dir);
+	assert_non_null(d);
+	for (struct dirent *de; (de = readdir(d)) != NULL;) {
+		char path[512];
+		struct stat sb;
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+		assert_int_equal(lstat(path, &sb), 0);
+		if (sb.st_mode & 077)
+			fail_msg("%s: mode %o", path, (unsigned)(sb.st_mode & 07777));
+		++*seen;
+		if (S_ISDIR(sb.st_mode))
+			assert_private(path, seen);
+	}
+	closedir(d);
+}
+
+/* A store holds the traffic it saw: under a umask that lets others read,
+ * its directory and every file it writes (data, identity, lock, limit,
+ * sizing, peer journals) are still its owner's alone. */
+static void test_private_files(void **state)
+{
+	(void)state;
+	char d[64], sub[128];
+	mode_t old = umask(022);
+	strcpy(d, "/tmp/wanopt-test-XXXXXX");
+	assert_non_null(mkdtemp(d));
+	t_dir_note(d, 1);
+	snprintf(sub, sizeof sub, "%s/store", d);
+	dre_store *st = t_reopen(sub, 4u << 20);
+	assert_non_null(st);
+	dre_fp *fp = dre_fp_new();
+	uint8_t id[16];
+	static uint64_t tags[300];
+	memset(id, 0x3a, 16);
+	int s = dre_store_peer(st, id);
+	assert_true(s >= 0);
+	put_marked(st, fp, s, 300, tags);
+	assert_int_equal(dre_store_set_limit(st, 2u << 20), 0);
+	assert_int_equal(dre_store_sync(st), 0);
+	dre_store_peer_put(st, s);
+	dre_store_close(st);
+	struct stat sb;
+	assert_int_equal(stat(sub, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0700);
+	int seen = 0;
+	assert_private(sub, &seen);
+	assert_true(seen >= 5);
+	umask(old);
+	dre_fp_free(fp);
+	t_rmstore(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -869,6 +926,7 @@ int main(void)
 		cmocka_unit_test(test_peer_slots),
 		cmocka_unit_test(test_peer_journal),
 		cmocka_unit_test(test_evict_sweep),
+		cmocka_unit_test(test_private_files),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
