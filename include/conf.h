@@ -147,6 +147,9 @@ const char *conf_addr_parse(const char *s, struct conf_addr *a);
 /* Parses a size with optional K/M/G/T suffix (powers of 1024, optional "B" or
  * "iB"); NULL on success, else a static message. */
 const char *conf_size_parse(const char *s, uint64_t *out);
+/* Parses an unsigned decimal in [lo, hi]; NULL or a message (valid until
+ * the thread's next call). */
+const char *conf_uint_parse(const char *s, unsigned long lo, unsigned long hi, unsigned long *out);
 /* The effective configuration in config-file syntax (relative paths shown
  * resolved); a malloc'd string, NULL if out of memory. */
 char *conf_dump(const struct conf *c);

@@ -41,8 +41,6 @@ const char *conf_rate_parse(const char *s, uint64_t *out);
 const char *conf_link_rate_parse(const char *s, uint64_t *down, uint64_t *up);
 /* Parses a duration ("40ms", "0.3s", "500us"; bare numbers are ms) in us. */
 const char *conf_rtt_parse(const char *s, uint32_t *out);
-/* Parses an unsigned decimal in [lo, hi]; NULL or a message. */
-const char *conf_uint_parse(const char *s, unsigned long lo, unsigned long hi, unsigned long *out);
 
 
 /* Where a key's value came from. */

@@ -3,6 +3,7 @@
  * one's original destination and carries it there directly, unoptimized, with
  * the code the edge's fail-open uses when the tunnel is down (px_splice). */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <getopt.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -117,6 +118,26 @@ static void icpt_usage(FILE *f)
 		"  --count=N       exit once N connections were served and none is open\n");
 }
 
+/* A numeric option's value in lo..hi (decimal; with hex 0x... too), or -1
+ * with what is wrong on stderr. */
+static int icpt_num(const char *opt, const char *v, unsigned long lo, unsigned long hi, int hex,
+		    unsigned long *out)
+{
+	const char *e = NULL;
+	if (hex && !strncmp(v, "0x", 2)) {
+		char *end;
+		errno = 0;
+		*out = strtoul(v + 2, &end, 16);
+		if (!v[2] || *end || errno || *out < lo || *out > hi)
+			e = "expected a hex number in range";
+	} else {
+		e = conf_uint_parse(v, lo, hi, out);
+	}
+	if (e)
+		fprintf(stderr, "wanopt intercept: --%s=%s: %s\n", opt, v, e);
+	return e ? -1 : 0;
+}
+
 /* Parses the options into ic and the bind address; 0, or 2 on a usage error. */
 static int icpt_opts(int argc, char **argv, struct icpt *ic, struct sockaddr_storage *ss,
 		     socklen_t *sslen)
@@ -129,6 +150,7 @@ static int icpt_opts(int argc, char **argv, struct icpt *ic, struct sockaddr_sto
 	};
 	struct sockaddr_in6 *any = (struct sockaddr_in6 *)ss;
 	enum log_level lvl;
+	unsigned long n;
 	int o;
 
 	memset(ss, 0, sizeof *ss);
@@ -138,7 +160,11 @@ static int icpt_opts(int argc, char **argv, struct icpt *ic, struct sockaddr_sto
 	ic->remaining = -1;
 	while ((o = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (o) {
-		case 'p': ic->port = (uint16_t)atoi(optarg); break;
+		case 'p':
+			if (icpt_num("port", optarg, 1, 65535, 0, &n))
+				return 2;
+			ic->port = (uint16_t)n;
+			break;
 		case 'm':
 			if (strcmp(optarg, "tproxy") && strcmp(optarg, "redirect"))
 				return fprintf(stderr, "wanopt intercept: --mode: tproxy or redirect\n"), 2;
@@ -153,8 +179,16 @@ static int icpt_opts(int argc, char **argv, struct icpt *ic, struct sockaddr_sto
 			freeaddrinfo(r);
 			break;
 		}
-		case 'k': ic->mark = (uint32_t)strtoul(optarg, NULL, 0); break;
-		case 'n': ic->remaining = atol(optarg); break;
+		case 'k':
+			if (icpt_num("mark", optarg, 1, 0xffffffffUL, 1, &n))
+				return 2;
+			ic->mark = (uint32_t)n;
+			break;
+		case 'n':
+			if (icpt_num("count", optarg, 1, 1000000000UL, 0, &n))
+				return 2;
+			ic->remaining = (long)n;
+			break;
 		case 'v':
 			if (log_level_parse(optarg, &lvl) < 0)
 				return fprintf(stderr, "wanopt intercept: --log_level: bad level\n"), 2;
@@ -164,8 +198,12 @@ static int icpt_opts(int argc, char **argv, struct icpt *ic, struct sockaddr_sto
 		default: icpt_usage(stderr); return 2;
 		}
 	}
-	if (optind < argc || ic->port == 0) {
-		icpt_usage(stderr);
+	if (optind < argc) {
+		fprintf(stderr, "wanopt intercept: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	if (!ic->port) {
+		fprintf(stderr, "wanopt intercept: --port=PORT is required (--help for usage)\n");
 		return 2;
 	}
 	((struct sockaddr_in *)ss)->sin_port = htons(ic->port); /* same offset for v6 */

@@ -22,6 +22,7 @@
 #include <openssl/x509v3.h>
 
 #include "cmd.h"
+#include "conf.h"
 
 #define PKI_PATH_MAX 4096
 
@@ -369,7 +370,14 @@ static int pki_opts(int argc, char **argv, struct pki_opts *o)
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'f': o->force = 1; break;
-		case 'd': o->days = strtol(optarg, NULL, 10); break;
+		case 'd': {
+			unsigned long d;
+			const char *e = conf_uint_parse(optarg, 1, 36500, &d);
+			if (e)
+				return fprintf(stderr, "wanopt pki: --days=%s: %s\n", optarg, e), 2;
+			o->days = (long)d;
+			break;
+		}
 		case 'k':
 			if (strcmp(optarg, "ec") && strcmp(optarg, "ed25519"))
 				return fprintf(stderr, "wanopt pki: --key: ec or ed25519\n"), 2;

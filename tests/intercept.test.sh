@@ -15,6 +15,15 @@ cd "$(dirname "$0")/.."
 BIN=${BINDIR:-bin}/wanopt
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 0; }
 
+# Bad option values: what is wrong and status 2, before anything listens.
+for bad in --port=70000 --port=abc "--port=3129 --mark=zz" "--port=3129 --count=-1" ""; do
+	rc=0; out=$(timeout 5 "$BIN" intercept $bad 2>&1) || rc=$?
+	case "$rc:$out" in
+	2:"wanopt intercept: --"*) ;;
+	*) echo "FAIL: 'intercept $bad' gave status $rc: $out"; exit 1 ;;
+	esac
+done
+
 N=wdm-$$
 C=$N-c R=$N-r S=$N-s
 LOG=$(mktemp -d /tmp/wdm-intercept.XXXXXX)
