@@ -69,11 +69,14 @@ struct conf *conf_from_args(enum conf_role role, int argc, char *const *argv,
 			    char *err, size_t errlen);
 /* Re-reads the same file and arguments (for SIGHUP); the old configuration is
  * untouched.  The caller applies forwards, store_size and log_level from the
- * result and can use conf_restart_needed() to warn about the rest. */
+ * result and can use conf_restart_keep() to warn about the rest. */
 struct conf *conf_reload(const struct conf *c, char *err, size_t errlen);
-/* 1 (with the first key's name in key) when old and new differ in a key that
- * only takes effect on restart, else 0. */
-int conf_restart_needed(const struct conf *old, const struct conf *c, char *key, size_t keylen);
+/* The keys that take effect only on a restart and differ between the running
+ * configuration old and the reloaded c: how many, their names in keys
+ * ("'peer', 'stats'"; truncated to keyslen), and c takes old's values for
+ * them, so that the configuration adopted says what runs (and a later
+ * reload still tells them apart from the file). */
+int conf_restart_keep(const struct conf *old, struct conf *c, char *keys, size_t keyslen);
 /* 1 (with "WHERE: 'key' has no effect on an edge ...: ignored" in buf) when c
  * sets a key only the other role uses (accepted, as configs written before
  * it was one side's have it), else 0. */

@@ -23,28 +23,51 @@ static int conf_addr_differs(const struct conf_addr *a, const struct conf_addr *
 	return a->port != b->port || strcmp(a->host, b->host);
 }
 
-/* Compares the keys a reload cannot apply; names the first that differs. */
-int conf_restart_needed(const struct conf *old, const struct conf *c, char *key, size_t keylen)
+/* Appends 'key k' to the list in buf ("'peer', 'stats'"); counts it. */
+static void restart_note(char *buf, size_t len, int k, int *n)
 {
-	int k = -1;
+	size_t used = strlen(buf);
+	if (used < len)
+		snprintf(buf + used, len - used, "%s'%s'", *n ? ", " : "", conf_key_name(k));
+	++*n;
+}
 
-	if (conf_addr_differs(&old->peer, &c->peer)) k = K_PEER;
-	else if (conf_addr_differs(&old->listen, &c->listen)) k = K_LISTEN;
-	else if (conf_addr_differs(&old->stats, &c->stats)) k = K_STATS;
-	else if (old->transparent != c->transparent) k = K_TRANSPARENT;
-	else if (conf_str_differs(old->store, c->store)) k = K_STORE;
-	else if (old->cc != c->cc) k = K_CONGESTION;
-	else if (old->tunnels != c->tunnels) k = K_TUNNELS;
-	else if (old->workers != c->workers) k = K_WORKERS;
-	else if (old->protocol_max != c->protocol_max) k = K_PROTOCOL_MAX;
-	else if (old->bypass_mark != c->bypass_mark) k = K_BYPASS_MARK;
-	else if (old->max_streams != c->max_streams) k = K_MAX_STREAMS;
-	else if (old->dscp != c->dscp) k = K_DSCP;
-	else if (old->ndscp_tun != c->ndscp_tun || memcmp(old->dscp_tun, c->dscp_tun, c->ndscp_tun)) k = K_DSCP_TUNNELS;
-	if (k < 0)
-		return 0;
-	snprintf(key, keylen, "%s", conf_key_name(k));
-	return 1;
+/* A restart-only string key: c keeps old's value (as it was if no memory). */
+static void restart_keep_str(char **dst, const char *old)
+{
+	char *s = old ? strdup(old) : NULL;
+	if (old && !s)
+		return;
+	free(*dst);
+	*dst = s;
+}
+
+int conf_restart_keep(const struct conf *old, struct conf *c, char *keys, size_t keyslen)
+{
+	int n = 0;
+#define KEEP(k, differs, keep)                         \
+	if (differs) {                                  \
+		restart_note(keys, keyslen, k, &n);     \
+		keep;                                   \
+	}
+	if (keyslen)
+		*keys = 0;
+	KEEP(K_PEER, conf_addr_differs(&old->peer, &c->peer), c->peer = old->peer);
+	KEEP(K_LISTEN, conf_addr_differs(&old->listen, &c->listen), c->listen = old->listen);
+	KEEP(K_STATS, conf_addr_differs(&old->stats, &c->stats), c->stats = old->stats);
+	KEEP(K_TRANSPARENT, old->transparent != c->transparent, c->transparent = old->transparent);
+	KEEP(K_STORE, conf_str_differs(old->store, c->store), restart_keep_str(&c->store, old->store));
+	KEEP(K_CONGESTION, old->cc != c->cc, c->cc = old->cc);
+	KEEP(K_TUNNELS, old->tunnels != c->tunnels, c->tunnels = old->tunnels);
+	KEEP(K_WORKERS, old->workers != c->workers, c->workers = old->workers);
+	KEEP(K_PROTOCOL_MAX, old->protocol_max != c->protocol_max, c->protocol_max = old->protocol_max);
+	KEEP(K_BYPASS_MARK, old->bypass_mark != c->bypass_mark, c->bypass_mark = old->bypass_mark);
+	KEEP(K_MAX_STREAMS, old->max_streams != c->max_streams, c->max_streams = old->max_streams);
+	KEEP(K_DSCP, old->dscp != c->dscp, c->dscp = old->dscp);
+	KEEP(K_DSCP_TUNNELS, old->ndscp_tun != c->ndscp_tun || memcmp(old->dscp_tun, c->dscp_tun, c->ndscp_tun),
+	     (c->ndscp_tun = old->ndscp_tun, memcpy(c->dscp_tun, old->dscp_tun, sizeof c->dscp_tun)));
+#undef KEEP
+	return n;
 }
 
 int conf_ignored(const struct conf *c, char *buf, size_t len)

@@ -114,7 +114,7 @@ tun_tls *px_daemon_take_tls(struct px_daemon *d)
 static void px_daemon_on_hup(evutil_socket_t sig, short what, void *arg)
 {
 	struct px_daemon *d = arg;
-	char err[1024], key[32];
+	char err[1024], keys[256];
 	struct conf *c = conf_reload(d->conf, err, sizeof err);
 
 	if (!c || load_tls(d, c, err, sizeof err)) { /* all of the file, or none of it */
@@ -123,8 +123,10 @@ static void px_daemon_on_hup(evutil_socket_t sig, short what, void *arg)
 		return;
 	}
 	log_set_level(conf_log_level(c));
-	if (conf_restart_needed(d->conf, c, key, sizeof key))
-		log_warn("reload: '%s' changed; it takes effect after a restart", key);
+	int n = conf_restart_keep(d->conf, c, keys, sizeof keys);
+	if (n)
+		log_warn("reload: %s changed; %s effect after a restart (running with the old value%s)", keys,
+			 n > 1 ? "they take" : "it takes", n > 1 ? "s" : "");
 	int rc = d->hooks->reload ? d->hooks->reload(d, d->conf, c, d->arg) : 0;
 	drop_tls(d);
 	if (rc < 0) {

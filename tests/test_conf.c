@@ -232,11 +232,16 @@ static void test_qos(void **state)
 	char *d = conf_dump(c), *d0 = conf_dump(c0);
 	assert_non_null(strstr(d, "dscp = af11\ndscp_tunnels = ef, af41, cs1\n"));
 	assert_null(strstr(d0, "dscp"));
-	assert_int_equal(conf_restart_needed(c, c2, key, sizeof key), 1);
-	assert_string_equal(key, "dscp_tunnels");
-	assert_int_equal(conf_restart_needed(c0, c2, key, sizeof key), 1);
-	assert_string_equal(key, "dscp");
-	assert_int_equal(conf_restart_needed(c2, c2, key, sizeof key), 0);
+	assert_int_equal(conf_restart_keep(c, c2, key, sizeof key), 1);
+	assert_string_equal(key, "'dscp_tunnels'");
+	assert_int_equal(conf_dscp_tunnels(c2, &cls), 3); /* the running value kept */
+	assert_int_equal(cls[2], 8);
+	assert_int_equal(conf_restart_keep(c0, c2, key, sizeof key), 2);
+	assert_string_equal(key, "'dscp', 'dscp_tunnels'");
+	assert_int_equal(conf_dscp(c2), 0);
+	assert_int_equal(conf_dscp_tunnels(c2, &cls), 0);
+	assert_int_equal(conf_restart_keep(c2, c2, key, sizeof key), 0);
+	assert_string_equal(key, "");
 	free(d);
 	free(d0);
 	conf_free(c);
@@ -259,7 +264,7 @@ static void test_lan_bulk(void **state)
 	char *d = conf_dump(c), *d0 = conf_dump(c0);
 	assert_null(strstr(d, "lan_bulk_streams"));
 	assert_non_null(strstr(d0, "lan_bulk_streams = 0\n"));
-	assert_int_equal(conf_restart_needed(c, c0, key, sizeof key), 0);
+	assert_int_equal(conf_restart_keep(c, c0, key, sizeof key), 0);
 	free(d);
 	free(d0);
 	conf_free(c);
@@ -285,7 +290,7 @@ static void test_link_rate(void **state)
 	char *d1 = conf_dump(c1), *d2 = conf_dump(c2);
 	assert_non_null(strstr(d1, "link_rate = 20000000/2000000\n"));
 	assert_non_null(strstr(d2, "link_rate = 1544000\n"));
-	assert_int_equal(conf_restart_needed(c1, c3, key, sizeof key), 0); /* reloaded on SIGHUP */
+	assert_int_equal(conf_restart_keep(c1, c3, key, sizeof key), 0); /* reloaded on SIGHUP */
 	free(d1);
 	free(d2);
 	conf_free(c1);
@@ -400,8 +405,8 @@ static void test_classify(void **state)
 	assert_int_equal(conf_classify(c0, sa(&ss, "10.1.2.3"), 22), -1);
 	char *d = conf_dump(c);
 	assert_non_null(strstr(d, "classify = ef :22, [fd00::]/8:3389\nclassify = af41 10.0.0.0/8, :22\n"));
-	assert_int_equal(conf_restart_needed(c, c0, key, sizeof key), 0);
-	assert_int_equal(conf_restart_needed(c0, c2, key, sizeof key), 0);
+	assert_int_equal(conf_restart_keep(c, c0, key, sizeof key), 0);
+	assert_int_equal(conf_restart_keep(c0, c2, key, sizeof key), 0);
 	free(d);
 	conf_free(c);
 	conf_free(c2);
@@ -478,8 +483,11 @@ static void expect_restart(const struct conf *c, const char *path, const char *t
 	fclose(f);
 	struct conf *n = conf_reload(c, err, sizeof err);
 	assert_non_null(n);
-	assert_int_equal(conf_restart_needed(c, n, got, sizeof got), 1);
+	assert_int_equal(conf_restart_keep(c, n, got, sizeof got), 1);
 	assert_string_equal(got, key);
+	char *now = conf_dump(n);
+	assert_null(strstr(now, text + strlen(EDGE_MIN))); /* runs as before */
+	free(now);
 	conf_free(n);
 }
 static void test_args_reload(void **state)
@@ -499,7 +507,7 @@ static void test_args_reload(void **state)
 	assert_int_equal(conf_log_level(n), LOGL_DEBUG);
 	assert_int_equal(conf_forward_count(n), 2);
 	assert_int_equal(conf_store_size(n), 1ull << 30);
-	assert_int_equal(conf_restart_needed(c, n, key, sizeof key), 0);
+	assert_int_equal(conf_restart_keep(c, n, key, sizeof key), 0);
 	conf_free(n);
 	f = fopen(path, "w");
 	fputs(EDGE_MIN "peer = other:1\n", f);
@@ -509,8 +517,23 @@ static void test_args_reload(void **state)
 	char want[600];
 	snprintf(want, sizeof want, "%s:7: 'peer' given twice (first at %s:1)", path, path);
 	assert_string_equal(err, want);
-	expect_restart(c, path, EDGE_MIN "tunnels = 3\n", "tunnels");
-	expect_restart(c, path, EDGE_MIN "protocol_max = 1\n", "protocol_max");
+	expect_restart(c, path, EDGE_MIN "tunnels = 3\n", "'tunnels'");
+	expect_restart(c, path, EDGE_MIN "protocol_max = 1\n", "'protocol_max'");
+	/* every one that changed is named; the adopted configuration keeps them */
+	f = fopen(path, "w");
+	fputs("peer = other:4433\nstore = /elsewhere\ntls_cert = /p/e.crt\ntls_key = /p/e.key\ntls_ca = /p/ca.crt\n"
+	      "forward = 127.0.0.1:2121 -> ftp.example:21\nstats = 127.0.0.1:9999\nbypass_mark = 7\n", f);
+	fclose(f);
+	n = conf_reload(c, err, sizeof err);
+	assert_non_null(n);
+	char keys[128];
+	assert_int_equal(conf_restart_keep(c, n, keys, sizeof keys), 4);
+	assert_string_equal(keys, "'peer', 'stats', 'store', 'bypass_mark'");
+	assert_string_equal(conf_store(n), conf_store(c));
+	assert_string_equal(conf_peer(n)->host, conf_peer(c)->host);
+	assert_int_equal(conf_bypass_mark(n), conf_bypass_mark(c));
+	assert_int_equal(conf_restart_keep(n, n, keys, sizeof keys), 0);
+	conf_free(n);
 	conf_free(c);
 	char *bad[] = { "edge", "stray" };
 	assert_null(conf_from_args(CONF_EDGE, 2, bad, err, sizeof err));
