@@ -90,6 +90,9 @@ void conf_help(FILE *f, enum conf_role role);
 /* Queries.  Unset addresses return NULL; unset strings return NULL. */
 enum conf_role conf_role(const struct conf *c);
 const char *conf_path(const struct conf *c);            /* the -c file, or NULL */
+/* Where key was last given: "FILE:LINE", or the "--key=value" argument;
+ * NULL if it was not (or is no key). */
+const char *conf_where(const struct conf *c, const char *key);
 const struct conf_addr *conf_peer(const struct conf *c);   /* edge: the core's tunnel */
 const struct conf_addr *conf_listen(const struct conf *c); /* core: tunnel listener */
 const struct conf_addr *conf_stats(const struct conf *c);  /* stats HTTP server */

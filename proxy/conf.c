@@ -372,6 +372,12 @@ static int conf_key_find(const char *key)
 	return -1;
 }
 
+const char *conf_where(const struct conf *c, const char *key)
+{
+	int k = conf_key_find(key);
+	return k < 0 ? NULL : c->where[k];
+}
+
 /* Applies one "key = value" coming from src; where names it in messages. */
 static int conf_apply(struct conf *c, const char *where, const char *key, const char *val,
 		      enum conf_src src, char *err, size_t errlen)

@@ -205,7 +205,7 @@ static void conf_dump_to(const struct conf *c, FILE *f)
 	conf_dump_str(f, "tls_ca", c->tls_ca);
 	conf_dump_addr(f, "stats", conf_stats(c));
 	fprintf(f, "log_level = %s\n", log_level_name(c->log_level));
-	for (size_t i = 0; i < c->nopt; i++)
+	for (size_t i = 0; c->role == CONF_EDGE && i < c->nopt; i++) /* a core ignores them */
 		fprintf(f, "optimize = %s\n", c->opt[i].text);
 	if (c->role == CONF_EDGE)
 		fprintf(f, "fail_open = %s\n", c->fail_open == CONF_FAIL_DIRECT ? "direct" : "refuse");
@@ -219,7 +219,7 @@ static void conf_dump_to(const struct conf *c, FILE *f)
 	fprintf(f, "congestion = %s\n", conf_cc_name(c->cc));
 	if (c->role == CONF_EDGE)
 		fprintf(f, "tunnels = %u\n", c->tunnels);
-	if (c->role == CONF_CORE || c->src[K_WORKERS] != SRC_UNSET)
+	if (c->role == CONF_CORE) /* an edge ignores it */
 		fprintf(f, "workers = %u\n", c->workers);
 	fprintf(f, "max_streams = %u\n", c->max_streams);
 	if (c->protocol_max)

@@ -77,15 +77,23 @@ struct stats_http *px_daemon_http(struct px_daemon *d)
 struct stats *px_daemon_stats(struct px_daemon *d) { return d->stats; }
 
 /* c's credentials loaded for one side (client: the edge's); NULL with
- * "FILE: tls_x PATH: what is wrong" in err (as px_daemon_check_tls). */
+ * "FILE:LINE: tls_x: ... PATH: what is wrong" in err (or "--tls_x=PATH: ..."
+ * for a key from the command line), as px_daemon_check_tls gives it. */
 static tun_tls *tls_load(const struct conf *c, int client, char *err, size_t errlen)
 {
 	tun_config t = px_daemon_tls_files(c);
-	char why[768];
+	char why[768], key[16] = "";
 	tun_tls *tls = tun_tls_load(&t, client, why, sizeof why);
-	if (!tls)
-		snprintf(err, errlen, "%s: %s", conf_path(c) ? conf_path(c) : "command line", why);
-	return tls;
+	if (tls)
+		return tls;
+	size_t n = strcspn(why, ":"); /* the message names the key first */
+	if (n < sizeof key)
+		memcpy(key, why, n), key[n] = 0;
+	const char *where = conf_where(c, key);
+	if (!where)
+		where = conf_path(c) ? conf_path(c) : "command line";
+	snprintf(err, errlen, "%s: %s", where, why);
+	return NULL;
 }
 
 /* Load c's credentials for d's side into d->tls: 0, or -1 with the error

@@ -371,11 +371,16 @@ static void test_optimize(void **state)
 	assert_non_null(c);
 	assert_int_equal(conf_ignored(c, err, sizeof err), 1);
 	assert_string_equal(err, "t:6: 'optimize' has no effect on a core (it is for the edge only): ignored");
+	char *d = conf_dump(c); /* the effective configuration leaves it out */
+	assert_null(strstr(d, "optimize"));
+	free(d);
 	conf_free(c);
 	c = conf_parse(CONF_EDGE, "t", EDGE_MIN "workers = 0\n", 0, NULL, err, sizeof err);
 	assert_non_null(c);
 	assert_int_equal(conf_ignored(c, err, sizeof err), 1);
 	assert_string_equal(err, "t:7: 'workers' has no effect on an edge (it is for the core only): ignored");
+	assert_null(strstr(d = conf_dump(c), "workers"));
+	free(d);
 	conf_free(c);
 }
 
