@@ -127,6 +127,8 @@ double stats_reduction(uint64_t lan, uint64_t wan);
 enum { STATS_MAX_LISTED = 500 };
 char *stats_render_prom(struct stats *s);
 char *stats_render_json(struct stats *s);
+/* Writes s escaped for a JSON string (json) or a Prometheus label value. */
+void stats_escape(FILE *f, const char *s, int json);
 
 /* Serves the registry over HTTP on host:port (port 0: an ephemeral port) from
  * base's thread: GET /metrics, /stats.json.  NULL with err set on failure. */

@@ -414,7 +414,7 @@ static struct stats_row *stats_rows(struct stats *s, size_t *n)
 /* Writes s as a Prometheus label value or JSON string body (same escapes:
  * backslash, double quote, newline; other control bytes as \u00XX in JSON,
  * dropped in Prometheus). */
-static void stats_escape(FILE *f, const char *s, int json)
+void stats_escape(FILE *f, const char *s, int json)
 {
 	for (; *s; s++) {
 		unsigned char c = (unsigned char)*s;

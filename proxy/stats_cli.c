@@ -385,8 +385,9 @@ int px_cmd_stats(int argc, char **argv)
 			err, sizeof err) < 0) {
 		fprintf(stderr, "wanopt stats: %s: %s%s\n", as, err,
 			strcmp(as, SCLI_DEFAULT_ADDR) ? ""
-						       : "\n(the default address, an edge's; for a core or another"
-							 " address: -c FILE or --stats=HOST:PORT)");
+						       : "\n(the default address, the example edge.conf's `stats`; a daemon"
+							 " serves stats only where its `stats` key says: -c FILE or"
+							 " --stats=HOST:PORT)");
 		return 1;
 	}
 	if (json) {

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@
 #define FEED_CHUNK (256u << 10)
 #define FEED_HIWAT (1u << 20)
 #define WARM_BODY_MAX (1u << 20) /* the POSTed list of paths */
+#define WARM_ERRS_MAX 8           /* failures the answer names (all are counted) */
 
 /* One POST /warm: its files go to every worker's peers; the answer is sent
  * from the HTTP server's thread once the last push ended. */
@@ -40,6 +42,9 @@ struct warm_job {
 	atomic_ullong bytes;
 	char **paths;
 	size_t npaths;
+	pthread_mutex_t mu; /* the workers' threads name failures */
+	char err[WARM_ERRS_MAX][320];
+	unsigned nerr;
 };
 
 /* A job handed to one worker's thread. */
@@ -60,7 +65,38 @@ struct warm_feed {
 	struct event *kick;           /* runs feed_more from the loop */
 	int fd;
 	uint64_t bytes;
+	const char *path; /* the job's */
 };
+
+/* Count a file that was not (wholly) pushed and say why, also in the log
+ * (any thread). */
+static void job_fail(struct warm_job *j, const char *path, const char *why)
+{
+	log_warn("warm: %s: %s", path, why);
+	atomic_fetch_add(&j->failed, 1);
+	pthread_mutex_lock(&j->mu);
+	if (j->nerr < WARM_ERRS_MAX)
+		snprintf(j->err[j->nerr++], sizeof j->err[0], "%s: %s", path, why);
+	pthread_mutex_unlock(&j->mu);
+}
+
+/* The answer's body: {"streams":N,"failed":N,"bytes":N[,"errors":[...]]}. */
+static char *job_body(struct warm_job *j, unsigned started, unsigned failed)
+{
+	char *body = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&body, &len);
+	if (!f)
+		return NULL;
+	fprintf(f, "{\"streams\":%u,\"failed\":%u,\"bytes\":%llu", started, failed,
+		(unsigned long long)atomic_load(&j->bytes));
+	for (unsigned i = 0; i < j->nerr; i++) {
+		fputs(i ? "\",\"" : ",\"errors\":[\"", f);
+		stats_escape(f, j->err[i], 1);
+	}
+	fputs(j->nerr ? "\"]}\n" : "}\n", f);
+	return fclose(f) ? (free(body), NULL) : body;
+}
 
 /* On the HTTP thread: answer and free the job. */
 static void job_done(evutil_socket_t fd, short what, void *arg)
@@ -68,14 +104,21 @@ static void job_done(evutil_socket_t fd, short what, void *arg)
 	struct warm_job *j = arg;
 	struct evbuffer *out = evbuffer_new();
 	unsigned failed = atomic_load(&j->failed), started = atomic_load(&j->started);
-	if (!started && !failed)
-		failed = 1; /* nothing could be pushed: no peer */
-	if (out) {
-		evbuffer_add_printf(out, "{\"streams\":%u,\"failed\":%u,\"bytes\":%llu}\n", started, failed,
-				    (unsigned long long)atomic_load(&j->bytes));
-		evhttp_send_reply(j->req, failed ? 500 : 200, failed ? "Incomplete" : "OK", out);
-		evbuffer_free(out);
+	if (!started && !failed) { /* nothing could be pushed: no peer */
+		failed = 1;
+		snprintf(j->err[j->nerr++], sizeof j->err[0], "no peer: the tunnel is down");
 	}
+	char *body = job_body(j, started, failed);
+	if (out && body) {
+		evbuffer_add(out, body, strlen(body));
+		evhttp_send_reply(j->req, failed ? 500 : 200, failed ? "Incomplete" : "OK", out);
+	} else {
+		evhttp_send_error(j->req, 500, "out of memory");
+	}
+	if (out)
+		evbuffer_free(out);
+	free(body);
+	pthread_mutex_destroy(&j->mu);
 	for (size_t i = 0; i < j->npaths; i++)
 		free(j->paths[i]);
 	free(j->paths);
@@ -101,7 +144,7 @@ static void feed_free(struct warm_feed *f, int ok)
 	bufferevent_free(f->b);
 	atomic_fetch_add(&j->bytes, f->bytes);
 	if (!ok)
-		atomic_fetch_add(&j->failed, 1);
+		job_fail(j, f->path, "the push ended early (the stream was reset, or the file could not be read)");
 	free(f);
 	job_release(j);
 }
@@ -175,23 +218,22 @@ static void warm_file(struct px_warm *w, struct warm_job *j, const char *path)
 		struct stat st;
 		if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
 			/* a device (/dev/zero), a FIFO or a directory: no end, or no data */
-			log_warn("warm: %s: %s", path, fd < 0 ? strerror(errno) : "not a regular file");
+			job_fail(j, path, fd < 0 ? strerror(errno) : "not a regular file");
 			if (fd >= 0)
 				close(fd);
-			atomic_fetch_add(&j->failed, 1);
 			return;
 		}
 		struct bufferevent *pair[2];
 		if (bufferevent_pair_new(w->env->base, 0, pair)) {
 			close(fd);
-			atomic_fetch_add(&j->failed, 1);
+			job_fail(j, path, "out of memory");
 			return;
 		}
 		struct px_relay *r = px_relay_new(w->env, pair[0], NULL, PROTO_POLICY_FULL, "warm", path, 0);
 		if (!r) {
 			bufferevent_free(pair[1]);
 			close(fd);
-			atomic_fetch_add(&j->failed, 1);
+			job_fail(j, path, "out of memory");
 			return;
 		}
 		px_relay_opened(r, 0);
@@ -204,7 +246,7 @@ static void warm_file(struct px_warm *w, struct warm_job *j, const char *path)
 			bufferevent_free(pair[1]);
 			close(fd);
 			px_relay_fail(r, PROTO_RST_INTERNAL, tun_strerror(err));
-			atomic_fetch_add(&j->failed, 1);
+			job_fail(j, path, tun_strerror(err));
 			continue;
 		}
 		px_relay_attach(r, s);
@@ -212,10 +254,11 @@ static void warm_file(struct px_warm *w, struct warm_job *j, const char *path)
 		if (!f) {
 			bufferevent_free(pair[1]);
 			close(fd);
-			atomic_fetch_add(&j->failed, 1);
+			job_fail(j, path, "out of memory");
 			continue;
 		}
 		f->job = j;
+		f->path = path;
 		f->b = pair[1];
 		f->fd = fd;
 		f->in = bufferevent_get_input(pair[0]);
@@ -226,7 +269,7 @@ static void warm_file(struct px_warm *w, struct warm_job *j, const char *path)
 			free(f);
 			bufferevent_free(pair[1]);
 			close(fd);
-			atomic_fetch_add(&j->failed, 1);
+			job_fail(j, path, "out of memory");
 			continue;
 		}
 		atomic_fetch_add(&j->pending, 1);
@@ -298,16 +341,18 @@ static void warm_http(struct evhttp_request *req, void *arg)
 	}
 	j->req = req;
 	j->http_base = sv->base;
+	pthread_mutex_init(&j->mu, NULL);
 	atomic_init(&j->pending, 1); /* held while posting */
 	struct evbuffer *in = evhttp_request_get_input_buffer(req);
 	char *got;
 	size_t n;
+	evbuffer_add(in, "\n", 1); /* the last path may lack its newline */
 	while ((got = evbuffer_readln(in, &n, EVBUFFER_EOL_ANY))) {
 		/* libevent's allocation (evmem.h): copied onto the heap, as the job frees its paths */
 		char *line = strndup(got, n);
 		px_evmem_free(got);
 		if (!line) {
-			atomic_fetch_add(&j->failed, 1);
+			job_fail(j, "a path", "out of memory");
 			continue;
 		}
 		char **np = realloc(j->paths, (j->npaths + 1) * sizeof *np);
@@ -318,10 +363,8 @@ static void warm_http(struct evhttp_request *req, void *arg)
 		}
 		if (np)
 			j->paths = np;
-		if (n) {
-			log_warn("warm: '%s': not an absolute path", line);
-			atomic_fetch_add(&j->failed, 1);
-		}
+		if (n)
+			job_fail(j, line, np ? "not an absolute path" : "out of memory");
 		free(line);
 	}
 	for (int i = 0; i < sv->n; i++) {

@@ -120,7 +120,8 @@ int px_cmd_warm(int argc, char **argv)
 	fclose(f);
 	if (status != 200) {
 		fprintf(stderr, "wanopt warm: the proxy answered %d%s\n", status,
-			status == 404 ? " (is that its stats address?)" : "");
+			status == 404 ? " (is that its stats address?)"
+			: status == 500 ? ": not every file was pushed (the answer's \"errors\" say why)" : "");
 		return 1;
 	}
 	return 0;
