@@ -157,6 +157,17 @@ for bad in /dev/zero "$T"; do
 	}
 done
 px_wait_log core "warm: /dev/zero: not a regular file" 5 && ok "the core logged why" || fail "no log line for /dev/zero"
+# the request's last path needs no newline (the CLI sends one; a script may not)
+out=$(timeout 20 python3 - "$S1" "$T/warm-down.bin" <<'PY' 2>&1
+import http.client, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=15)
+c.request("POST", "/warm", body=sys.argv[2].encode())
+r = c.getresponse()
+print(r.status, r.read().decode().strip())
+PY
+)
+case "$out" in 200*'"streams":1,"failed":0'*) ok "a POST whose last path has no newline: $out" ;;
+*) fail "a POST whose last path has no newline: $out" ;; esac
 
 # A push cut off by the peer's death must fail promptly, not hang.
 pxt gen 13 $((150 * MB)) "$T/warm-big.bin"
