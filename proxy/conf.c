@@ -108,6 +108,8 @@ static int set_forward(struct conf *c, const char *v, char *msg, size_t len)
 
 	if (!arrow)
 		return conf_fail(msg, len, "expected LISTEN_HOST:PORT -> TARGET_HOST:PORT");
+	if (strstr(arrow + 2, "->") || strchr(v, ','))
+		return conf_fail(msg, len, "one LISTEN_HOST:PORT -> TARGET_HOST:PORT per forward line (the key repeats)");
 	n = (size_t)(arrow - v);
 	while (n && isspace((unsigned char)v[n - 1]))
 		n--;
@@ -399,6 +401,12 @@ static int conf_apply(struct conf *c, const char *where, const char *key, const 
 		snprintf(err, errlen, "%s: '%s' needs a value", where, k->name);
 		return -1;
 	}
+	size_t vlen = strlen(val);
+	if (vlen >= 2 && (*val == '"' || *val == '\'') && val[vlen - 1] == *val) {
+		snprintf(err, errlen, "%s: '%s': quotes would be part of the value: write it without them", where,
+			 k->name);
+		return -1;
+	}
 	for (const unsigned char *q = (const unsigned char *)val; *q; q++) {
 		if ((*q < 0x20 && *q != '\t') || *q == 0x7f) {
 			snprintf(err, errlen, "%s: '%s': control character 0x%02x in the value", where, k->name, *q);
@@ -484,6 +492,8 @@ static int conf_text(struct conf *c, const char *name, const char *text, char *e
 	char line[CONF_LINE_MAX], where[CONF_LINE_MAX];
 	unsigned lineno = 0;
 
+	if (!strncmp(text, "\xef\xbb\xbf", 3))
+		text += 3; /* a UTF-8 byte-order mark, as some editors write */
 	while (*text) {
 		size_t n = strcspn(text, "\n");
 		lineno++;
