@@ -395,12 +395,27 @@ static void ts_close(tun_stream *s, void *arg)
 	finish_lan(r);
 }
 
+/* What a RESET's code says, for the log. */
+static const char *rst_meaning(int code)
+{
+	static const char *const m[PROTO_RST_MAX + 1] = {
+		[PROTO_RST_CANCEL] = "cancelled", [PROTO_RST_REFUSED] = "refused: too many streams or going away",
+		[PROTO_RST_NOT_ALLOWED] = "target not in the core's allow list",
+		[PROTO_RST_CONNECT] = "cannot connect to the target", [PROTO_RST_TARGET] = "target connection failed",
+		[PROTO_RST_CODEC] = "decoding failed", [PROTO_RST_INTERNAL] = "out of resources",
+		[PROTO_RST_TUNNEL_DOWN] = "the tunnel went down",
+	};
+	return code >= 0 && code <= PROTO_RST_MAX && m[code] ? m[code] : "unknown";
+}
+
 static void ts_reset(tun_stream *s, void *arg, int code)
 {
 	struct px_relay *r = arg;
-	char why[64];
-	snprintf(why, sizeof why, "stream reset by %s (code %d)",
-		 code == PROTO_RST_TUNNEL_DOWN ? "tunnel loss" : "peer", code);
+	char why[128];
+	if (code == PROTO_RST_TUNNEL_DOWN)
+		snprintf(why, sizeof why, "stream reset: the tunnel went down (code %d)", code);
+	else
+		snprintf(why, sizeof why, "stream reset by peer: %s (code %d)", rst_meaning(code), code);
 	relay_free(r, 1, why);
 }
 

@@ -130,7 +130,7 @@ kill -KILL "${PID[e1]}"
 unset "PID[e1]"
 for i in $(seq 50); do [ "$(px_stat "$S1" 'j["total"]["active_streams"]')" -eq 0 ] && break; sleep 0.1; done
 a=$(px_stat "$S1" 'j["total"]["active_streams"]')
-[ "$a" -eq 0 ] && ok "edge killed: the core freed its streams ($(grep "reset by tunnel loss" "$T/core.log" | tail -n 1 | cut -c26-80)...)" ||
+[ "$a" -eq 0 ] && ok "edge killed: the core freed its streams ($(grep "the tunnel went down" "$T/core.log" | tail -n 1 | cut -c26-80)...)" ||
 	fail "edge killed: $a streams still active at the core"
 px_bg_wait slow5 5
 case $BG_OUT in ok*) fail "a download through a killed edge completed?" ;; *) ok "the client of the killed edge: ${BG_OUT%%:*}" ;; esac

@@ -79,7 +79,7 @@ for bad in "tls_cert missing.crt" "tls_key core.key" "tls_ca edge.key"; do
 	out=$(timeout 10 "$BIN" edge --peer=127.0.0.1:"$P" --store="$T/bad.store" "--forward=127.0.0.1:$(px_port) -> 127.0.0.2:1" --tls_cert="$T/pki/${f[tls_cert]}" \
 		--tls_key="$T/pki/${f[tls_key]}" --tls_ca="$T/pki/${f[tls_ca]}" 2>&1) || rc=$?
 	case "$rc $out" in
-	"2 command line: $1: "*) ok "edge with $1 = $2: status 2: $out" ;;
+	"2 --$1=$T/pki/$2: $1: "*) ok "edge with $1 = $2: status 2: $out" ;;
 	*) fail "edge with $1 = $2: status $rc: $out" ;;
 	esac
 done
@@ -89,8 +89,9 @@ done
 expect "allowed target 127.0.0.2:$SRV, download" pxt get 127.0.0.1 "$LOK" 71 $MB
 expect "allowed target 127.0.0.2:$SRV, upload" pxt put 127.0.0.1 "$LOK" 72 $MB
 refused() {  # label port op seed
-	local out t0 dt n0
+	local out t0 dt n0 e0
 	n0=$(px_count_log core "not in the allow list")
+	e0=$(px_count_log edge "target not in the core's allow list")
 	t0=$(date +%s)
 	out=$(pxt "$3" 127.0.0.1 "$2" "$4" $MB --timeout=10 2>&1) || true
 	dt=$(( $(date +%s) - t0 ))
@@ -100,6 +101,8 @@ refused() {  # label port op seed
 	esac
 	px_wait_count core "not in the allow list" $((n0 + 1)) 5 && ok "$1 ($3): the core logged it" ||
 		fail "$1 ($3): no log line at the core"
+	px_wait_count edge "target not in the core's allow list" $((e0 + 1)) 5 && ok "$1 ($3): the edge said why" ||
+		fail "$1 ($3): the edge's log does not say the core's allow list refused it"
 }
 refused "127.0.0.1:$SRV (port not allowed)" "$LNO" get 73
 refused "127.0.0.1:$SRV (port not allowed)" "$LNO" put 74
