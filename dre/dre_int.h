@@ -136,6 +136,9 @@ void dre_seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((f
 /* path opened for writing ("w" or "wb"), created DRE_FILE_MODE or truncated;
  * NULL with errno set on failure. */
 FILE *dre_fopen_w(const char *path, const char *mode);
+/* Make directory path DRE_DIR_MODE, and its missing parents likewise:
+ * 0, or -1 with errno set (EEXIST: path exists already). */
+int dre_mkdirs(const char *path);
 /* Write all n bytes of p to fd, at offset off (pwrite) or, if off < 0, at the
  * file position; retries short writes and EINTR.  0 or -1 (errno set). */
 int dre_write_all(int fd, const void *p, size_t n, int64_t off);

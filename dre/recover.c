@@ -352,7 +352,7 @@ int dre_store_recover(dre_store *st, int create, char *err, size_t errlen)
 {
 	struct stat sb;
 	if (stat(st->dir, &sb)) {
-		if (!create || st->readonly || mkdir(st->dir, DRE_DIR_MODE)) {
+		if (!create || st->readonly || dre_mkdirs(st->dir)) {
 			dre_seterr(err, errlen, "%s: %s", st->dir, strerror(errno));
 			return DRE_ESTORE;
 		}

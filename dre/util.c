@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dre_int.h"
@@ -173,4 +174,30 @@ FILE *dre_fopen_w(const char *path, const char *mode)
 		errno = e;
 	}
 	return f;
+}
+
+int dre_mkdirs(const char *path)
+{
+	if (!mkdir(path, DRE_DIR_MODE))
+		return 0;
+	if (errno != ENOENT)
+		return -1;
+	char up[4096];
+	size_t n = strlen(path);
+	if (n >= sizeof up) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(up, path, n + 1);
+	char *slash = strrchr(up, '/');
+	while (slash && slash > up && slash[-1] == '/')
+		slash--; /* "a//b" */
+	if (!slash || slash == up) {
+		errno = ENOENT;
+		return -1;
+	}
+	*slash = 0;
+	if (dre_mkdirs(up) && errno != EEXIST)
+		return -1;
+	return mkdir(path, DRE_DIR_MODE) ? -1 : 0;
 }

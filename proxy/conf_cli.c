@@ -43,7 +43,7 @@ int px_cmd_conf(int argc, char **argv)
 	}
 	role = strcmp(argv[1], "edge") ? CONF_CORE : CONF_EDGE;
 	struct conf *c = conf_from_args(role, argc - 1, argv + 1, err, sizeof err);
-	if (!c || px_daemon_check_tls(c, err, sizeof err)) {
+	if (!c || px_daemon_check_tls(c, err, sizeof err) || px_daemon_check_store(c, err, sizeof err)) {
 		fprintf(stderr, "%s\n", err);
 		conf_free(c);
 		return 2;

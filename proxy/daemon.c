@@ -1,6 +1,9 @@
 /* daemon.c: the edge/core daemon shell: configuration, logging, stats server,
  * event loop and signals; the role's work happens in its hooks. */
+#include <errno.h>
+#include <limits.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/resource.h>
 #include <stdio.h>
 #include <string.h>
@@ -254,6 +257,36 @@ int px_daemon_check_tls(const struct conf *c, char *err, size_t errlen)
 	return 0;
 }
 
+/* Why dir cannot be a store directory (made if missing), or NULL if it can. */
+static const char *store_dir_problem(const char *dir)
+{
+	struct stat sb;
+	if (!stat(dir, &sb))
+		return S_ISDIR(sb.st_mode) ? NULL : "not a directory";
+	if (errno != ENOENT)
+		return strerror(errno);
+	char up[PATH_MAX]; /* made with its parents: the nearest that exists must be a directory */
+	snprintf(up, sizeof up, "%s", dir);
+	for (char *slash; (slash = strrchr(up, '/')) != NULL;) {
+		slash[slash == up] = 0; /* "/x": the root */
+		if (*up && !stat(up, &sb))
+			return S_ISDIR(sb.st_mode) ? NULL : "a parent is not a directory";
+		if (slash == up)
+			break;
+	}
+	return NULL;
+}
+
+int px_daemon_check_store(const struct conf *c, char *err, size_t errlen)
+{
+	const char *why = store_dir_problem(conf_store(c));
+	if (!why)
+		return 0;
+	const char *where = conf_where(c, "store");
+	snprintf(err, errlen, "%s: store: %s: %s", where ? where : "command line", conf_store(c), why);
+	return -1;
+}
+
 int px_daemon_main(enum conf_role role, int argc, char **argv,
 		   const struct px_daemon_hooks *hooks, void *arg)
 {
@@ -264,7 +297,8 @@ int px_daemon_main(enum conf_role role, int argc, char **argv,
 		px_daemon_usage(stdout, role);
 		return 0;
 	}
-	if (!(d.conf = conf_from_args(role, argc, argv, err, sizeof err)) || load_tls(&d, d.conf, err, sizeof err)) {
+	if (!(d.conf = conf_from_args(role, argc, argv, err, sizeof err)) || load_tls(&d, d.conf, err, sizeof err) ||
+	    px_daemon_check_store(d.conf, err, sizeof err)) {
 		fprintf(stderr, "%s\n", err);
 		conf_free(d.conf);
 		return 2;

@@ -41,6 +41,10 @@ int px_daemon_main(enum conf_role role, int argc, char **argv,
  * certificate): 0, or -1 with "FILE: tls_x PATH: what is wrong" in err (FILE
  * is the config file, or "command line"). */
 int px_daemon_check_tls(const struct conf *c, char *err, size_t errlen);
+/* Checks that c's store is a directory, or can be made (its parent is one):
+ * 0, or -1 with "WHERE: store: PATH: what is wrong" in err (WHERE: file:line
+ * or the --store argument).  A daemon exits with status 2 on either check. */
+int px_daemon_check_store(const struct conf *c, char *err, size_t errlen);
 /* The credentials (for this daemon's side) loaded with the configuration
  * being started or reloaded, for the role's start or reload hook to take
  * (the caller owns the reference): once, then NULL; NULL outside those hooks.

@@ -84,6 +84,17 @@ for bad in "tls_cert missing.crt" "tls_key core.key" "tls_ca edge.key"; do
 	esac
 done
 [ ! -e "$T/bad.store" ] && ok "no store created for a config that fails" || fail "a store was created"
+# a store path that cannot be a directory is a configuration error too
+touch "$T/a-file"
+for st in "$T/a-file" "$T/a-file/store"; do
+	rc=0
+	out=$(timeout 10 "$BIN" edge --peer=127.0.0.1:"$P" --store="$st" "--forward=127.0.0.1:$(px_port) -> 127.0.0.2:1" \
+		--tls_cert="$T/pki/edge.crt" --tls_key="$T/pki/edge.key" --tls_ca="$T/pki/ca.crt" 2>&1) || rc=$?
+	case "$rc $out" in
+	"2 --store=$st: store: $st: "*) ok "edge with store = $st: status 2: $out" ;;
+	*) fail "edge with store = $st: status $rc: $out" ;;
+	esac
+done
 
 # ---- 2. allow ----
 expect "allowed target 127.0.0.2:$SRV, download" pxt get 127.0.0.1 "$LOK" 71 $MB
