@@ -5,7 +5,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <event2/event.h>
+#include <lz4.h>
+#include <openssl/crypto.h>
+#include <zstd.h>
+
 #include "cmd.h"
+#include "dre_proto.h"
+#include "proto.h"
+
+#define WANOPT_VERSION "0.9.0"
 
 struct px_cmd {
 	const char *name;
@@ -31,7 +40,16 @@ static void usage(FILE *f)
 		   "datacenter).  Commands:\n");
 	for (size_t i = 0; i < sizeof px_cmds / sizeof px_cmds[0]; i++)
 		fprintf(f, "  %-10s %s\n", px_cmds[i].name, px_cmds[i].summary);
-	fprintf(f, "\n'wanopt COMMAND --help' describes each.\n");
+	fprintf(f, "\n'wanopt COMMAND --help' describes each; 'wanopt --version' says which build.\n");
+}
+
+/* The version, what it speaks and what it runs on. */
+static void version(void)
+{
+	printf("wanopt %s (tunnel protocol %d-%d, DRE stream %d-%d)\n"
+	       "libevent %s, %s, zstd %s, lz4 %s\n",
+	       WANOPT_VERSION, PROTO_VERSION_MIN, PROTO_VERSION, DRE_STREAM_VERSION_MIN, DRE_STREAM_VERSION,
+	       event_get_version(), OpenSSL_version(OPENSSL_VERSION), ZSTD_versionString(), LZ4_versionString());
 }
 
 /* A standard descriptor the caller closed would be taken by the next file
@@ -52,6 +70,10 @@ int main(int argc, char **argv)
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? 2 : 0;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+		version();
+		return 0;
 	}
 	for (size_t i = 0; i < sizeof px_cmds / sizeof px_cmds[0]; i++)
 		if (!strcmp(argv[1], px_cmds[i].name))
