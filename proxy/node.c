@@ -419,8 +419,10 @@ static void shrink_cb(evutil_socket_t fd, short what, void *arg)
 	dre_store_stats ss;
 	dre_store_get_stats(n->store, &ss);
 	double ms = (double)(px_mono_us() - n->shrink_t0_us) / 1e3;
-	log_info("store: size limit now %llu bytes (%llu bytes evicted in %.0f ms)", to,
-		 (unsigned long long)(ss.evicted_bytes - n->shrink_evicted0), ms);
+	unsigned long long gone = (unsigned long long)(ss.evicted_bytes - n->shrink_evicted0);
+	if (to != n->shrink_from || gone) /* a reload that left it alone says nothing */
+		log_info("store: size limit now %llu bytes, was %llu (%llu bytes evicted in %.0f ms)", to,
+			 (unsigned long long)n->shrink_from, gone, ms);
 }
 
 /* New link hints: ours to send with, and told to the peers (role's relink). */
@@ -465,6 +467,7 @@ void px_node_reload(struct px_node *n, const struct conf *c)
 		dre_store_stats ss;
 		dre_store_get_stats(n->store, &ss);
 		n->shrink_evicted0 = ss.evicted_bytes;
+		n->shrink_from = ss.size_limit;
 		n->shrink_t0_us = px_mono_us();
 	}
 	n->shrink_to = conf_store_size(c);

@@ -32,6 +32,7 @@ struct px_node {
 	struct px_lag *lag; /* watches the daemon's main event loop */
 	struct event *shrink; /* steps a store_size change, a file per loop pass */
 	uint64_t shrink_to, shrink_evicted0; /* its target; evicted bytes at its start */
+	uint64_t shrink_from; /* the size limit at its start */
 	uint64_t shrink_t0_us; /* its start (px_mono_us) */
 	unsigned ticks;
 	int trim_due;   /* TRIM_ flags: streams rested or closed since the last trim (node.c) */

@@ -228,9 +228,11 @@ static void scli_print(const struct scli_page *pg, const char *addr)
 	char a[16], b[16], c[16], d[16];
 	long up = (long)pg->uptime;
 
-	printf("wanopt %s at %s: up %ldh%02ldm%02lds, %s, tunnel RTT %.1f ms\n",
-	       pg->role[0] ? pg->role : "?", addr, up / 3600, up / 60 % 60, up % 60,
-	       pg->up > 0 ? "tunnel up" : "tunnel down", pg->rtt * 1000);
+	char rtt[32] = "-"; /* none measured while the tunnel is down */
+	if (pg->up > 0 || pg->rtt > 0)
+		snprintf(rtt, sizeof rtt, "%.1f ms", pg->rtt * 1000);
+	printf("wanopt %s at %s: up %ldh%02ldm%02lds, %s, tunnel RTT %s\n", pg->role[0] ? pg->role : "?", addr,
+	       up / 3600, up / 60 % 60, up % 60, pg->up > 0 ? "tunnel up" : "tunnel down", rtt);
 	int links = 0;
 	for (size_t i = 0; i < pg->npeers; i++)
 		links |= pg->peers[i].link > 0;
