@@ -79,7 +79,7 @@ static void conn_up(tun_conn *c, void *arg)
 	const tun_hello *h = tun_conn_hello(c);
 	log_info("tunnel up: %s (version %u, store %02x%02x%02x%02x)", tun_conn_peer(c), tun_conn_version(c),
 		 h->store_id[0], h->store_id[1], h->store_id[2], h->store_id[3]);
-	px_node_link_up(&k->k->node, c);
+	px_node_link_up(&k->k->node, c, 0);
 	if (k->nconns == k->capconns) {
 		size_t cap = k->capconns ? k->capconns * 2 : 8;
 		tun_conn **n = realloc(k->conns, cap * sizeof *n);
@@ -123,7 +123,7 @@ static void worker_pace(evutil_socket_t fd, short what, void *arg)
 static void conn_link_changed(tun_conn *c, void *arg)
 {
 	struct worker *k = arg;
-	px_node_link_up(&k->k->node, c);
+	px_node_link_up(&k->k->node, c, 1);
 }
 
 /* On a worker's thread, after a reload changed the link hints: tell its
@@ -134,7 +134,7 @@ static void worker_relink(evutil_socket_t fd, short what, void *arg)
 	struct px_node *n = &w->k->node;
 	tun_server_set_link(w->srv, n->rx_bps, n->rate_bps, n->rtt_us);
 	for (size_t i = 0; i < w->nconns; i++)
-		px_node_link_up(n, w->conns[i]);
+		px_node_link_up(n, w->conns[i], 0);
 }
 
 static void core_relink(void *arg)

@@ -48,7 +48,7 @@ static void tun_up(tun_conn *c, void *arg)
 	struct px_edge *e = l->e;
 	char what[32];
 	log_info("tunnel up: %s (version %u)%s", tun_conn_peer(c), tun_conn_version(c), lane_what(l, what, sizeof what));
-	px_node_link_up(&e->node, c);
+	px_node_link_up(&e->node, c, 0);
 	if (e->nup < (int)(sizeof e->up / sizeof e->up[0]))
 		e->up[e->nup++] = c;
 }
@@ -57,7 +57,7 @@ static void tun_up(tun_conn *c, void *arg)
 static void tun_link(tun_conn *c, void *arg)
 {
 	struct px_edge_lane *l = arg;
-	px_node_link_up(&l->e->node, c);
+	px_node_link_up(&l->e->node, c, 1);
 }
 
 /* A reload changed our link hints: tell the core, and retune each connection. */
@@ -67,7 +67,7 @@ static void edge_relink(void *arg)
 	for (int i = 0; i < e->nlane; i++)
 		tun_client_set_link(e->lane[i].tc, e->node.rx_bps, e->node.rate_bps, e->node.rtt_us);
 	for (int i = 0; i < e->nup; i++)
-		px_node_link_up(&e->node, e->up[i]);
+		px_node_link_up(&e->node, e->up[i], 0);
 }
 
 /* A reload re-read the TLS credentials: each lane dials with them from now on. */

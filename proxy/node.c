@@ -269,7 +269,7 @@ static uint32_t window_for(uint64_t rate_bps, uint32_t rtt_us)
 	return (uint32_t)w;
 }
 
-void px_node_link_up(struct px_node *n, tun_conn *c)
+void px_node_link_up(struct px_node *n, tun_conn *c, int told)
 {
 	struct tfo_opts o;
 	struct conn_link l = conn_link(n, tun_conn_hello(c), &o);
@@ -290,12 +290,15 @@ void px_node_link_up(struct px_node *n, tun_conn *c)
 		return;
 	}
 	const tun_hello *h = tun_conn_hello(c);
-	if (!h || (!h->link_bps && !h->link_tx_bps && !h->link_rtt_us))
-		return; /* our own hints alone: nothing new to say */
 	char in[32], out[32], pace[48], bufs[32];
+	snprintf(pace, sizeof pace, l.tx ? "%.3f Mbit/s (paced at 95 %%)" : "any rate (not paced)", (double)l.tx / 1e6);
+	if (!h || (!h->link_bps && !h->link_tx_bps && !h->link_rtt_us)) {
+		if (told) /* else our own hints alone: nothing new to say */
+			log_info("tunnel %s: the peer gives no link hints now; sending at up to %s", tun_conn_peer(c), pace);
+		return;
+	}
 	snprintf(in, sizeof in, h->link_bps ? "%.3f Mbit/s" : "an unknown rate", (double)h->link_bps / 1e6);
 	snprintf(out, sizeof out, h->link_tx_bps ? "%.3f Mbit/s" : "an unknown rate", (double)h->link_tx_bps / 1e6);
-	snprintf(pace, sizeof pace, l.tx ? "%.3f Mbit/s (paced at 95 %%)" : "any rate (not paced)", (double)l.tx / 1e6);
 	snprintf(bufs, sizeof bufs, t.bufsize ? "%llu bytes" : "autotuned", (unsigned long long)t.bufsize);
 	log_info("tunnel %s: the peer receives at %s and sends at %s, round trip %.1f ms; sending at up to %s,"
 		 " buffers %s, stream window %u bytes", tun_conn_peer(c), in, out, (double)h->link_rtt_us / 1e3, pace,

@@ -90,12 +90,13 @@ void px_node_on_fd(void *arg, int fd, int phase);
  * it): without link hints, grow its buffers to 4 x delivery rate x min RTT
  * as TCP_INFO measures them, when the kernel's autotuning stopped short. */
 #define PX_RETUNE_S 10
-/* From the role's on_up and on_link (and relink after a reload), on the
+/* From the role's on_up and on_link (told: the peer's hints changed) and
+ * relink after a reload, on the
  * connection's thread: the connection's link is the slower of our send rate
  * and the rate the peer receives at (its HELLO); pace, queue and (with a
  * round trip known) size its socket for that, and record it for the streams'
  * residual coders (tun_conn_link_bps). */
-void px_node_link_up(struct px_node *n, tun_conn *c);
+void px_node_link_up(struct px_node *n, tun_conn *c, int told);
 void px_node_retune(struct px_node *n, tun_conn *c);
 /* Every PX_PACE_TICK_MS (pace.h), on the thread that owns them: the tunnel
  * connections c[0..n) take their shares of their peers' pacing caps (each

@@ -153,4 +153,9 @@ check_cap "after core2's reload: core2 -> edge c" "( sport = :$P2 and dport = :$
 check_cap "after core2's reload: edge c -> core2" "( sport = :$pc and dport = :$P2 )" 4750000
 [ "$(px_count_log a "tunnel up")" = "$ups" ] && [ "$(px_count_log a "tunnel down")" = 0 ] &&
 	ok "the tunnel stayed up through the reload" || fail "the tunnel went down or reconnected on reload"
+# hints taken away: the peer says so, and the pacing cap goes
+: >"$T/core2.conf"
+kill -HUP "${PID[core2]}"
+px_wait_log c "the peer gives no link hints now" 5 && ok "edge c heard core2's hints go: $(grep -m1 "no link hints now" "$T/c.log" | cut -c26-)" ||
+	fail "edge c did not log core2's hints going"
 px_done
