@@ -42,7 +42,8 @@ static int conf_host_ok(const char *h)
 	return 1;
 }
 
-/* Parses "HOST:PORT", "[V6]:PORT"; NULL on success, else a static message. */
+/* Parses "HOST:PORT", "[V6]:PORT", "[V6%IFACE]:PORT"; NULL on success, else a
+ * static message. */
 const char *conf_addr_parse(const char *s, struct conf_addr *a)
 {
 	const char *colon, *host = s;
@@ -62,8 +63,16 @@ const char *conf_addr_parse(const char *s, struct conf_addr *a)
 			return "bad IPv6 address";
 		memcpy(a->host, host, hlen);
 		a->host[hlen] = 0;
-		if (inet_pton(AF_INET6, a->host, &v6) != 1)
+		char *scope = strchr(a->host, '%'); /* a link-local address's interface: [fe80::1%eth0] */
+		if (scope)
+			*scope = 0;
+		int ok = inet_pton(AF_INET6, a->host, &v6) == 1;
+		if (scope)
+			*scope = '%';
+		if (!ok)
 			return "bad IPv6 address";
+		if (scope && (!scope[1] || !conf_host_ok(scope + 1)))
+			return "bad interface after '%' in the IPv6 address";
 	} else {
 		colon = strrchr(s, ':');
 		if (!colon)

@@ -439,6 +439,17 @@ static void test_units(void **state)
 	assert_string_equal(a.host, "fe80::1");
 	char b[300];
 	assert_string_equal(conf_addr_format(&a, b, sizeof b), "[fe80::1]:443");
+	/* a link-local address names its interface */
+	assert_null(conf_addr_parse("[fe80::1%lo]:443", &a));
+	assert_string_equal(conf_addr_format(&a, b, sizeof b), "[fe80::1%lo]:443");
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	assert_int_equal(conf_addr_resolve(&a, 0, &ss, &sl, b, sizeof b), 0);
+	assert_int_equal(ss.ss_family, AF_INET6);
+	assert_int_equal(((struct sockaddr_in6 *)&ss)->sin6_scope_id, if_nametoindex("lo"));
+	assert_string_equal(conf_addr_parse("[fe80::1%]:443", &a), "bad interface after '%' in the IPv6 address");
+	assert_string_equal(conf_addr_parse("[fe80::1%a b]:443", &a), "bad interface after '%' in the IPv6 address");
+	assert_string_equal(conf_addr_parse("[fe80::x%lo]:443", &a), "bad IPv6 address");
 }
 
 /* Writes text to a fresh temporary file; returns its malloc'd path. */
