@@ -232,6 +232,14 @@ static int server_listen(tun_server *s, const char *host, uint16_t port, char *e
 	int fd, one = 1, rc;
 
 	snprintf(p, sizeof(p), "%u", port);
+	if (!host || !*host || !strcmp(host, "*")) { /* any address: the dual-stack wildcard, IPv4 too */
+		host = NULL;
+		hints.ai_family = AF_INET6;
+		if (getaddrinfo(host, p, &hints, &ai) != 0)
+			hints.ai_family = AF_UNSPEC; /* no IPv6 here */
+		else
+			freeaddrinfo(ai);
+	}
 	rc = getaddrinfo(host, p, &hints, &ai);
 	if (rc != 0) {
 		snprintf(err, errlen, "listen %s:%u: %s", host ? host : "*", port, gai_strerror(rc));
