@@ -3,6 +3,7 @@
  * OpenSSL 3 API.  Leaves carry serverAuth and clientAuth, so either end of a
  * tunnel can use them; private keys are written with mode 0600. */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -79,6 +80,8 @@ static char *pki_san(const char *list)
 	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 		while (*t == ' ')
 			t++;
+		for (char *e = t + strlen(t); e > t && e[-1] == ' ';)
+			*--e = 0;
 		if (!*t)
 			continue;
 		unsigned char buf[16];
@@ -87,6 +90,38 @@ static char *pki_san(const char *list)
 	}
 	free(copy);
 	return out;
+}
+
+/* A --*-san list: entries split by commas (spaces around them allowed), each
+ * an IP address or a host name (letters, digits, '-', '_', '.', a leading
+ * "*." for a wildcard).  0, or 2 with what is wrong on stderr. */
+static int pki_san_check(const char *opt, const char *list)
+{
+	for (const char *p = list;; p++) {
+		size_t n = strcspn(p, ",");
+		while (n && *p == ' ')
+			p++, n--;
+		while (n && p[n - 1] == ' ')
+			n--;
+		char t[256];
+		int ok = n > 0 && n < sizeof t;
+		if (ok) {
+			memcpy(t, p, n);
+			t[n] = 0;
+			unsigned char buf[16];
+			if (inet_pton(AF_INET, t, buf) != 1 && inet_pton(AF_INET6, t, buf) != 1)
+				for (size_t i = !strncmp(t, "*.", 2) ? 2 : 0; i < n && ok; i++)
+					ok = isalnum((unsigned char)t[i]) || strchr("-_.", t[i]);
+		}
+		if (!ok) {
+			fprintf(stderr, "wanopt pki: --%s: '%.*s' is neither a host name nor an IP address\n", opt,
+				(int)n, p);
+			return 2;
+		}
+		p += strcspn(p, ",");
+		if (!*p)
+			return 0;
+	}
 }
 
 /* 1 if the comma-separated list names name. */
@@ -393,6 +428,9 @@ static int pki_opts(int argc, char **argv, struct pki_opts *o)
 	}
 	if (o->days < 1 || o->days > 36500)
 		return fprintf(stderr, "wanopt pki: --days: 1 to 36500\n"), 2;
+	if (pki_san_check("edge-san", o->edge_san) || pki_san_check("core-san", o->core_san) ||
+	    (o->san && pki_san_check("san", o->san)))
+		return 2;
 	return 0;
 }
 
