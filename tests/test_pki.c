@@ -159,6 +159,13 @@ static void test_refuse_force(void **state)
 	assert_int_equal(pki("init", dir, NULL), 1);
 	char *same = slurp(path(dir, "ca.crt"));
 	assert_string_equal(before, same);
+	/* options that cannot make a good certificate: a usage error, nothing written */
+	assert_int_equal(pki("init", dir, "--force", "--core-san=a,,b", NULL), 2);
+	assert_int_equal(pki("init", dir, "--force", "--edge-san=bad name", NULL), 2);
+	assert_int_equal(pki("init", dir, "--force", "--days=10x", NULL), 2);
+	char *kept = slurp(path(dir, "ca.crt"));
+	assert_string_equal(before, kept);
+	free(kept);
 	assert_int_equal(pki("init", dir, "--force", NULL), 0);
 	char *after = slurp(path(dir, "ca.crt"));
 	assert_string_not_equal(before, after);
