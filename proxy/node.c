@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -349,6 +350,23 @@ void px_node_retune(struct px_node *n, tun_conn *c)
 			  tun_conn_peer(c), (unsigned long long)size);
 }
 
+/* Warn when the store may not reach size: more than its file system holds,
+ * or than it has free beside what the store holds now. */
+static void check_fs_room(const char *dir, uint64_t size, uint64_t held)
+{
+	struct statvfs fs;
+	if (statvfs(dir, &fs))
+		return;
+	uint64_t total = (uint64_t)fs.f_blocks * fs.f_frsize, room = (uint64_t)fs.f_bavail * fs.f_frsize + held;
+	char a[16], b[16];
+	if (size > total)
+		log_warn("store %s: store_size %s is more than its file system holds (%s)", dir,
+			 stats_bytes_str((double)size, 1, a, sizeof a), stats_bytes_str((double)total, 1, b, sizeof b));
+	else if (size > room)
+		log_warn("store %s: store_size %s is more than the room its file system has for it now (%s)", dir,
+			 stats_bytes_str((double)size, 1, a, sizeof a), stats_bytes_str((double)room, 1, b, sizeof b));
+}
+
 int px_node_start(struct px_node *n, struct px_daemon *d, int role)
 {
 	const struct conf *c = px_daemon_conf(d);
@@ -365,6 +383,7 @@ int px_node_start(struct px_node *n, struct px_daemon *d, int role)
 		 (unsigned long long)ss.chunks, (unsigned long long)ss.data_bytes,
 		 (unsigned long long)ss.size_limit, ss.dropped_records ? ", torn records dropped" : "");
 	log_reads(conf_store(c), &ss, "are");
+	check_fs_room(conf_store(c), conf_store_size(c), ss.disk_bytes);
 	if (ss.reads_ignored)
 		log_warn("WANOPT_STORE_READS=%s in the environment names no way (window or map): ignored, the"
 			 " way was measured", ss.reads_ignored);
@@ -466,6 +485,10 @@ void px_node_reload(struct px_node *n, const struct conf *c)
 		log_warn("store: cannot apply store_size: out of memory");
 		return;
 	}
+	dre_store_stats cur;
+	dre_store_get_stats(n->store, &cur);
+	if (conf_store_size(c) != cur.size_limit)
+		check_fs_room(conf_store(c), conf_store_size(c), cur.disk_bytes);
 	if (!event_pending(n->shrink, EV_TIMEOUT, NULL)) {
 		dre_store_stats ss;
 		dre_store_get_stats(n->store, &ss);
