@@ -38,8 +38,8 @@ struct px_daemon_hooks {
 int px_daemon_main(enum conf_role role, int argc, char **argv,
 		   const struct px_daemon_hooks *hooks, void *arg);
 /* Checks that c's tls_cert, tls_key and tls_ca load (the key matching the
- * certificate): 0, or -1 with "FILE: tls_x PATH: what is wrong" in err (FILE
- * is the config file, or "command line"). */
+ * certificate): 0, or -1 with "WHERE: tls_x: ... PATH: what is wrong" in err
+ * (WHERE: the key's file:line, or its --tls_x= argument). */
 int px_daemon_check_tls(const struct conf *c, char *err, size_t errlen);
 /* Checks that c's store is a directory, or can be made (its parent is one):
  * 0, or -1 with "WHERE: store: PATH: what is wrong" in err (WHERE: file:line
