@@ -67,7 +67,7 @@ struct px_core {
 /* A name target being resolved. */
 struct resolving {
 	struct worker *core;
-	struct px_relay *r;
+	struct px_relay *r;  /* watched: NULL once the stream is gone */
 	uint16_t port;
 	int dscp;
 	char name[PROTO_HOSTNAME_MAX + 1];
@@ -249,7 +249,11 @@ static void dial(struct worker *w, struct px_relay *r, struct bufferevent *bev, 
 static void resolved(int err, struct evutil_addrinfo *ai, void *arg)
 {
 	struct resolving *rs = arg;
-	if (err || !ai) {
+	if (rs->r)
+		px_relay_watch(rs->r, NULL);
+	if (!rs->r) {
+		/* the stream went (reset by the peer, tunnel down) while the name was looked up */
+	} else if (err || !ai) {
 		log_warn("resolve %s: %s", rs->name, evutil_gai_strerror(err));
 		px_relay_fail(rs->r, PROTO_RST_CONNECT, "cannot resolve the target");
 	} else {
@@ -307,7 +311,7 @@ static void core_stream(tun_conn *c, tun_stream *s, const tun_open_info *o, void
 			return;
 		}
 		rs->core = k;
-		rs->r = r;
+		px_relay_watch(r, &rs->r); /* the stream may go before the answer comes */
 		rs->dscp = dscp;
 		snprintf(rs->name, sizeof rs->name, "%s", o->target.name);
 		char port[8];

@@ -125,6 +125,8 @@ static void relay_free(struct px_relay *r, int rst, const char *why)
 	if (r->gather)
 		evbuffer_free(r->gather);
 	stats_stream_close(r->st);
+	if (r->watch)
+		*r->watch = NULL; /* e.g. a name lookup still on its way */
 	struct px_relay_env *env = r->env;
 	free(r);
 	if (--env->active == 0 && env->on_idle)
@@ -401,8 +403,9 @@ static const char *rst_meaning(int code)
 	static const char *const m[PROTO_RST_MAX + 1] = {
 		[PROTO_RST_CANCEL] = "cancelled", [PROTO_RST_REFUSED] = "refused: too many streams or going away",
 		[PROTO_RST_NOT_ALLOWED] = "target not in the core's allow list",
-		[PROTO_RST_CONNECT] = "cannot connect to the target", [PROTO_RST_TARGET] = "target connection failed",
-		[PROTO_RST_CODEC] = "decoding failed", [PROTO_RST_INTERNAL] = "out of resources",
+		[PROTO_RST_CONNECT] = "cannot connect to the target",
+		[PROTO_RST_TARGET] = "its connection at the other end failed",
+		[PROTO_RST_CODEC] = "decoding failed at the other end", [PROTO_RST_INTERNAL] = "out of resources there",
 		[PROTO_RST_TUNNEL_DOWN] = "the tunnel went down",
 	};
 	return code >= 0 && code <= PROTO_RST_MAX && m[code] ? m[code] : "unknown";
@@ -586,6 +589,13 @@ void px_relay_fail(struct px_relay *r, int code, const char *why)
 void px_relay_set_warm(struct px_relay *r)
 {
 	stats_stream_set_warm(r->st);
+}
+
+void px_relay_watch(struct px_relay *r, struct px_relay **slot)
+{
+	r->watch = slot;
+	if (slot)
+		*slot = r;
 }
 
 struct bufferevent *px_relay_bev(struct px_relay *r)

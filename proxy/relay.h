@@ -64,6 +64,10 @@ void px_relay_fail(struct px_relay *r, int code, const char *why);
 void px_relay_set_warm(struct px_relay *r);
 /* Free what env holds (its coder); every relay of env must be gone. */
 void px_relay_env_close(struct px_relay_env *env);
+/* While r lives, *slot points to it; when r is freed (a reset from the peer,
+ * the tunnel going down), *slot becomes NULL.  One slot per relay; NULL
+ * stops watching. */
+void px_relay_watch(struct px_relay *r, struct px_relay **slot);
 /* The LAN bufferevent of r. */
 struct bufferevent *px_relay_bev(struct px_relay *r);
 /* The tunnel stream callbacks a relay installs (for tun_*_open). */

@@ -43,6 +43,7 @@ struct px_relay_job {
 
 struct px_relay {
 	struct px_relay_env *env;
+	struct px_relay **watch;  /* px_relay_watch: cleared when r is freed */
 	struct bufferevent *bev;  /* the LAN connection */
 	tun_stream *ts;
 	int policy;
