@@ -510,6 +510,11 @@ int dre_dec_paused(const dre_dec *d)
 	return d->paused;
 }
 
+int dre_dec_waiting(const dre_dec *d)
+{
+	return d->waiting;
+}
+
 int dre_dec_rest(dre_dec *d)
 {
 	if (d->qhead || d->in.len > d->in_off || d->waiting || d->w.t.running || d->lzw.t.running)

@@ -332,6 +332,9 @@ int dre_dec_commit(dre_dec *d, size_t n, dre_out_fn out, void *arg);
 int dre_dec_ended(const dre_dec *d);
 /* 1 if the last call stopped because out asked for a pause. */
 int dre_dec_paused(const dre_dec *d);
+/* 1 while the decoder waits for a LEARN frame answering its ask (the frames
+ * after the one it lacks wait with it, up to DRE_LEARN_BACKLOG bytes). */
+int dre_dec_waiting(const dre_dec *d);
 /* The stream has gone quiet: give back recycled frame buffers, the input
  * buffer and the delta window.  Returns 1 if it did, 0 if it must keep them
  * for now: part of a frame is in, or frames are queued or awaited (call it

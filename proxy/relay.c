@@ -43,10 +43,19 @@
 #define ACK_EVERY 8              /* frames between ACKs while data keeps coming */
 #define REST_S 5                 /* a direction quiet this long (to twice that) gives its
 				    codec's memory back: most of a proxy's streams are idle */
+#define ASK_DEADLINE_S 30        /* a decoder waiting this long (to REST_S more) for the
+				    LEARN it asked for resets its stream */
+#define BACKLOG_BUDGET (256ull << 20) /* encoded bytes all decoders of the process may hold
+				    (frames not yet complete, or waiting for a LEARN) ... */
+#define BACKLOG_OWN_MIN (1u << 20)    /* ... past it, a stream holding this much is reset */
+#define STR_LEARN_BACKLOG "64 MiB" /* DRE_LEARN_BACKLOG */
+_Static_assert(DRE_LEARN_BACKLOG == 64u << 20, "STR_LEARN_BACKLOG says otherwise");
 
 /* Codecs that gave memory back since px_relay_rests_take last looked: rested
  * (their streams quiet), and freed with their stream. */
 static atomic_uint rests, frees;
+/* What every decoder of the process holds undecoded (the sum of their r->backlog). */
+static atomic_ullong backlog;
 
 static void lan_read_cb(struct bufferevent *bev, void *arg);
 static void finish_lan(struct px_relay *r);
@@ -125,6 +134,7 @@ static void relay_free(struct px_relay *r, int rst, const char *why)
 	if (r->gather)
 		evbuffer_free(r->gather);
 	stats_stream_close(r->st);
+	atomic_fetch_sub(&backlog, r->backlog);
 	if (r->watch)
 		*r->watch = NULL; /* e.g. a name lookup still on its way */
 	struct px_relay_env *env = r->env;
@@ -176,6 +186,22 @@ static int lan_take(void *arg, void *buf, size_t len)
 	r->wan_busy = 1;
 	stats_stream_add(r->st, STATS_LAN_OUT, len);
 	return evbuffer_get_length(bufferevent_get_output(r->bev)) >= LAN_HIWAT;
+}
+
+/* Count what r's decoder now holds undecoded; 1 if every decoder of the
+ * process together holds more than BACKLOG_BUDGET and r a good part of it
+ * (a peer sending frames it never completes, or that wait on a LEARN it
+ * never sends, on many streams: each alone stays within the decoder's
+ * bounds, together they would not). */
+static int backlog_over(struct px_relay *r)
+{
+	uint64_t now = dre_dec_buffered(r->dec);
+	if (now >= r->backlog)
+		atomic_fetch_add(&backlog, now - r->backlog);
+	else
+		atomic_fetch_sub(&backlog, r->backlog - now);
+	r->backlog = now;
+	return now >= BACKLOG_OWN_MIN && atomic_load(&backlog) > BACKLOG_BUDGET;
 }
 
 /* Our decoder lacks what a frame references: ask the peer's encoder. */
@@ -246,6 +272,16 @@ static void rest_cb(evutil_socket_t fd, short what, void *arg)
 	if (!r->wan_busy && !r->dec_rested && !dre_dec_paused(r->dec))
 		dec_rest(r);
 	r->lan_busy = r->wan_busy = 0;
+	/* waiting on the peer (not on our LAN side, which would hold its credit) */
+	if (!dre_dec_waiting(r->dec) || dre_dec_paused(r->dec))
+		r->ask_since_us = 0;
+	else if (!r->ask_since_us)
+		r->ask_since_us = px_mono_us();
+	else if (px_mono_us() - r->ask_since_us > ASK_DEADLINE_S * 1000000ull) {
+		char why[80];
+		snprintf(why, sizeof why, "no LEARN came for the frame asked for within %d s", ASK_DEADLINE_S);
+		relay_abort(r, PROTO_RST_CODEC, why);
+	}
 }
 
 /* Return tunnel credit for what the LAN side has taken, and acknowledge
@@ -328,6 +364,7 @@ static void lan_write_cb(struct bufferevent *bev, void *arg)
 			rc = dre_dec_write(r->dec, evbuffer_pullup(r->pend, (ssize_t)n), n, lan_out, r);
 			evbuffer_drain(r->pend, n);
 		}
+		backlog_over(r); /* it shrank, or stayed (paused, it holds credit) */
 		if (rc) {
 			relay_abort(r, PROTO_RST_CODEC, dre_strerror(rc));
 			return;
@@ -376,7 +413,16 @@ static void ts_data(tun_stream *s, void *arg, const void *buf, size_t len)
 	if (r->dec) {
 		int rc = dre_dec_write(r->dec, buf, len, lan_out, r);
 		if (rc) {
-			relay_abort(r, PROTO_RST_CODEC, dre_strerror(rc));
+			relay_abort(r, PROTO_RST_CODEC, rc == DRE_ESTATE && dre_dec_waiting(r->dec)
+				    ? "the frames waiting for the LEARN asked for passed " STR_LEARN_BACKLOG
+				    : dre_strerror(rc));
+			return;
+		}
+		if (backlog_over(r)) {
+			char why[128];
+			snprintf(why, sizeof why, "the decoders hold %llu MiB undecoded, over the process's %llu MiB",
+				 (unsigned long long)(atomic_load(&backlog) >> 20), BACKLOG_BUDGET >> 20);
+			relay_abort(r, PROTO_RST_CODEC, why);
 			return;
 		}
 		if (rested && !r->wan_busy)

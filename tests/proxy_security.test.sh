@@ -20,6 +20,9 @@
 #    an even stream id from the client, a truncated frame, plain TCP garbage):
 #    the core closes each connection, keeps serving a live stream through the
 #    real edge, and still carries new transfers.
+# 4. A peer that makes the core's decoders wait for LEARNs it never sends:
+#    the streams are reset (at the process's backlog budget, or 30 s after
+#    the ask), the core's memory stays bounded.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/proxy/lib.sh
@@ -127,6 +130,10 @@ else
 fi
 
 # ---- 3. malformed frames ----
+# (section 4's peer that never answers its asks waits meanwhile)
+RAW=(--cert="$T/pki/edge.crt" --key="$T/pki/edge.key" --ca="$T/pki/ca.crt" --target-addr=127.0.0.2 --target-port="$SRV")
+python3 "$PXTOOL" backlog 127.0.0.1 "$P" --streams=2 --limit-mib=0 "${RAW[@]}" --timeout=50 >"$T/noanswer.out" 2>&1 &
+PID[noanswer]=$!
 rm -f "$T/live.ready"
 px_bg live live 127.0.0.1 "$LOK" 8 --ready="$T/live.ready" --timeout=30
 px_wait_file "$T/live.ready"
@@ -148,4 +155,28 @@ expect "a new transfer through the real edge" pxt get 127.0.0.1 "$LOK" 77 $((5 *
 px_alive core && ok "the core is alive" || fail "the core died"
 [ "$(px_count_log edge "tunnel up")" -eq 1 ] && ok "the real edge's tunnel never dropped" ||
 	fail "the real edge's tunnel dropped"
+
+# ---- 4. a peer whose frames never complete the wait it causes ----
+# Each stream references a chunk nobody stored, so the core asks for it; the
+# LEARN never comes.  With more frames behind it on 8 streams at once, the
+# streams are reset once all decoders hold 256 MiB (each alone could hold
+# 64), and the core's memory stays bounded; with none behind it (2 streams),
+# they are reset 30 s (to 35) after the ask.
+out=$(pxt backlog 127.0.0.1 "$P" --streams=8 "${RAW[@]}" --timeout=60 2>&1)
+case "$out" in "reset 8/8 streams (codes 5)"*) ok "a peer holding the decoders' backlog: $out" ;;
+*) fail "a peer holding the decoders' backlog: $out" ;; esac
+n=$(px_count_log core "over the process's 256 MiB")
+[ "$n" -ge 1 ] && ok "the core reset $n of them at its 256 MiB budget" || fail "no stream reset at the budget"
+rss=$(awk '/VmHWM/ {print int($2 / 1024)}' /proc/"${PID[core]}"/status)
+lim=512
+[ "$PX_SAN" = 1 ] && lim=1024
+[ "$rss" -lt $lim ] && ok "the core's peak memory: $rss MiB (bound $lim)" || fail "the core's peak memory: $rss MiB (bound $lim)"
+wait "${PID[noanswer]}" || true
+unset "PID[noanswer]"
+case "$(cat "$T/noanswer.out")" in "reset 2/2 streams (codes 5)"*) ok "asks never answered: $(cat "$T/noanswer.out")" ;;
+*) fail "asks never answered: $(cat "$T/noanswer.out")" ;; esac
+px_wait_count core "no LEARN came for the frame asked for within 30 s" 2 5 && ok "the core said why" ||
+	fail "no log line for the unanswered asks"
+expect "a transfer through the real edge after them" pxt get 127.0.0.1 "$LOK" 78 $((5 * MB))
+px_alive core && ok "the core is alive" || fail "the core died"
 px_done

@@ -539,8 +539,8 @@ def hello(role=1, name=b"e2e-raw", window=1 << 20, vmin=1, vmax=1):
                  + b"\0" * 16 + name)
 
 
-def open_v4(sid, port, policy=2):
-    return frame(OPEN, sid, struct.pack(">BBHBB", policy, 0, port, 4, 4) + socket.inet_aton("127.0.0.1"))
+def open_v4(sid, port, policy=2, addr="127.0.0.1"):
+    return frame(OPEN, sid, struct.pack(">BBHBB", policy, 0, port, 4, 4) + socket.inet_aton(addr))
 
 
 def malformed(mode, port):
@@ -569,6 +569,97 @@ def malformed(mode, port):
     if mode == "truncated":  # a header cut short, then the peer vanishes
         return hello() + frame(DATA, 1, b"abcdef")[:5]
     raise SystemExit("unknown mode " + mode)
+
+
+RESET, ACK, PING, PONG = 5, 8, 9, 10
+
+
+def varint(v):
+    out = b""
+    while True:
+        b, v = v & 0x7F, v >> 7
+        if not v:
+            return out + bytes([b])
+        out += bytes([b | 0x80])
+
+
+def dre_frame(ops, lits, raw_len):
+    """A DRE data frame (dre_proto.h): magic, type 1, lengths, no LZ, checksum 0."""
+    return (bytes([0xD7, 1]) + varint(raw_len) + varint(len(ops)) + varint(len(lits)) + b"\0"
+            + varint(len(lits)) + struct.pack("<Q", 0) + ops + lits)
+
+
+def cmd_backlog(a):
+    """A peer with valid edge credentials opens a.streams FULL streams, makes
+    each decoder wait for a LEARN it never sends (a reference to a chunk no one
+    stored), then sends literal frames on all of them as fast as the core
+    grants credit, a.limit_mib MiB at most on each, and waits until each
+    stream is reset (or a.timeout).
+    Prints "reset R/N streams (codes ...) after M MiB in S s"."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(a.ca)
+    ctx.load_cert_chain(a.cert, a.key)
+    ctx.check_hostname = False
+    c = ctx.wrap_socket(socket.create_connection((a.host, a.port), timeout=a.timeout), server_hostname="localhost")
+    c.sendall(hello(vmax=3))
+    buf, t0 = b"", time.monotonic()
+    credit, codes, sent = {}, {}, 0
+
+    def take(block):
+        nonlocal buf
+        c.settimeout(0.5 if block else 0)
+        try:
+            got = c.recv(1 << 16)
+            if not got:
+                raise SystemExit("closed by the core after %d MiB" % (sent >> 20))
+            buf += got
+        except (ssl.SSLWantReadError, BlockingIOError, socket.timeout):
+            pass
+        finally:
+            c.settimeout(a.timeout)  # sends block
+        while len(buf) >= 8:
+            t, _, n, sid = struct.unpack(">BBHI", buf[:8])
+            if len(buf) < 8 + n:
+                break
+            pl, buf = buf[8:8 + n], buf[8 + n:]
+            if t == HELLO and not credit:
+                for i in range(a.streams):
+                    credit[2 * i + 1] = struct.unpack(">I", pl[12:16])[0]
+            elif t == CREDIT and sid in credit:
+                credit[sid] += struct.unpack(">I", pl)[0]
+            elif t == ACK and sid in credit:
+                credit[sid] += struct.unpack(">QI", pl)[1]
+            elif t == RESET and sid in credit:
+                codes[sid] = struct.unpack(">I", pl)[0]
+            elif t == PING:
+                c.sendall(frame(PONG, 0, pl))
+
+    while not credit:
+        take(True)
+    lit = random.Random(5).randbytes(16000)
+    body = b"WDRE" + bytes([3, 0]) + struct.pack("<Q", 0)  # the stream header, then the wait
+    body += dre_frame(b"\x03" + b"\x22" * 8, b"", 4096)
+    pend = {sid: body for sid in credit}
+    for sid in credit:
+        c.sendall(open_v4(sid, a.target_port, policy=0, addr=a.target_addr))
+    per = {sid: 0 for sid in credit}
+    lframe = dre_frame(b"\x01" + varint(len(lit)), lit, len(lit))
+    while time.monotonic() - t0 < a.timeout and len(codes) < len(credit):
+        live = [sid for sid in credit if sid not in codes and (pend[sid] or per[sid] < a.limit_mib << 20)]
+        moved = False
+        for sid in live:
+            if not pend[sid]:
+                pend[sid] = lframe[:(a.limit_mib << 20) - per[sid]]
+            n = min(len(pend[sid]), credit[sid], 16384)
+            if n > 0:
+                c.sendall(frame(DATA, sid, pend[sid][:n]))
+                pend[sid], credit[sid], per[sid], sent = pend[sid][n:], credit[sid] - n, per[sid] + n, sent + n
+                moved = True
+        take(not moved)
+    print("reset %d/%d streams (codes %s) after %d MiB in %.1f s" % (
+        len(codes), a.streams, ",".join(str(v) for v in sorted(set(codes.values()))) or "-", sent >> 20,
+        time.monotonic() - t0), flush=True)
+    return 0
 
 
 def cmd_rawtls(a):
@@ -702,6 +793,16 @@ def main():
     q.add_argument("--ca", required=True)
     q.add_argument("--target-port", type=int, default=9)
     q.set_defaults(fn=cmd_rawtls)
+    q = sub.add_parser("backlog")
+    hp(q)
+    q.add_argument("--streams", type=int, default=8)
+    q.add_argument("--limit-mib", type=int, default=96)
+    q.add_argument("--target-addr", default="127.0.0.1")
+    q.add_argument("--cert", required=True)
+    q.add_argument("--key", required=True)
+    q.add_argument("--ca", required=True)
+    q.add_argument("--target-port", type=int, default=9)
+    q.set_defaults(fn=cmd_backlog)
     a = p.parse_args()
     sys.exit(a.fn(a))
 
