@@ -23,6 +23,8 @@
 # 4. A peer that makes the core's decoders wait for LEARNs it never sends:
 #    the streams are reset (at the process's backlog budget, or 30 s after
 #    the ask), the core's memory stays bounded.
+# 5. 600 connections that never start a TLS handshake do not keep a new edge
+#    out; the core says so once a second at most.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/proxy/lib.sh
@@ -179,4 +181,30 @@ px_wait_count core "no LEARN came for the frame asked for within 30 s" 2 5 && ok
 	fail "no log line for the unanswered asks"
 expect "a transfer through the real edge after them" pxt get 127.0.0.1 "$LOK" 78 $((5 * MB))
 px_alive core && ok "the core is alive" || fail "the core died"
+
+# ---- 5. connections that never start their handshake ----
+# 600 TCP connections to the tunnel port that send nothing (more than the 256
+# handshakes each of the core's workers keeps in progress): a new edge still gets its tunnel,
+# the oldest idle ones make room, and the log says so once a second at most.
+cat >"$T/idle.py" <<'PY'
+import socket, sys, time
+held = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(600)]
+open(sys.argv[2], "w").write("held %d\n" % len(held))
+time.sleep(float(sys.argv[3]))
+PY
+ev0=$(px_count_log core "handshakes in progress")
+timeout 40 python3 "$T/idle.py" "$P" "$T/idle.ready" 25 &
+PID[idle]=$!
+px_wait_file "$T/idle.ready"
+S6=$(px_port) L6=$(px_port)
+# (within 5 s: the idle ones would time out after 10 s and let it in anyway)
+NOWAIT=1 px_edge edge3 "$P" "$S6" "--forward=127.0.0.1:$L6 -> 127.0.0.2:$SRV"
+px_wait_count edge3 "tunnel up" 1 5 && ok "a new edge got its tunnel past 600 idle connections" ||
+	fail "a new edge was kept out by 600 idle connections"
+expect "a transfer through it" pxt get 127.0.0.1 "$L6" 79 $MB
+n=$(( $(px_count_log core "handshakes in progress") - ev0 ))
+[ "$n" -ge 1 ] && [ "$n" -le 10 ] && ok "the core logged it $n time(s): $(grep -m1 "oldest unauthenticated" "$T/core.log" | cut -c26-)" ||
+	fail "the core logged the full handshake table $n times"
+kill "${PID[idle]}" 2>/dev/null || true
+unset "PID[idle]"
 px_done

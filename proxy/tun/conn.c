@@ -594,19 +594,50 @@ void tun_conn_connect(struct tun_ep *ep, const struct sockaddr *sa, socklen_t sa
 		conn_fail(c, PROTO_GOAWAY_INTERNAL, "event_new failed");
 }
 
+/* CONN_MAX_PENDING handshakes in progress: the oldest still in its TLS
+ * handshake (never authenticated) goes to make room, so that connections
+ * that send nothing (or dribble) cannot keep real peers out; logged once a
+ * second at most.  0, or -1 if every one is past TLS (the new one is refused). */
+static int evict_oldest_handshake(struct tun_ep *ep, const char *newcomer)
+{
+	tun_conn *c;
+	TAILQ_FOREACH(c, &ep->conns, link)
+		if (c->state == CS_TLS)
+			break;
+	if (!c)
+		return -1;
+	ep->npending--;
+	c->state = CS_CLOSING;
+	conn_destroy(c);
+	ep->evicted++;
+	uint64_t now = now_us();
+	if (now - ep->evict_log_us >= 1000000 && ep->cbs.on_error) {
+		char why[256];
+		snprintf(why, sizeof(why), "tunnel from %s: %u handshakes in progress: the oldest unauthenticated"
+			 " ones dropped to make room (%u since the last such line)", newcomer, CONN_MAX_PENDING,
+			 ep->evicted);
+		ep->evicted = 0;
+		ep->evict_log_us = now;
+		ep->cbs.on_error(ep->arg, why);
+	}
+	return 0;
+}
+
 /* Start the server side of an accepted connection (see conn.h). */
 void tun_conn_accept(struct tun_ep *ep, int fd, const struct sockaddr *sa)
 {
 	tun_conn *c;
 	char why[160], addr[80];
 
-	if (ep->npending >= CONN_MAX_PENDING) {
-		sa_format(sa, addr, sizeof(addr));
-		snprintf(why, sizeof(why), "tunnel from %s: refused: %u handshakes in progress",
-			 addr, ep->npending);
+	sa_format(sa, addr, sizeof(addr));
+	if (ep->npending >= CONN_MAX_PENDING && evict_oldest_handshake(ep, addr)) {
 		close(fd);
-		if (ep->cbs.on_error)
+		if (ep->cbs.on_error && now_us() - ep->evict_log_us >= 1000000) { /* once a second */
+			ep->evict_log_us = now_us();
+			snprintf(why, sizeof(why), "tunnel from %s: refused: %u handshakes in progress",
+				 addr, ep->npending);
 			ep->cbs.on_error(ep->arg, why);
+		}
 		return;
 	}
 	c = conn_new(ep, CS_TLS, fd, -1);
@@ -614,7 +645,7 @@ void tun_conn_accept(struct tun_ep *ep, int fd, const struct sockaddr *sa)
 		close(fd);
 		return;
 	}
-	sa_format(sa, c->peer, sizeof(c->peer));
+	snprintf(c->peer, sizeof(c->peer), "%s", addr);
 	if (ep->cbs.on_fd)
 		ep->cbs.on_fd(ep->arg, fd, TUN_FD_ACCEPTED);
 	conn_start_tls(c);

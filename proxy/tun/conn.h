@@ -26,6 +26,8 @@ struct tun_ep {
 	int client;                 /* 1: we connect (odd stream ids) */
 	unsigned nup;               /* connections up */
 	unsigned npending;          /* connections not up yet (TCP, TLS, HELLO) */
+	unsigned evicted;           /* server: handshakes evicted since the last log line */
+	uint64_t evict_log_us;      /* ... which was then (monotonic) */
 	TAILQ_HEAD(, tun_conn) conns; /* every connection, any state */
 	/* A connection left (failed or closed) after or before being up; slot
 	 * is what tun_conn_connect got.  NULL on the server. */
