@@ -1,6 +1,7 @@
 /* node.c: the parts of a daemon common to edge and core (see node.h). */
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -270,6 +271,27 @@ static uint32_t window_for(uint64_t rate_bps, uint32_t rtt_us)
 	return (uint32_t)w;
 }
 
+/* The level of a link line: info at connect and reload; for a peer's LINK
+ * frames, info for the first 5 in 10 s of the process, then debug (a peer
+ * sending them without end would fill the disk). */
+static enum log_level link_log_level(int told)
+{
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static uint64_t window_us;
+	static unsigned n;
+	if (!told)
+		return LOGL_INFO;
+	uint64_t now = px_mono_us();
+	pthread_mutex_lock(&mu);
+	if (now - window_us > 10000000) {
+		window_us = now;
+		n = 0;
+	}
+	int quiet = ++n > 5;
+	pthread_mutex_unlock(&mu);
+	return quiet ? LOGL_DEBUG : LOGL_INFO;
+}
+
 void px_node_link_up(struct px_node *n, tun_conn *c, int told)
 {
 	struct tfo_opts o;
@@ -295,13 +317,14 @@ void px_node_link_up(struct px_node *n, tun_conn *c, int told)
 	snprintf(pace, sizeof pace, l.tx ? "%.3f Mbit/s (paced at 95 %%)" : "any rate (not paced)", (double)l.tx / 1e6);
 	if (!h || (!h->link_bps && !h->link_tx_bps && !h->link_rtt_us)) {
 		if (told) /* else our own hints alone: nothing new to say */
-			log_info("tunnel %s: the peer gives no link hints now; sending at up to %s", tun_conn_peer(c), pace);
+			log_msg(link_log_level(told), "tunnel %s: the peer gives no link hints now; sending at up to %s",
+			       tun_conn_peer(c), pace);
 		return;
 	}
 	snprintf(in, sizeof in, h->link_bps ? "%.3f Mbit/s" : "an unknown rate", (double)h->link_bps / 1e6);
 	snprintf(out, sizeof out, h->link_tx_bps ? "%.3f Mbit/s" : "an unknown rate", (double)h->link_tx_bps / 1e6);
 	snprintf(bufs, sizeof bufs, t.bufsize ? "%llu bytes" : "autotuned", (unsigned long long)t.bufsize);
-	log_info("tunnel %s: the peer receives at %s and sends at %s, round trip %.1f ms; sending at up to %s,"
+	log_msg(link_log_level(told), "tunnel %s: the peer receives at %s and sends at %s, round trip %.1f ms; sending at up to %s,"
 		 " buffers %s, stream window %u bytes", tun_conn_peer(c), in, out, (double)h->link_rtt_us / 1e3, pace,
 		 bufs, window);
 }
