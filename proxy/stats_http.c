@@ -30,11 +30,19 @@ struct stats_http {
 	uint16_t port;
 };
 
-/* Sends body (freed here) with a content type, or 500 when body is NULL. */
+/* Sends body (freed here) with a content type, or 500 when body is NULL;
+ * 405 to anything but GET and HEAD (a role may allow POST for a path of its
+ * own, e.g. /warm, which widens what the server takes for every path). */
 static void stats_http_send(struct evhttp_request *req, const char *ctype, char *body)
 {
 	struct evbuffer *out = evhttp_request_get_output_buffer(req);
 
+	if (!(evhttp_request_get_command(req) & (EVHTTP_REQ_GET | EVHTTP_REQ_HEAD))) {
+		free(body);
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
+		evhttp_send_error(req, 405, "GET it");
+		return;
+	}
 	if (!body) {
 		evhttp_send_error(req, HTTP_INTERNAL, "out of memory");
 		return;

@@ -110,6 +110,7 @@ static void job_done(evutil_socket_t fd, short what, void *arg)
 	}
 	char *body = job_body(j, started, failed);
 	if (out && body) {
+		evhttp_add_header(evhttp_request_get_output_headers(j->req), "Content-Type", "application/json");
 		evbuffer_add(out, body, strlen(body));
 		evhttp_send_reply(j->req, failed ? 500 : 200, failed ? "Incomplete" : "OK", out);
 	} else {
