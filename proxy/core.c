@@ -230,7 +230,7 @@ static void dial(struct worker *w, struct px_relay *r, struct bufferevent *bev, 
 	char dname[96];
 	tfo_addr_str(sa, dname, sizeof dname);
 	if (!conf_allow_match(c, sa, tfo_addr_port(sa))) {
-		log_warn("refused %s: not in the allow list", dname);
+		log_warn("refused %s, asked for by %s: not in the allow list", dname, px_relay_src(r));
 		px_relay_fail(r, PROTO_RST_NOT_ALLOWED, "target not allowed");
 		return;
 	}
@@ -254,7 +254,7 @@ static void resolved(int err, struct evutil_addrinfo *ai, void *arg)
 	if (!rs->r) {
 		/* the stream went (reset by the peer, tunnel down) while the name was looked up */
 	} else if (err || !ai) {
-		log_warn("resolve %s: %s", rs->name, evutil_gai_strerror(err));
+		log_warn("resolve %s, asked for by %s: %s", rs->name, px_relay_src(rs->r), evutil_gai_strerror(err));
 		px_relay_fail(rs->r, PROTO_RST_CONNECT, "cannot resolve the target");
 	} else {
 		/* the first address `allow` admits (a name may resolve to several,

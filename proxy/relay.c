@@ -412,6 +412,11 @@ static void ts_data(tun_stream *s, void *arg, const void *buf, size_t len)
 	}
 	if (r->dec) {
 		int rc = dre_dec_write(r->dec, buf, len, lan_out, r);
+		if (rc == DRE_ECORRUPT || rc == DRE_EVERSION) { /* the peer's fault, unless a bug: say who */
+			tun_conn *c = tun_stream_conn(s);
+			log_warn("tunnel %s: %s -> %s: what the peer sent does not decode: %s", c ? tun_conn_peer(c) : "?",
+				 r->src, r->dst, dre_strerror(rc));
+		}
 		if (rc) {
 			relay_abort(r, PROTO_RST_CODEC, rc == DRE_ESTATE && dre_dec_waiting(r->dec)
 				    ? "the frames waiting for the LEARN asked for passed " STR_LEARN_BACKLOG
@@ -488,13 +493,19 @@ static void ts_writable(tun_stream *s, void *arg)
 static void ts_ask(tun_stream *s, void *arg, uint64_t seq)
 {
 	struct px_relay *r = arg;
-	int rc = r->enc ? px_relay_job_ask(r, seq) : 0;
+	if (!r->enc) { /* nothing we sent on it could be asked for */
+		tun_conn *c = tun_stream_conn(s);
+		log_warn("tunnel %s: %s -> %s: an ASK on a stream without DRE", c ? tun_conn_peer(c) : "?", r->src, r->dst);
+		relay_abort(r, PROTO_RST_CODEC, "the peer asked for a frame on a stream without DRE");
+		return;
+	}
+	int rc = px_relay_job_ask(r, seq);
 	if (rc) {
 		if (rc < 0)
 			relay_abort(r, PROTO_RST_INTERNAL, "out of memory");
 		return; /* a job answers it */
 	}
-	rc = r->enc ? dre_enc_learn(r->enc, seq, px_relay_wan_out, r) : DRE_ESTATE;
+	rc = dre_enc_learn(r->enc, seq, px_relay_wan_out, r);
 	if (rc) {
 		relay_abort(r, PROTO_RST_CODEC, px_relay_learn_failed(rc));
 		return;
@@ -642,6 +653,11 @@ void px_relay_watch(struct px_relay *r, struct px_relay **slot)
 	r->watch = slot;
 	if (slot)
 		*slot = r;
+}
+
+const char *px_relay_src(const struct px_relay *r)
+{
+	return r->src;
 }
 
 struct bufferevent *px_relay_bev(struct px_relay *r)

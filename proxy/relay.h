@@ -68,6 +68,8 @@ void px_relay_env_close(struct px_relay_env *env);
  * the tunnel going down), *slot becomes NULL.  One slot per relay; NULL
  * stops watching. */
 void px_relay_watch(struct px_relay *r, struct px_relay **slot);
+/* Who asked for r's stream: the tunnel peer, or the LAN client (px_relay_new's src). */
+const char *px_relay_src(const struct px_relay *r);
 /* The LAN bufferevent of r. */
 struct bufferevent *px_relay_bev(struct px_relay *r);
 /* The tunnel stream callbacks a relay installs (for tun_*_open). */
