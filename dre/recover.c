@@ -187,6 +187,9 @@ static int new_file(dre_store *st, uint32_t num)
 
 int dre_store_rotate(dre_store *st)
 {
+	int gone = access(st->dir, F_OK) && errno == ENOENT;
+	if (gone && dre_store_remake_dir(st))
+		return DRE_EIO;
 	/* No fdatasync of the data here: a sealed file whose data did not reach
 	 * the disk before a crash fails its record checksums when read, and is
 	 * then dropped.  The writer thread writes the .idx after the data. */
@@ -211,6 +214,22 @@ static int take_lock(dre_store *st, char *err, size_t errlen)
 	if (flock(st->lockfd, LOCK_EX | LOCK_NB)) {
 		dre_seterr(err, errlen, "%s: store is in use by another process", st->dir);
 		return DRE_ESTORE;
+	}
+	return 0;
+}
+
+/* Write DIR/STORE with st->id: 0, or -1 with err set. */
+static int write_identity(dre_store *st, char *err, size_t errlen)
+{
+	char path[4096], tmp[4200];
+	snprintf(path, sizeof path, "%s/STORE", st->dir);
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	FILE *fp = dre_fopen_w(tmp, "w");
+	int bad = !fp || fprintf(fp, "wanopt-store 1\nid %016llx\n", (unsigned long long)st->id) < 0 || fflush(fp) ||
+		  fsync(fileno(fp));
+	if ((fp && fclose(fp)) || bad || rename(tmp, path)) {
+		dre_seterr(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
 	}
 	return 0;
 }
@@ -240,15 +259,29 @@ static int read_identity(dre_store *st, int fresh, char *err, size_t errlen)
 	}
 	if (getrandom(&st->id, sizeof st->id, 0) != sizeof st->id)
 		st->id = (uint64_t)time(NULL) ^ (uint64_t)getpid() << 32;
-	char tmp[4200];
-	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	fp = dre_fopen_w(tmp, "w");
-	if (!fp || fprintf(fp, "wanopt-store 1\nid %016llx\n", (unsigned long long)st->id) < 0 ||
-	    fflush(fp) || fsync(fileno(fp)) || fclose(fp) || rename(tmp, path)) {
-		dre_seterr(err, errlen, "%s: %s", path, strerror(errno));
+	if (write_identity(st, err, errlen))
 		return DRE_ESTORE;
-	}
 	st->created = 1;
+	return 0;
+}
+
+int dre_store_remake_dir(dre_store *st)
+{
+	char err[256];
+	int old = st->lockfd;
+	if (dre_mkdirs(st->dir) && errno != EEXIST)
+		return DRE_EIO;
+	if (write_identity(st, err, sizeof err))
+		return DRE_EIO;
+	if (take_lock(st, err, sizeof err)) { /* another process made a store there meanwhile */
+		if (st->lockfd >= 0)
+			close(st->lockfd);
+		st->lockfd = old;
+		return DRE_EIO;
+	}
+	if (old >= 0)
+		close(old);
+	st->dir_remade++;
 	return 0;
 }
 

@@ -655,6 +655,7 @@ void dre_store_get_stats(dre_store *st, dre_store_stats *s)
 	s->hits = st->hits;
 	s->io_errors = st->io_errors;
 	s->io_errno = st->io_errno;
+	s->dir_remade = st->dir_remade;
 	s->peers = (uint32_t)st->npeers;
 	for (int i = 0; i < st->npeers; i++)
 		s->peers_held += st->peer_users[i] > 0;

@@ -153,6 +153,7 @@ struct dre_store {
 	uint64_t evicted_chunks, evicted_bytes, dropped_records, lookups, hits;
 	uint64_t io_errors, bad_reads, copied_forward;
 	uint64_t pin_over_max, pin_forced; /* pins: dre_store_stats */
+	uint64_t dir_remade;         /* dre_store_stats */
 	int io_errno;                /* errno of the last failed data file read or write */
 	uint8_t peer_id[DRE_PEER_SLOTS][16]; /* store id of each peer slot */
 	int npeers;
@@ -266,6 +267,10 @@ void dre_store_sweep(dre_store *st, uint32_t num, uint64_t size, pthread_mutex_t
 int dre_store_write_idx(dre_store *st, uint32_t num, uint64_t size, const struct dre_idxent *e, size_t n);
 /* Seal the active file (sync, write its .idx) and start a new one. */
 int dre_store_rotate(dre_store *st);
+/* The store's directory was removed while in use (rm -rf): make it again,
+ * with the store's identity and lock, so that new data files can be made
+ * (what the open files hold stays readable until evicted).  0 or DRE_EIO. */
+int dre_store_remake_dir(dre_store *st);
 /* Evict (evict.c) until the data files fit the size bound; lock held.  0 or
  * an error from opening the next file. */
 int dre_store_enforce_limit(dre_store *st);

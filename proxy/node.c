@@ -105,6 +105,11 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 			 conf_store(px_daemon_conf(n->d)), (unsigned long long)(ss.io_errors - n->io_errors),
 			 strerror(ss.io_errno ? ss.io_errno : EIO));
 	n->io_errors = ss.io_errors;
+	if (ss.dir_remade > n->dir_remade)
+		log_warn("store %s: its directory was removed while in use: made again, with its identity and lock"
+			 " (what the store held stays readable until evicted; after a restart, what it stored since)",
+			 conf_store(px_daemon_conf(n->d)));
+	n->dir_remade = ss.dir_remade;
 	if (ss.peers_untracked > n->untracked)
 		log_warn("store %s: %llu streams from peers beyond the %d tracked, whose slots were used within %d h:"
 			 " sent as if those peers held every chunk (their misses cost an ask each)",

@@ -915,6 +915,40 @@ static void test_private_files(void **state)
 	t_rmstore(d);
 }
 
+/* The store's directory removed while in use (rm -rf): the next data file
+ * makes it again, with the store's identity and lock; the store goes on
+ * (nothing fails), says so in its stats, and opens again afterwards with
+ * what it stored since. */
+static void test_dir_removed(void **state)
+{
+	(void)state;
+	char d[64], path[128];
+	dre_store *st = t_store(d, 4u << 20);
+	dre_fp *fp = dre_fp_new();
+	uint64_t tags[600];
+	put_chunks(st, fp, 4096, 300, -1, NULL);
+	assert_int_equal(dre_store_sync(st), 0);
+	t_rmtree(d);
+	put_chunks(st, fp, 4096, 600, -1, tags); /* rotates: the directory is made again */
+	dre_store_stats s;
+	dre_store_get_stats(st, &s);
+	assert_int_equal(s.dir_remade, 1);
+	snprintf(path, sizeof path, "%s/STORE", d);
+	struct stat sb;
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(stat(d, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0700);
+	dre_ent e;
+	assert_true(dre_store_find(st, tags[599], &e));
+	assert_int_equal(dre_store_sync(st), 0);
+	dre_store_close(st);
+	assert_non_null(st = t_reopen(d, 4u << 20));
+	assert_true(dre_store_find(st, tags[599], &e));
+	dre_store_close(st);
+	dre_fp_free(fp);
+	t_rmstore(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -928,6 +962,7 @@ int main(void)
 		cmocka_unit_test(test_peer_journal),
 		cmocka_unit_test(test_evict_sweep),
 		cmocka_unit_test(test_private_files),
+		cmocka_unit_test(test_dir_removed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
