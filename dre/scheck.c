@@ -37,7 +37,7 @@ static const struct dre_sfile *tally_drift(const dre_store *st, const uint64_t (
 int dre_store_check(dre_store *st, char *err, size_t errlen)
 {
 	int rc = 0;
-	uint64_t bytes = 0, count = 0;
+	uint64_t bytes = 0, count = 0, rotten = 0;
 	uint8_t *buf = malloc(DRE_CHUNK_MAX);
 	dre_fp *fp = dre_fp_new();
 	pthread_mutex_lock(&st->mu);
@@ -67,11 +67,16 @@ int dre_store_check(dre_store *st, char *err, size_t errlen)
 		} else if (pread(f->fd, hdr, sizeof hdr, e->off) != DRE_REC_HDR || dre_rec_sound(hdr, e, NULL)) {
 			dre_seterr(err, errlen, "chunk %016" PRIx64 ": record header mismatch", e->tag);
 			rc = DRE_ESTORE;
-		} else if (!payload_sound(f, e, hdr, buf, fp)) {
-			dre_seterr(err, errlen, "chunk %016" PRIx64 " in %08" PRIu32 ".dat at %" PRIu32
+		} else if (!payload_sound(f, e, hdr, buf, fp) && !rotten++) { /* go on: count them all */
+			dre_seterr(err, errlen, "chunk %016" PRIx64 " in %08" PRIx32 ".dat at %" PRIu32
 				   ": its data does not match its checksum and fingerprint", e->tag, e->file, e->off);
-			rc = DRE_ESTORE;
 		}
+	}
+	if (!rc && rotten) {
+		size_t n = strlen(err);
+		if (n < errlen)
+			snprintf(err + n, errlen - n, " (%" PRIu64 " chunk%s so)", rotten, rotten > 1 ? "s" : "");
+		rc = DRE_ESTORE;
 	}
 	if (!rc && (count != st->idx.count || bytes != st->data_bytes || st->dead_ents)) {
 		dre_seterr(err, errlen, "index totals drifted: %" PRIu64 "/%zu chunks, %" PRIu64 "/%" PRIu64 " bytes, %" PRIu64

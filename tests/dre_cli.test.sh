@@ -83,7 +83,9 @@ with open(sys.argv[1], "r+b") as f:
     f.seek(56 + 100); b = f.read(1); f.seek(56 + 100); f.write(bytes([b[0] ^ 1]))
 PY
 set +e; "$W" dre check --store "$T/rot" > /dev/null 2> "$T/err"; rc=$?; set -e
-[ $rc -eq 1 ] && grep -q "does not match its checksum and fingerprint" "$T/err" || fail "rotten chunk: exit $rc: $(cat "$T/err")"
+[ $rc -eq 1 ] && grep -q "does not match its checksum and fingerprint (1 chunk so)" "$T/err" || fail "rotten chunk: exit $rc: $(cat "$T/err")"
+named=$(grep -o "in [0-9a-f]*\.dat" "$T/err" | cut -c4-)
+[ -e "$T/rot/$named" ] || fail "check names $named, which is not in the store"
 last=$(ls "$T/rot2"/*.dat | tail -n 1)
 python3 - "$last" <<'PY'
 import sys
