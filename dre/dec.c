@@ -6,6 +6,7 @@
  * store lacks (or decodes to the wrong bytes) is asked for again through the
  * ask callback; later frames wait in a bounded queue until the LEARN arrives.
  */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "dec_int.h"
@@ -87,6 +88,7 @@ void dre_dec_free(dre_dec *d)
 	dre_dec_lz_stop(d);
 	dre_rwin_free(&d->rw);
 	dre_buf_free(&d->sops);
+	dre_buf_free(&d->used);
 	while (d->spare) {
 		struct dre_qframe *f = d->spare;
 		d->spare = f->next;
@@ -232,6 +234,7 @@ static int frame_apply(dre_dec *d, struct dre_qframe *f, dre_out_fn out, void *a
 		dre_fsum_begin(&d->fs, d->seed ^ key);
 	d->in_frame = 1;
 	d->lacks = 0;
+	d->used.len = 0;
 	int rc = f->h.type == DRE_FT_DATA ? dre_dec_ops(d, f) : dre_dec_learn_ops(d, f);
 	d->in_frame = 0;
 	struct dre_vjob vj = { f->h.sum, d->seed ^ key, d->version, out, arg };
@@ -252,6 +255,8 @@ static int frame_apply(dre_dec *d, struct dre_qframe *f, dre_out_fn out, void *a
 		else if (orc > 0)
 			d->paused = 1;
 	}
+	if (rc == DRE_ECHECKSUM || rc == DRE_EMISS)
+		dre_dec_verify_hits(d); /* a stored chunk gone bad on disk? */
 	/* a failed frame's new chunks are stored too (they are sound), not its links */
 	int crc = rc ? dre_dec_discard(d) : dre_dec_frame_done(d, defer ? &vj : NULL);
 	return rc ? rc : crc;
@@ -528,6 +533,7 @@ int dre_dec_rest(dre_dec *d)
 	dre_buf_free(&d->in);
 	d->in_off = 0;
 	dre_buf_free(&d->sops);
+	dre_buf_free(&d->used);
 	d->sops_done = 0;
 	dre_buf_free(&d->undo);
 	if (!d->out.len)

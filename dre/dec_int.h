@@ -106,6 +106,7 @@ struct dre_dec {
 	dre_ent cur;              /* cursor, as in the encoder */
 	uint64_t prev;            /* last chunk output: used only by whoever runs sops */
 	dre_buf sops;             /* store operations of the frame being rebuilt */
+	dre_buf used;             /* tags of the stored chunks it used (with an ask path) */
 	size_t sops_done;         /* how many of them already ran (forced early) */
 	/* What the store operations not run yet may append: those of the frame
 	 * being rebuilt, and at most fly_bytes in the frames handed to the
@@ -143,6 +144,11 @@ struct dre_undo {
  * undo the links its operations forced early made, so a bad frame never
  * leaves a wrong successor for later streams to follow.  0 or a store error. */
 int dre_dec_discard(dre_dec *d);
+/* The frame being rebuilt failed (its checksum, or a chunk it lacks): read
+ * every stored chunk it used (d->used) with its record's checksum checked,
+ * so that one gone bad on disk leaves the store (the LEARN then stores it
+ * anew) instead of failing every later frame that uses it. */
+void dre_dec_verify_hits(dre_dec *d);
 /* Record a store operation for the frame being rebuilt. */
 int dre_dec_sop(dre_dec *d, uint32_t kind, uint32_t len, uint64_t arg);
 /* Make every recorded store operation take effect now, those of the frames

@@ -69,7 +69,8 @@ static int append_stored(struct opctx *c, uint64_t tag, dre_ent *e)
 	if (rc)
 		return rc;
 	d->out.len += e->len;
-	return 0;
+	/* should the frame fail, each is read again, checked (dre_dec_verify_hits) */
+	return d->ask ? dre_buf_add(&d->used, &tag, sizeof tag) : 0;
 }
 
 /* Append stored chunk `tag` to the output; it becomes the cursor. */

@@ -183,6 +183,23 @@ int dre_dec_discard(dre_dec *d)
 	return rc ? rc : src;
 }
 
+void dre_dec_verify_hits(dre_dec *d)
+{
+	const uint64_t *tag = (const uint64_t *)d->used.p;
+	size_t n = d->used.len / sizeof *tag;
+	uint8_t *buf = NULL;
+	for (size_t i = 0; i < n; i++) {
+		dre_ent e;
+		if (!dre_store_find(d->st, tag[i], &e))
+			continue;
+		if (!buf && !(buf = malloc(DRE_CHUNK_MAX)))
+			return;
+		dre_store_read(d->st, &e, buf); /* checks the payload; a bad record leaves the index */
+	}
+	free(buf);
+	d->used.len = 0;
+}
+
 /* Swap two buffers; a keeps b's memory, emptied. */
 static void buf_swap(dre_buf *a, dre_buf *b)
 {

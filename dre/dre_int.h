@@ -206,6 +206,11 @@ size_t dre_rwin_mem(const dre_rwin *w);
 /* Copy a chunk's payload into buf (e->len bytes) and verify its record
  * checksum; 0, DRE_EMISS (evicted since), or DRE_EIO. */
 int dre_store_read(dre_store *st, const dre_ent *e, void *buf);
+/* Copy the payload at e's place (e->file, e->off: the index need not hold
+ * it any more) into buf unchecked: to salvage a chunk whose record went bad
+ * when its bytes can be checked otherwise (its fingerprint).  0 or DRE_EMISS
+ * (its file is gone). */
+int dre_store_read_raw(dre_store *st, const dre_ent *e, void *buf);
 /* As dre_store_read without the payload checksum: for bytes that a frame
  * checksum (or a comparison) covers anyway.  w (or NULL): the reader's
  * window, for reads that run on through a data file. */
@@ -248,7 +253,9 @@ uint32_t dre_store_pin_newest(dre_store *st);
  * NULL) as for dre_store_read_fast. */
 int dre_store_match(dre_store *st, uint64_t tag, const void *p, size_t max, uint32_t bits, void *scratch, dre_rwin *w,
 		    dre_ent *out);
-/* 1 if the chunk stored for e has exactly SHA-256 h (not just the tag). */
+/* 1 if the chunk stored for e has exactly SHA-256 h (not just the tag) and
+ * its record, payload included, is sound; a record gone bad on disk is
+ * dropped from the store (so the chunk is stored anew, not referenced). */
 int dre_store_same(dre_store *st, const dre_ent *e, const uint8_t h[32]);
 /* Chunks that broke runs (alt.c): remember chunk `tag` under key (a
  * dre_fsum of its bytes); the tag last remembered under key, or 0 (a lossy

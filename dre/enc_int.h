@@ -15,6 +15,7 @@ struct dre_ret_ch {
 	uint32_t len;
 	uint16_t linked; /* it followed the previous chunk in our store order */
 	uint16_t held;   /* it was a reference to a chunk the peer held before the frame */
+	uint32_t file, off; /* a reference: where the chunk sat (DRE_PIN_NONE: not known) */
 };
 
 #define DRE_RETAIN_MAX 4096 /* unacknowledged frames kept for learns */

@@ -60,7 +60,10 @@ int dre_enc_retain_chunk(dre_enc *e, uint64_t tag, const uint8_t *p, uint32_t le
 {
 	if (!e->o.retain)
 		return 0;
-	struct dre_ret_ch c = { tag, len, tag && e->last_cont, tag && held };
+	/* a reference was just made (enc_hit set the cursor): note where it sits */
+	int at = tag && held && e->cur.tag == tag;
+	struct dre_ret_ch c = { tag, len, tag && e->last_cont, tag && held, at ? e->cur.file : DRE_PIN_NONE,
+				at ? e->cur.off : 0 };
 	if (dre_buf_add(&e->cur_ch, &c, sizeof c))
 		return DRE_ENOMEM;
 	return tag ? 0 : dre_buf_add(&e->cur_raw, p, len);
@@ -137,6 +140,20 @@ static struct dre_ret *ret_find(dre_enc *e, uint64_t seq)
  * frame as decoded, for the checksum), and an op naming it (HELD, HELDL: the
  * peer holds it) or spelling it out in the literal section; *rawpos walks the
  * retained bytes of chunks that were never stored. */
+/* The record of chunk ent went bad on disk (the store dropped it, maybe
+ * before the ask): its payload may still be right (the damage in its
+ * header), as the frame's compare found.  If the payload at its place (a
+ * file the frame's pin keeps) hashes to its tag, take it into dst and store
+ * it anew; 0 then, else DRE_EMISS. */
+static int learn_salvage(dre_enc *e, const dre_ent *ent, uint8_t *dst)
+{
+	uint8_t h[32];
+	if (dre_store_read_raw(e->st, ent, dst) || dre_fp_sha256(e->fp, dst, ent->len, h) ||
+	    dre_fp_tag(h) != ent->tag)
+		return DRE_EMISS;
+	return dre_store_add(e->st, h, dst, ent->len, 0, 0, 0) < 0 ? DRE_EMISS : 0;
+}
+
 static int learn_chunk(dre_enc *e, const struct dre_ret *r, const struct dre_ret_ch *c, int full, dre_buf *raw,
 		       size_t *rawpos)
 {
@@ -150,11 +167,14 @@ static int learn_chunk(dre_enc *e, const struct dre_ret *r, const struct dre_ret
 		memcpy(dst, r->raw + *rawpos, c->len);
 		*rawpos += c->len;
 	} else {
-		dre_ent ent;
+		dre_ent ent, was = { .tag = c->tag, .file = c->file, .off = c->off, .len = c->len };
 		/* the chunk may have been evicted since: then the stream cannot go on */
-		if (!dre_store_find(e->st, c->tag, &ent) || ent.len != c->len || dre_store_read(e->st, &ent, dst))
+		int found = dre_store_find(e->st, c->tag, &ent) && ent.len == c->len;
+		if (found ? dre_store_read(e->st, &ent, dst) && learn_salvage(e, &ent, dst)
+			  : c->file == DRE_PIN_NONE || learn_salvage(e, &was, dst))
 			return DRE_EMISS;
-		held = !full && e->o.version >= 3 && c->held && (!e->peer_bit || (ent.peers & e->peer_bit));
+		/* (salvaged from where it sat: stored anew, the peer not known to hold it) */
+		held = found && !full && e->o.version >= 3 && c->held && (!e->peer_bit || (ent.peers & e->peer_bit));
 		if (!held)
 			dre_store_mark(e->st, c->tag, e->peer_bit);
 	}

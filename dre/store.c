@@ -248,6 +248,32 @@ static int put_locked(dre_store *st, const uint8_t *hdr, const uint8_t h[32], co
 	return rc;
 }
 
+/* The data on disk of chunk cur went bad: forget the chunk rather than serve
+ * it.  Its successor goes with it: stored again, it gets the next one seen,
+ * and a peer may still hold the old one, so note it as a fork (no run through
+ * it, alt.c).  Lock held. */
+static void drop_rotten_locked(dre_store *st, dre_ent *cur)
+{
+	st->data_bytes -= cur->len;
+	st->bad_reads++;
+	tally(st, cur, -1);
+	dre_store_fork_locked(st, cur->tag);
+	dre_idx_del(&st->idx, cur);
+}
+
+/* Chunk e (fingerprint h, bytes p[0..len)) is stored already: 1 if its
+ * stored copy (where mapped) holds exactly that, else 0, the copy dropped
+ * (it went bad on disk; a peer's learn brings such a chunk back).  Lock held. */
+static int present_sound_locked(dre_store *st, dre_ent *e, const uint8_t h[32], const void *p, uint32_t len)
+{
+	struct dre_sfile *f = file_find(st, e->file);
+	const uint8_t *m = f && e->len == len ? dre_store_mapped(st, f, e->off, len) : NULL;
+	if (!m || (!memcmp(m + 8, h, 32) && !memcmp(m + DRE_REC_HDR, p, len)))
+		return 1;
+	drop_rotten_locked(st, e);
+	return 0;
+}
+
 int dre_store_put_after(dre_store *st, const uint8_t h[32], const void *p, uint32_t len,
 			uint64_t prev, dre_ent *out)
 {
@@ -259,6 +285,8 @@ int dre_store_put_after(dre_store *st, const uint8_t h[32], const void *p, uint3
 	dre_wq_throttle(st);
 	int rc;
 	dre_ent *e = dre_store_ent(st, dre_fp_tag(h));
+	if (e && !present_sound_locked(st, e, h, p, len))
+		e = NULL; /* its stored copy went bad: dropped, and stored anew below */
 	if (e) {
 		*out = *e;
 		rc = 0;
@@ -286,6 +314,7 @@ int dre_store_add(dre_store *st, const uint8_t h[32], const void *p, uint32_t le
 	dre_store_mark(st, tag, bits);
 	return 0;
 }
+
 
 /* Read header and payload of e's record and check them (the payload's
  * checksum only if verify); caller holds the lock. */
@@ -320,15 +349,7 @@ static int read_locked(dre_store *st, const dre_ent *e, uint8_t hdr[DRE_REC_HDR]
 		}
 	}
 	if (dre_rec_sound(hdr, cur, verify ? buf : NULL)) {
-		/* the data on disk went bad: forget the chunk rather than serve it.
-		 * Its successor goes with it: stored again, it gets the next one
-		 * seen, and a peer may still hold the old one, so note it as a fork
-		 * (no run through it, alt.c) */
-		st->data_bytes -= cur->len;
-		st->bad_reads++;
-		tally(st, cur, -1);
-		dre_store_fork_locked(st, cur->tag);
-		dre_idx_del(&st->idx, cur);
+		drop_rotten_locked(st, cur);
 		return DRE_EMISS;
 	}
 	return 0;
@@ -339,6 +360,20 @@ int dre_store_read(dre_store *st, const dre_ent *e, void *buf)
 	uint8_t hdr[DRE_REC_HDR];
 	pthread_mutex_lock(&st->mu);
 	int rc = read_locked(st, e, hdr, buf, 1);
+	pthread_mutex_unlock(&st->mu);
+	return rc;
+}
+
+int dre_store_read_raw(dre_store *st, const dre_ent *e, void *buf)
+{
+	pthread_mutex_lock(&st->mu);
+	struct dre_sfile *f = file_find(st, e->file);
+	const uint8_t *m = f ? dre_store_mapped(st, f, e->off, e->len) : NULL;
+	int rc = f ? 0 : DRE_EMISS;
+	if (m)
+		memcpy(buf, m + DRE_REC_HDR, e->len);
+	else if (f && pread(f->fd, buf, e->len, e->off + DRE_REC_HDR) != (ssize_t)e->len)
+		rc = DRE_EMISS;
 	pthread_mutex_unlock(&st->mu);
 	return rc;
 }
@@ -476,10 +511,22 @@ int dre_store_match(dre_store *st, uint64_t tag, const void *p, size_t max, uint
 
 int dre_store_same(dre_store *st, const dre_ent *e, const uint8_t h[32])
 {
-	uint8_t hdr[DRE_REC_HDR];
+	uint8_t hdr[DRE_REC_HDR], *buf = NULL;
 	pthread_mutex_lock(&st->mu);
-	int rc = read_locked(st, e, hdr, NULL, 0);
+	dre_ent *cur = dre_store_ent(st, e->tag);
+	struct dre_sfile *f = cur ? file_find(st, cur->file) : NULL;
+	const uint8_t *m = f ? dre_store_mapped(st, f, cur->off, cur->len) : NULL;
+	int rc;
+	if (m) { /* checked in place */
+		memcpy(hdr, m, DRE_REC_HDR);
+		if ((rc = dre_rec_sound(hdr, cur, m + DRE_REC_HDR) ? DRE_EMISS : 0))
+			drop_rotten_locked(st, cur);
+	} else {
+		buf = cur ? malloc(cur->len) : NULL;
+		rc = buf ? read_locked(st, e, hdr, buf, 1) : DRE_EMISS;
+	}
 	pthread_mutex_unlock(&st->mu);
+	free(buf);
 	return rc == 0 && memcmp(hdr + 8, h, 32) == 0;
 }
 
@@ -656,6 +703,7 @@ void dre_store_get_stats(dre_store *st, dre_store_stats *s)
 	s->io_errors = st->io_errors;
 	s->io_errno = st->io_errno;
 	s->dir_remade = st->dir_remade;
+	s->bad_reads = st->bad_reads;
 	s->peers = (uint32_t)st->npeers;
 	for (int i = 0; i < st->npeers; i++)
 		s->peers_held += st->peer_users[i] > 0;

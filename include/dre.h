@@ -92,6 +92,7 @@ typedef struct dre_store_stats {
 	uint64_t io_errors;       /* failed data file reads and writes since open */
 	int io_errno;             /* errno of the last of them (0: none) */
 	uint64_t dir_remade;      /* since open: the directory was removed in use and made again */
+	uint64_t bad_reads;       /* since open: chunks whose record went bad on disk (dropped when read) */
 	uint32_t peers, peers_held; /* peer slots in use; of them, held now (dre_store_peer) */
 	uint64_t peers_untracked;  /* since open: dre_store_peer calls that found no slot */
 	uint64_t peers_reclaimed;  /* since open: idle slots given to new peers */

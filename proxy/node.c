@@ -110,6 +110,11 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 			 " (what the store held stays readable until evicted; after a restart, what it stored since)",
 			 conf_store(px_daemon_conf(n->d)));
 	n->dir_remade = ss.dir_remade;
+	if (ss.bad_reads > n->bad_reads)
+		log_warn("store %s: %llu chunks found gone bad on disk (their records fail their checksums): dropped,"
+			 " and stored again when a peer or a client sends them", conf_store(px_daemon_conf(n->d)),
+			 (unsigned long long)(ss.bad_reads - n->bad_reads));
+	n->bad_reads = ss.bad_reads;
 	if (ss.peers_untracked > n->untracked)
 		log_warn("store %s: %llu streams from peers beyond the %d tracked, whose slots were used within %d h:"
 			 " sent as if those peers held every chunk (their misses cost an ask each)",

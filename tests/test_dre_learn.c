@@ -131,10 +131,13 @@ static void test_learn_relinks(void **state)
 	t_rmstore(dx);
 }
 
-/* Spoil the header of every chunk record in store dir's data files (the
- * stored tag), as a failed write or a bad disk would: a read drops them. */
-static void spoil_chunk_headers(const char *dir)
+/* Spoil every `every`th chunk record in store dir's data files: a bit of
+ * its header (the stored tag, at 8; with every > 1, the fingerprint past the
+ * tag, at 20, which only the record's checksum covers) or of its payload
+ * (payload), as a failed write or a bad disk would: a checked read drops them. */
+static void spoil_chunks(const char *dir, int payload, int every)
 {
+	int k = 0;
 	for (unsigned num = 1; num < 64; num++) {
 		char path[128];
 		snprintf(path, sizeof path, "%s/%08x.dat", dir, num);
@@ -146,10 +149,14 @@ static void spoil_chunk_headers(const char *dir)
 		while (fseek(f, at, SEEK_SET) == 0 && fread(h, 1, sizeof h, f) == sizeof h) {
 			uint32_t len;
 			memcpy(&len, h + 4, 4);
-			if (len) { /* a chunk (a link record has no payload) */
-				h[8] ^= 1;
-				assert_int_equal(fseek(f, at + 8, SEEK_SET), 0);
-				assert_int_equal(fwrite(h + 8, 1, 1, f), 1);
+			if (len && k++ % every == 0) { /* a chunk (a link record has no payload) */
+				long where = payload ? at + (long)sizeof h + len / 2 : at + (every > 1 ? 20 : 8);
+				uint8_t c;
+				assert_int_equal(fseek(f, where, SEEK_SET), 0);
+				assert_int_equal(fread(&c, 1, 1, f), 1);
+				c ^= 1;
+				assert_int_equal(fseek(f, where, SEEK_SET), 0);
+				assert_int_equal(fwrite(&c, 1, 1, f), 1);
 			}
 			at += (long)sizeof h + len;
 		}
@@ -173,7 +180,7 @@ static void test_dropped_chunk_is_a_fork(void **state)
 	t_fill_random(pr + part, part);
 	assert_int_equal(send_with_asks(sa, 0, sb, 0, pq, 2 * part, 0, NULL), 0);
 	assert_int_equal(dre_store_sync(sa), 0);
-	spoil_chunk_headers(da);
+	spoil_chunks(da, 0, 1);
 	assert_int_equal(send_with_asks(sa, 0, sb, 0, pr, 2 * part, 0, NULL), 0);
 	size_t size;
 	assert_int_equal(send_with_asks(sa, 0, sb, 0, pr, 2 * part, 0, &size), 0);
@@ -181,6 +188,59 @@ static void test_dropped_chunk_is_a_fork(void **state)
 	free(pq);
 	free(pr);
 	t_stores_done(sa, da, sb, db);
+}
+
+/* Chunks gone bad on disk at the decoder (their payloads): the frames that
+ * use them fail their checksums and are asked for; the decoder then drops
+ * them from its store (a checked read of each chunk the failed frame used),
+ * and the learns store them anew, so the next repeat needs no ask.  Before,
+ * the rotten copies stayed, and every repeat asked again. */
+static void test_rotten_at_decoder_heals(void **state)
+{
+	char da[64], db[64];
+	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0);
+	size_t n = 1 << 20;
+	uint8_t *p = malloc(n);
+	t_fill_random(p, n);
+	assert_int_equal(send_with_asks(sa, 0, sb, 0, p, n, 0, NULL), 0);
+	assert_int_equal(dre_store_sync(sb), 0);
+	spoil_chunks(db, 1, 1);
+	assert_true(send_with_asks(sa, 0, sb, 0, p, n, 1, NULL) > 0);
+	dre_store_stats s;
+	dre_store_get_stats(sb, &s);
+	assert_true(s.bad_reads >= 100); /* every chunk: 1 MiB in ~200 */
+	assert_int_equal(send_with_asks(sa, 0, sb, 0, p, n, 0, NULL), 0);
+	free(p);
+	t_stores_done(sa, da, sb, db);
+}
+
+/* Chunks gone bad on disk at the encoder, for a decoder that lacks them: a
+ * payload gone bad is found before the chunk is referenced (the fingerprint
+ * path reads the record whole), so it goes as bytes; a header gone bad (the
+ * payload still right, as the run's compare found) is salvaged for the
+ * learn when the payload hashes to the chunk's tag.  Before, each was
+ * referenced, the learn could not read it, and the stream ended. */
+static void test_rotten_at_encoder(void **state)
+{
+	for (int k = 0; k < 4; k++) {
+		int payload = k & 1;
+		char da[64], db[64], dc[64];
+		/* the encoder's runs read the store both ways (a window's read checks headers) */
+		dre_store *sa = t_store(da, 8 << 20), *sb = t_store(db, 0), *sc = t_store(dc, 0);
+		dre_store_close(sa); /* (files of 1 MiB: most of the data in sealed, mapped ones) */
+		sa = t_reopen_reads(da, 8 << 20, k & 2 ? DRE_READS_WINDOW : DRE_READS_MAP);
+		size_t n = 3 << 20;
+		uint8_t *p = malloc(n);
+		t_fill_random(p, n);
+		assert_int_equal(send_with_asks(sa, -1, sb, -1, p, n, 0, NULL), 0);
+		assert_int_equal(dre_store_sync(sa), 0);
+		spoil_chunks(da, payload, 2); /* a run reaches the bad ones from sound ones */
+		send_with_asks(sa, -1, sc, -1, p, n, 0, NULL); /* exact, every learn answered */
+		free(p);
+		dre_store_close(sc);
+		t_rmstore(dc);
+		t_stores_done(sa, da, sb, db);
+	}
 }
 
 /* A core's store and two branches' stores, each side knowing the other's
@@ -396,6 +456,8 @@ int main(void)
 		cmocka_unit_test(test_forks_cost_no_asks),
 		cmocka_unit_test(test_learn_names_held_chunks),
 		cmocka_unit_test(test_learn_after_turnover),
+		cmocka_unit_test(test_rotten_at_decoder_heals),
+		cmocka_unit_test(test_rotten_at_encoder),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
