@@ -250,21 +250,27 @@ int dre_store_limit_save(dre_store *st)
 int dre_store_set_limit(dre_store *st, uint64_t limit)
 {
 	int rc;
-	while ((rc = dre_store_shrink_step(st, limit)) == 1)
+	while ((rc = dre_store_shrink_step(st, limit, 0)) == 1)
 		;
 	return rc;
 }
 
-int dre_store_shrink_step(dre_store *st, uint64_t limit)
+int dre_store_shrink_step(dre_store *st, uint64_t limit, int wait_pins)
 {
 	if (!limit || st->readonly)
 		return DRE_EINVAL;
 	pthread_mutex_lock(&st->mu);
 	st->file_max = dre_store_file_max(limit);
 	dre_sizing_limit(st, limit);
-	/* an administrator's shrink does not wait for pins (counted) */
-	if (st->disk_bytes > limit && st->nfiles && st->files[0].pins)
-		st->pin_forced++;
+	if (st->disk_bytes > limit && st->nfiles && st->files[0].pins) {
+		if (wait_pins) { /* the frames in flight are acknowledged within a round trip or so */
+			if (st->limit > st->disk_bytes)
+				st->limit = st->disk_bytes; /* meanwhile no growth */
+			pthread_mutex_unlock(&st->mu);
+			return 2;
+		}
+		st->pin_forced++; /* evicted all the same: counted */
+	}
 	int rc = st->disk_bytes > limit ? evict_oldest(st) : 0;
 	/* until the target is reached, the bound is what the files hold now:
 	 * appends in between evict only what they add */

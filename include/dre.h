@@ -130,8 +130,11 @@ int dre_store_set_limit(dre_store *st, uint64_t size_limit);
  * more than size_limit (call again), 0 once within it (the new bound is then
  * saved in DIR/limit), or a negative DRE_E* error.  Until then the bound is
  * what the store holds, so stores in between evict only about what they add.
+ * With wait_pins, an oldest file that frames in flight still pin is not
+ * evicted: 2 then (call again later, when they were acknowledged; or
+ * without wait_pins to evict it all the same, counted as pins_forced).
  * A store closed half-way keeps the old bound in DIR/limit. */
-int dre_store_shrink_step(dre_store *st, uint64_t size_limit);
+int dre_store_shrink_step(dre_store *st, uint64_t size_limit, int wait_pins);
 /* Make everything written so far durable (fdatasync data and index files).
  * Blocks until the disk has it. */
 int dre_store_sync(dre_store *st);

@@ -123,7 +123,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	n->untracked = ss.peers_untracked;
 	if (ss.pin_forced > n->pin_forced)
 		log_warn("store %s: %llu data files evicted though frames in flight still referenced them (the store"
-			 " was %d MiB past its size, or a smaller store_size was applied): a stream whose such frame"
+			 " was %d MiB past its size, or a smaller store_size waited 10 s for them): a stream whose such frame"
 			 " its peer asks for is reset", conf_store(px_daemon_conf(n->d)),
 			 (unsigned long long)(ss.pin_forced - n->pin_forced), DRE_PIN_SLACK_MIB);
 	n->pin_forced = ss.pin_forced;
@@ -457,13 +457,18 @@ int px_node_start(struct px_node *n, struct px_daemon *d, int role)
 
 /* One step of a store_size change: evict a data file, come back on the
  * next event loop pass while still over; log the outcome. */
+#define SHRINK_PIN_WAIT_S 10
+
 static void shrink_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct px_node *n = arg;
-	int rc = dre_store_shrink_step(n->store, n->shrink_to);
+	/* a file that frames in flight still pin: wait for their acknowledgement
+	 * (a round trip), for SHRINK_PIN_WAIT_S at most, then evict it all the same */
+	int waited = px_mono_us() - n->shrink_t0_us > SHRINK_PIN_WAIT_S * 1000000ull;
+	int rc = dre_store_shrink_step(n->store, n->shrink_to, !waited);
 	if (rc > 0) {
-		struct timeval now = { 0, 0 };
-		event_add(n->shrink, &now);
+		struct timeval later = { 0, rc == 2 ? 50000 : 0 };
+		event_add(n->shrink, &later);
 		return;
 	}
 	unsigned long long to = (unsigned long long)n->shrink_to;

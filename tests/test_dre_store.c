@@ -134,7 +134,7 @@ static void test_shrink_steps(void **state)
 	int steps = 0, rc;
 	do {
 		dre_store_get_stats(st, &s0);
-		rc = dre_store_shrink_step(st, to);
+		rc = dre_store_shrink_step(st, to, 0);
 		assert_true(rc == 0 || rc == 1);
 		dre_store_get_stats(st, &s1);
 		assert_true(s1.files + 1 >= s0.files);
@@ -151,7 +151,7 @@ static void test_shrink_steps(void **state)
 	assert_int_equal(s1.size_limit, to);
 	char err[256];
 	assert_int_equal(dre_store_check(st, err, sizeof err), 0);
-	assert_int_equal(dre_store_shrink_step(st, 0), DRE_EINVAL);
+	assert_int_equal(dre_store_shrink_step(st, 0, 0), DRE_EINVAL);
 	dre_store_close(st);
 	assert_true(dat_bytes(da) <= to);
 	st = t_reopen(da, 0);
@@ -265,6 +265,24 @@ static void test_pins(void **state)
 	assert_int_equal(dre_store_pin(st, DRE_PIN_NONE), DRE_PIN_NONE);
 	dre_store_get_stats(st, &s);
 	assert_int_equal(s.pins, 0);
+	/* a shrink that waits for pins evicts nothing while the oldest file is
+	 * pinned (2: later), and goes on once it is not */
+	put_random(st, fp, (int)(limit >> 12));
+	dre_store_get_stats(st, &s);
+	uint64_t before = s.evicted_bytes, forced = s.pin_forced;
+	uint32_t p0 = dre_store_pin(st, 0);
+	assert_int_equal(dre_store_shrink_step(st, limit / 4, 1), 2);
+	assert_int_equal(dre_store_shrink_step(st, limit / 4, 1), 2);
+	dre_store_get_stats(st, &s);
+	assert_int_equal(s.evicted_bytes, before);
+	dre_store_unpin(st, p0);
+	int rc;
+	while ((rc = dre_store_shrink_step(st, limit / 4, 1)) == 1)
+		;
+	assert_int_equal(rc, 0);
+	dre_store_get_stats(st, &s);
+	assert_true(s.evicted_bytes > before && s.disk_bytes <= limit / 4);
+	assert_int_equal(s.pin_forced, forced);
 	dre_fp_free(fp);
 	dre_store_close(st);
 	t_rmstore(da);
