@@ -126,23 +126,59 @@ static const uint8_t *scan_at(struct scan_win *w, uint64_t off, size_t n)
 	return w->p + (off - w->from);
 }
 
-/* Read file f record by record, applying each; cut it at the first record that
- * is torn or fails its checksum.  Entries are also collected into *list. */
+/* The sound record at file offset off (header and payload checked), or NULL. */
+static const uint8_t *scan_rec(struct scan_win *w, uint64_t off)
+{
+	const uint8_t *hdr = scan_at(w, off, DRE_REC_HDR);
+	uint32_t len;
+	if (!hdr || dre_rec_check(hdr, NULL))
+		return NULL;
+	memcpy(&len, hdr + 4, 4);
+	const uint8_t *rec = scan_at(w, off, DRE_REC_HDR + len);
+	return rec && !dre_rec_check(rec, rec + DRE_REC_HDR) ? rec : NULL;
+}
+
+/* The offset of the first sound record at or after off, or UINT64_MAX: past
+ * a damaged record, the file goes on (the damage was in the middle: bit rot),
+ * or nothing sound follows (a torn tail). */
+static uint64_t scan_resync(struct scan_win *w, uint64_t off)
+{
+	for (; off + DRE_REC_HDR <= w->size; off++) {
+		const uint8_t *h = scan_at(w, off, 4);
+		uint32_t magic;
+		if (!h)
+			break;
+		memcpy(&magic, h, 4);
+		if ((magic == DRE_REC_CHUNK || magic == DRE_REC_CHUNK_V1 || magic == DRE_REC_LINK) && scan_rec(w, off))
+			return off;
+	}
+	return UINT64_MAX;
+}
+
+/* Read file f record by record, applying each.  A record that is torn or
+ * fails its checksum is dropped: the scan goes on at the next sound record,
+ * and if none follows, the file is cut there.  Entries are also collected
+ * into *list. */
 static int scan_file(dre_store *st, struct dre_sfile *f, dre_buf *list)
 {
 	struct scan_win w = { f->fd, f->size, 0, 0, malloc(SCAN_WIN) };
 	uint64_t off = 0;
-	const uint8_t *hdr, *payload;
+	const uint8_t *hdr;
 	if (!w.p)
 		return DRE_ENOMEM;
 	dre_mem_populate(w.p, SCAN_WIN); /* its pages in one call */
-	while ((hdr = scan_at(&w, off, DRE_REC_HDR)) && !dre_rec_check(hdr, NULL)) {
+	while (off < f->size) {
+		if (!(hdr = scan_rec(&w, off))) {
+			uint64_t next = scan_resync(&w, off + 1);
+			if (next == UINT64_MAX)
+				break; /* the file is cut here */
+			st->dropped_records++;
+			off = next;
+			continue;
+		}
 		uint32_t magic, len;
 		memcpy(&magic, hdr, 4);
 		memcpy(&len, hdr + 4, 4);
-		if (!(payload = scan_at(&w, off, DRE_REC_HDR + len)) || dre_rec_check(payload, payload + DRE_REC_HDR))
-			break;
-		hdr = payload; /* the window may have moved */
 		struct dre_idxent ie;
 		if (magic == DRE_REC_LINK)
 			ie = (struct dre_idxent){ dre_get_u64(hdr + 8), dre_get_u64(hdr + 16), 0, DRE_IDX_LINK };

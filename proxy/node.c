@@ -412,9 +412,12 @@ int px_node_start(struct px_node *n, struct px_daemon *d, int role)
 	}
 	dre_store_stats ss;
 	dre_store_get_stats(n->store, &ss);
-	log_info("store %s: %llu chunks, %llu bytes (limit %llu)%s", conf_store(c),
-		 (unsigned long long)ss.chunks, (unsigned long long)ss.data_bytes,
-		 (unsigned long long)ss.size_limit, ss.dropped_records ? ", torn records dropped" : "");
+	char dropped[80] = "";
+	if (ss.dropped_records)
+		snprintf(dropped, sizeof dropped, ", %llu torn or damaged stretches of records dropped",
+			 (unsigned long long)ss.dropped_records);
+	log_info("store %s: %llu chunks, %llu bytes (limit %llu)%s", conf_store(c), (unsigned long long)ss.chunks,
+		 (unsigned long long)ss.data_bytes, (unsigned long long)ss.size_limit, dropped);
 	log_reads(conf_store(c), &ss, "are");
 	check_fs_room(conf_store(c), conf_store_size(c), ss.disk_bytes);
 	if (ss.reads_ignored)

@@ -967,6 +967,47 @@ static void test_dir_removed(void **state)
 	t_rmstore(d);
 }
 
+/* A record gone bad in the middle of a data file the store recovers by
+ * scanning (the active one, or one whose .idx is gone) costs that record
+ * only: the scan goes on at the next sound one, and the file is kept whole.
+ * Only a torn tail (nothing sound after it) is cut.  Before, the first bad
+ * record cut the rest of the file. */
+static void test_rot_mid_file(void **state)
+{
+	(void)state;
+	char d[64], path[128];
+	dre_store *st = t_store(d, 0);
+	dre_fp *fp = dre_fp_new();
+	put_chunks(st, fp, 4096, 100, -1, NULL);
+	assert_int_equal(dre_store_sync(st), 0);
+	dre_store_close(st);
+	snprintf(path, sizeof path, "%s/00000001.dat", d);
+	struct stat sb;
+	assert_int_equal(stat(path, &sb), 0);
+	off_t size = sb.st_size;
+	FILE *f = fopen(path, "r+b");
+	assert_non_null(f);
+	long rec = 56 + 4096, at = 50 * rec + 56 + 100; /* chunk 50's payload (no links: all records alike) */
+	uint8_t c;
+	assert_int_equal(fseek(f, at, SEEK_SET), 0);
+	assert_int_equal(fread(&c, 1, 1, f), 1);
+	c ^= 0x10;
+	assert_int_equal(fseek(f, at, SEEK_SET), 0);
+	assert_int_equal(fwrite(&c, 1, 1, f), 1);
+	fclose(f);
+	assert_int_equal(truncate(path, size - 1000), 0); /* and a torn tail */
+	assert_non_null(st = t_reopen(d, 0));
+	dre_store_stats s;
+	dre_store_get_stats(st, &s);
+	assert_int_equal(s.chunks, 98);
+	assert_int_equal(s.dropped_records, 2);
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_size, 99 * rec);
+	dre_store_close(st);
+	dre_fp_free(fp);
+	t_rmstore(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -981,6 +1022,7 @@ int main(void)
 		cmocka_unit_test(test_evict_sweep),
 		cmocka_unit_test(test_private_files),
 		cmocka_unit_test(test_dir_removed),
+		cmocka_unit_test(test_rot_mid_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
