@@ -139,6 +139,18 @@ static inline dre_store *t_reopen(const char *dir, uint64_t limit)
 	return t_reopen_reads(dir, limit, t_rand() % 2 ? DRE_READS_MAP : DRE_READS_WINDOW);
 }
 
+/* Flip the bits of mask in the byte at offset at of open file f (a disk
+ * gone bad). */
+static inline void t_flip(FILE *f, long at, uint8_t mask)
+{
+	uint8_t c;
+	assert_int_equal(fseek(f, at, SEEK_SET), 0);
+	assert_int_equal(fread(&c, 1, 1, f), 1);
+	c ^= mask;
+	assert_int_equal(fseek(f, at, SEEK_SET), 0);
+	assert_int_equal(fwrite(&c, 1, 1, f), 1);
+}
+
 static inline void t_rmstore(const char *dir)
 {
 	t_rmtree(dir);

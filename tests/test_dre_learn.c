@@ -150,13 +150,7 @@ static void spoil_chunks(const char *dir, int payload, int every)
 			uint32_t len;
 			memcpy(&len, h + 4, 4);
 			if (len && k++ % every == 0) { /* a chunk (a link record has no payload) */
-				long where = payload ? at + (long)sizeof h + len / 2 : at + (every > 1 ? 20 : 8);
-				uint8_t c;
-				assert_int_equal(fseek(f, where, SEEK_SET), 0);
-				assert_int_equal(fread(&c, 1, 1, f), 1);
-				c ^= 1;
-				assert_int_equal(fseek(f, where, SEEK_SET), 0);
-				assert_int_equal(fwrite(&c, 1, 1, f), 1);
+				t_flip(f, payload ? at + (long)sizeof h + len / 2 : at + (every > 1 ? 20 : 8), 1);
 			}
 			at += (long)sizeof h + len;
 		}
