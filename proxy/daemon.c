@@ -300,6 +300,7 @@ int px_daemon_main(enum conf_role role, int argc, char **argv,
 	if (!(d.conf = conf_from_args(role, argc, argv, err, sizeof err)) || load_tls(&d, d.conf, err, sizeof err) ||
 	    px_daemon_check_store(d.conf, err, sizeof err)) {
 		fprintf(stderr, "%s\n", err);
+		drop_tls(&d);
 		conf_free(d.conf);
 		return 2;
 	}
