@@ -214,8 +214,11 @@ static int new_file(dre_store *st, uint32_t num)
 		st->capfiles = cap;
 	}
 	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, DRE_FILE_MODE);
-	if (fd < 0)
+	if (fd < 0) {
+		st->io_errors++; /* the daemon logs it; the chunks that wanted it are not stored */
+		st->io_errno = errno;
 		return DRE_EIO;
+	}
 	st->files[st->nfiles] = (struct dre_sfile){ .num = num, .fd = fd };
 	dre_store_map(&st->files[st->nfiles++], st->file_max);
 	return 0;
@@ -231,9 +234,14 @@ int dre_store_rotate(dre_store *st)
 	 * then dropped.  The writer thread writes the .idx after the data. */
 	struct dre_sfile *f = &st->files[st->nfiles - 1];
 	uint32_t num = f->num;
-	int rc = dre_wq_seal_idx(st, f, &st->act);
-	if (rc)
-		return rc;
+	/* sealed already when the next file could not be made: its .idx is
+	 * written (sealing again would write one with no entries over it) */
+	if (st->sealed != num) {
+		int rc = dre_wq_seal_idx(st, f, &st->act);
+		if (rc)
+			return rc;
+		st->sealed = num;
+	}
 	return new_file(st, num + 1);
 }
 

@@ -305,6 +305,8 @@ int dre_store_add(dre_store *st, const uint8_t h[32], const void *p, uint32_t le
 	dre_ent e;
 	uint64_t tag = dre_fp_tag(h);
 	int rc = dre_store_put_after(st, h, p, len, prev, &e);
+	if (rc == DRE_EIO)
+		return 0; /* no new data file could be made (counted): not stored, as a chunk whose write failed */
 	if (rc < 0)
 		return rc;
 	if (prev && relink)

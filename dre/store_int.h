@@ -154,6 +154,7 @@ struct dre_store {
 	uint64_t io_errors, bad_reads, copied_forward;
 	uint64_t pin_over_max, pin_forced; /* pins: dre_store_stats */
 	uint64_t dir_remade;         /* dre_store_stats */
+	uint32_t sealed;             /* the data file whose .idx was last queued (0: none) */
 	int io_errno;                /* errno of the last failed data file read or write */
 	uint8_t peer_id[DRE_PEER_SLOTS][16]; /* store id of each peer slot */
 	int npeers;

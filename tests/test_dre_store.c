@@ -1003,6 +1003,55 @@ static void test_rot_mid_file(void **state)
 	t_rmstore(d);
 }
 
+/* n random 4 KiB chunks through dre_store_add, as a stream's codec stores
+ * them (it must not fail); their tags into tags[0..n) if given. */
+static void add_chunks(dre_store *st, dre_fp *fp, int n, uint64_t *tags)
+{
+	uint8_t p[4096], h[32];
+	for (int i = 0; i < n; i++) {
+		t_fill_random(p, sizeof p);
+		assert_int_equal(dre_fp_sha256(fp, p, sizeof p, h), 0);
+		assert_int_equal(dre_store_add(st, h, p, sizeof p, 0, 0, 0), 0);
+		if (tags)
+			tags[i] = dre_fp_tag(h);
+	}
+}
+
+/* The next data file cannot be made (here a directory in its way): the
+ * chunks that wanted it are not stored, counted as I/O errors, and nothing
+ * fails; the file before keeps its index (sealed once, not again with no
+ * entries at each retry), and once the way is clear the store goes on. */
+static void test_new_file_fails(void **state)
+{
+	(void)state;
+	char d[64], path[128];
+	dre_store *st = t_store(d, 4u << 20);
+	dre_fp *fp = dre_fp_new();
+	snprintf(path, sizeof path, "%s/00000002.dat", d);
+	assert_int_equal(mkdir(path, 0700), 0);
+	uint64_t tags[600];
+	add_chunks(st, fp, 600, tags); /* 2.4 MB: past the first file's 1 MiB */
+	dre_store_stats s;
+	dre_store_get_stats(st, &s);
+	assert_true(s.io_errors > 0);
+	uint64_t chunks = s.chunks;
+	assert_true(chunks > 100 && chunks < 600);
+	assert_int_equal(rmdir(path), 0);
+	add_chunks(st, fp, 50, NULL);
+	dre_store_get_stats(st, &s);
+	assert_int_equal(s.chunks, chunks + 50);
+	assert_int_equal(dre_store_sync(st), 0);
+	dre_store_close(st);
+	assert_non_null(st = t_reopen(d, 4u << 20));
+	dre_store_get_stats(st, &s);
+	assert_int_equal(s.chunks, chunks + 50);
+	dre_ent e;
+	assert_true(dre_store_find(st, tags[0], &e));
+	dre_store_close(st);
+	dre_fp_free(fp);
+	t_rmstore(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1018,6 +1067,7 @@ int main(void)
 		cmocka_unit_test(test_private_files),
 		cmocka_unit_test(test_dir_removed),
 		cmocka_unit_test(test_rot_mid_file),
+		cmocka_unit_test(test_new_file_fails),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
