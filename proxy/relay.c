@@ -195,7 +195,8 @@ static int lan_take(void *arg, void *buf, size_t len)
  * bounds, together they would not). */
 static int backlog_over(struct px_relay *r)
 {
-	uint64_t now = dre_dec_buffered(r->dec);
+	/* paused (its LAN side full), it holds its credit: bounded by its window */
+	uint64_t now = dre_dec_paused(r->dec) ? 0 : dre_dec_buffered(r->dec);
 	if (now >= r->backlog)
 		atomic_fetch_add(&backlog, now - r->backlog);
 	else
