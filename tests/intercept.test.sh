@@ -85,7 +85,9 @@ while True:
 print(out.decode().strip())
 PY
 ip netns exec "$S" python3 "$LOG/server.py" & pids="$pids $!" # not via x(): $! must be the server
-for i in $(seq 50); do x $S ss -ltn | grep -q ':8080' && break; sleep 0.1; done
+# and one on the client's side, which the server's side connects to (a connection the LAN did not start)
+ip netns exec "$C" python3 "$LOG/server.py" & pids="$pids $!"
+for i in $(seq 50); do x $S ss -ltn | grep -q ':8080' && x $C ss -ltn | grep -q ':8080' && break; sleep 0.1; done
 
 # Unintercepted baseline: the server sees the client itself.
 out=$(x $C timeout 10 python3 "$LOG/client.py" 10.77.2.2)
@@ -104,6 +106,31 @@ check() {  # mode family-address server-sees
 	for i in $(seq 50); do kill -0 $ip 2>/dev/null || break; sleep 0.1; done
 	kill $ip 2>/dev/null || true
 	wait $ip 2>/dev/null || true
+	# every port intercepted: a connection from the WAN side to a LAN host is
+	# routed all the same (its replies come in on the LAN side)
+	# (with the listener there, which such replies once reached)
+	x $R bash conf/intercept-nft.sh apply --mode="$mode" --port=3129 --iface=vr 2>/dev/null
+	ip netns exec "$R" "$BIN" intercept --port=3129 --mode="$mode" >"$LOG/icpt2.log" 2>&1 & # $!: it
+	ip=$!
+	for i in $(seq 50); do x $R ss -ltn | grep -q ':3129' && break; sleep 0.1; done
+	local back from
+	case $dst in *:*) back=fd77:1::2 from=fd77:2::2 ;; *) back=10.77.1.2 from=::ffff:10.77.2.2 ;; esac
+	local wan
+	wan=$(x $S timeout 10 python3 "$LOG/client.py" "$back" 2>&1) || true
+	kill $ip 2>/dev/null || true
+	wait $ip 2>/dev/null || true
+	if [ "$wan" = "got 300004 bytes ping from $from" ]; then
+		echo "ok   $mode: from the WAN side to $back, routed: $wan"
+	else
+		echo "FAIL $mode: from the WAN side to $back: '$wan'"
+		fails=$((fails + 1))
+	fi
+	# a bad option leaves the rules in place (one transaction)
+	if x $R bash conf/intercept-nft.sh apply --mode="$mode" --port=3129 --iface=vr --dports=99999 2>/dev/null ||
+	   ! x $R nft list table inet wanopt >/dev/null 2>&1; then
+		echo "FAIL $mode: a failed apply took the rules away"
+		fails=$((fails + 1))
+	fi
 	x $R bash conf/intercept-nft.sh remove --mode="$mode"
 	case $dst in *:*) shown="[$dst]:8080" ;; *) shown="$dst:8080" ;; esac
 	if [ "$out" = "got 300004 bytes ping from $via" ] &&
