@@ -140,10 +140,15 @@ static void summary(struct ping *p)
 		if (p->rtt_ms[i] >= 0)
 			sum += (v[n++] = p->rtt_ms[i]);
 	qsort(v, (size_t)n, sizeof *v, cmp_double);
-	if (p->json)
+	if (p->json && !n) /* no reply: no round trip to give */
+		printf("{\"sent\":%d,\"received\":0,\"dups\":%d,\"min_ms\":null,\"avg_ms\":null,"
+		       "\"median_ms\":null,\"max_ms\":null}\n", p->sent, p->dups);
+	else if (p->json)
 		printf("{\"sent\":%d,\"received\":%d,\"dups\":%d,\"min_ms\":%.4f,\"avg_ms\":%.4f,"
 		       "\"median_ms\":%.4f,\"max_ms\":%.4f}\n", p->sent, p->received, p->dups,
-		       n ? v[0] : 0, n ? sum / n : 0, n ? v[n / 2] : 0, n ? v[n - 1] : 0);
+		       v[0], sum / n, v[n / 2], v[n - 1]);
+	else if (!n)
+		printf("sent=%d received=0 loss=%.3f%% rtt: no replies\n", p->sent, p->sent ? 100.0 : 0);
 	else
 		printf("sent=%d received=%d loss=%.3f%% rtt min/avg/median/max = "
 		       "%.3f/%.3f/%.3f/%.3f ms\n", p->sent, p->received,
@@ -183,6 +188,18 @@ static void usage(FILE *f)
 		"[--quiet] [--json] IPV4\n");
 }
 
+/* An option's number in lo..hi, or -1 with what is wrong on stderr. */
+static double ping_num(const char *opt, const char *v, double lo, double hi)
+{
+	char *end;
+	double x = strtod(v, &end);
+	if (end == v || *end || x < lo || x > hi) {
+		fprintf(stderr, "wanem ping: --%s=%s: expected a number from %g to %g\n", opt, v, lo, hi);
+		return -1;
+	}
+	return x;
+}
+
 int wn_ping_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -196,18 +213,19 @@ int wn_ping_main(int argc, char **argv)
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (o) {
 		case 'h': usage(stdout); return 0;
-		case 'c': p.count = atoi(optarg); break;
-		case 'i': p.interval_s = atof(optarg) / 1000; break;
-		case 's': p.size = atoi(optarg); break;
-		case 'w': p.wait_s = atof(optarg); break;
+		case 'c': p.count = ping_num("count", optarg, 1, WN_PING_MAX); break;
+		case 'i': p.interval_s = ping_num("interval", optarg, 0, 60000) / 1000; break;
+		case 's': p.size = ping_num("size", optarg, 0, WN_PING_MAXSIZE); break;
+		case 'w': p.wait_s = ping_num("wait", optarg, 0, 600); break;
 		case 'q': p.quiet = 1; break;
 		case 'j': p.json = p.quiet = 1; break;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (optind != argc - 1 || p.count < 1 || p.count > WN_PING_MAX || p.size < 0 ||
-	    p.size > WN_PING_MAXSIZE || p.interval_s < 0 || p.wait_s < 0 || p.wait_s > 600) {
-		usage(stderr);
+	if (p.count < 0 || p.interval_s < 0 || p.size < 0 || p.wait_s < 0)
+		return 2; /* ping_num said which */
+	if (optind != argc - 1) {
+		fprintf(stderr, "wanem ping: expected one IPv4 ADDRESS (--help for usage)\n");
 		return 2;
 	}
 	p.to.sin_family = AF_INET;

@@ -93,22 +93,51 @@ static int run_main(int argc, char **argv)
 	char err[512], *end, nsbuf[160], addrbuf[80];
 	int o, rt = 0;
 
-	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	const char *why = NULL;
+	int li = 0;
+	while ((o = getopt_long(argc, argv, "h", opts, &li)) != -1) {
 		switch (o) {
-		case 'n': if (split2(optarg, nsbuf, sizeof nsbuf, &c.ns[0], &c.ns[1]) < 0) goto bad; break;
+		case 'n':
+			if (split2(optarg, nsbuf, sizeof nsbuf, &c.ns[0], &c.ns[1]) < 0)
+				why = "expected A,B (two namespace names)";
+			break;
 		case 'd': c.dev = optarg; break;
-		case 'a': if (parse_addr(optarg, addrbuf, sizeof addrbuf, &c) < 0) goto bad; break;
-		case 's': c.seed = strtoull(optarg, &end, 0); if (*end) goto bad; break;
+		case 'a':
+			if (parse_addr(optarg, addrbuf, sizeof addrbuf, &c) < 0)
+				why = "expected A,B[/PREFIX] (two IPv4 addresses, prefix 1-30)";
+			break;
+		case 's':
+			c.seed = strtoull(optarg, &end, 0);
+			if (*end || end == optarg || *optarg == '-')
+				why = "expected a number, 0 or more";
+			break;
 		case 'S': c.stats_path = optarg; break;
 		case 'r': c.ready_path = optarg; break;
-		case 't': c.duration_s = strtod(optarg, &end); if (*end || c.duration_s < 0) goto bad; break;
+		case 't':
+			c.duration_s = strtod(optarg, &end);
+			if (*end || end == optarg || c.duration_s < 0)
+				why = "expected seconds, 0 or more (0: until signalled)";
+			break;
 		case 'R': rt = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: goto bad;
 		}
+		if (why) {
+			fprintf(stderr, "wanem: --%s=%s: %s\n", opts[li].name, optarg, why);
+			return 2;
+		}
 	}
-	if (optind != argc - 1)
-		goto bad;
+	if (optind != argc - 1) {
+		fprintf(stderr, "wanem: expected one PROFILE (--help for usage)\n");
+		return 2;
+	}
+	FILE *sf = c.stats_path ? fopen(c.stats_path, "w") : NULL; /* written at the end: writable now? */
+	if (c.stats_path && !sf) {
+		fprintf(stderr, "wanem: --stats=%s: %s\n", c.stats_path, strerror(errno));
+		return 2;
+	}
+	if (sf)
+		fclose(sf);
 	if (wn_profile_load(argv[optind], &p, err, sizeof err) < 0) {
 		fprintf(stderr, "wanem: %s\n", err);
 		return 2;

@@ -42,5 +42,9 @@ if ! netem/netem.sh available; then
 	expect "nothing left after a failed up" nothing_left
 fi
 refuse "bad command shows usage" "usage: netem/testbed up PROFILE" $tb sideways
+# the emulator's own options: a bad value is named
+refuse "wanem: a bad --seed is named" "wanem: --seed=abc: expected a number" $WANEM run --seed=abc netem/profiles/t1.conf
+refuse "wanem: an unwritable --stats is named" "wanem: --stats=/nonexistent/x.json:" $WANEM run --stats=/nonexistent/x.json netem/profiles/t1.conf
+refuse "wanem ping: a bad --count is named" "wanem ping: --count=0: expected a number" $WANEM ping --count=0 10.77.0.2
 rm -f /tmp/wnm-tb.$$
 exit $fail
