@@ -52,6 +52,10 @@ enum stats_gauge {
 	STATS_STORE_READS_CHANGES,   /* times the store changed its way since start (monotonic) */
 	STATS_TLS_NOT_AFTER,         /* when our tunnel certificate expires, Unix time (0: unknown); see
 				      * STATS_CERT_WARN_DAYS */
+	STATS_CONN_DIRECT,           /* edge: connections passed straight to their destination, not
+				      * through the tunnel (passthrough, fail open), since start */
+	STATS_CONN_REFUSED,          /* edge: connections refused (no tunnel and fail_open = refuse, or
+				      * no way to their destination), since start */
 	STATS_NGAUGE
 };
 

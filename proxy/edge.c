@@ -199,11 +199,18 @@ static tun_stream *lane_open(struct px_edge *e, int dscp, const tun_open_info *o
 
 /* Turn an accepted client connection away with a RST: a plain close would
  * read as an empty but complete answer (an empty download, an empty file). */
-static void refuse(evutil_socket_t fd)
+static void reset_client(evutil_socket_t fd)
 {
 	struct linger lg = { 1, 0 };
 	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
 	evutil_closesocket(fd);
+}
+
+/* A client connection turned away (reset), counted. */
+static void refuse(struct px_edge *e, evutil_socket_t fd)
+{
+	stats_add(px_daemon_stats(e->node.d), STATS_CONN_REFUSED, 1);
+	reset_client(fd);
 }
 
 #define DIRECT_CONNECT_SECS 10
@@ -226,7 +233,7 @@ static void direct_dialed(evutil_socket_t out, short what, void *arg)
 	char err[256] = "timed out";
 	if ((what & EV_TIMEOUT) || tfo_connect_result(out, err, sizeof err) < 0) {
 		log_warn("%s -> %s: direct connection failed: %s", dd->src, dd->dname, err);
-		refuse(dd->fd);
+		reset_client(dd->fd); /* counted as gone direct */
 		evutil_closesocket(out);
 	} else {
 		splice_direct(dd->e, dd->fd, out, dd->src, dd->dname);
@@ -255,6 +262,7 @@ static void go_direct(struct px_edge *e, evutil_socket_t fd, int dscp, const str
 		      socklen_t dlen, const char *src, const char *dname)
 {
 	char err[256];
+	stats_add(px_daemon_stats(e->node.d), STATS_CONN_DIRECT, 1);
 	if (dscp > 0) /* the direct connection keeps the client's class, both ways */
 		tfo_dscp_set(fd, dscp, err, sizeof err);
 	int out = tfo_dial(dst, dlen, conf_bypass_mark(px_daemon_conf(e->node.d)), dscp, err, sizeof err);
@@ -272,7 +280,7 @@ static void go_direct(struct px_edge *e, evutil_socket_t fd, int dscp, const str
 		snprintf(err, sizeof err, "out of memory");
 	}
 	log_warn("%s -> %s: direct connection failed: %s", src, dname, err);
-	refuse(fd);
+	refuse(e, fd);
 	if (out >= 0)
 		evutil_closesocket(out);
 }
@@ -372,14 +380,14 @@ static void fwd_accept(struct evconnlistener *l, evutil_socket_t fd, struct sock
 	int policy = policy_of(conf_optimize_for(c, to, f->rule.target.port));
 	int dscp = client_class(e, fd, to, f->rule.target.port);
 	if (e->draining) {
-		refuse(fd);
+		refuse(e, fd);
 		return;
 	}
 	int why = TUN_EDOWN;
 	if (policy != PROTO_POLICY_PASSTHROUGH && edge_tunnels_up(e)) {
 		if (tun_target_parse(&t, f->rule.target.host, f->rule.target.port)) {
 			log_warn("%s -> %s: bad target", src, dname);
-			refuse(fd);
+			refuse(e, fd);
 			return;
 		}
 		if ((why = go_tunnel(e, fd, dscp, &t, policy, 0, src)) == 0)
@@ -395,7 +403,7 @@ static void fwd_accept(struct evconnlistener *l, evutil_socket_t fd, struct sock
 	} else {
 		log_warn("%s -> %s: refused: %s (fail_open = refuse)", src, dname, why_no_tunnel(why));
 	}
-	refuse(fd);
+	refuse(e, fd);
 }
 
 static void tp_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *peer, int plen, void *arg)
@@ -410,13 +418,13 @@ static void tp_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	if (tfo_icpt_orig_dst(fd, TFO_ICPT_REDIRECT, &dst, &dl, err, sizeof err) &&
 	    tfo_icpt_orig_dst(fd, TFO_ICPT_TPROXY, &dst, &dl, err, sizeof err)) {
 		log_warn("%s: no original destination: %s", src, err);
-		refuse(fd);
+		refuse(e, fd);
 		return;
 	}
 	tfo_addr_str((struct sockaddr *)&dst, dname, sizeof dname);
 	if (tfo_icpt_is_self((struct sockaddr *)&dst, conf_transparent_port(c)) || e->draining) {
 		log_warn("%s -> %s: refused: connection to the interception port itself", src, dname);
-		refuse(fd);
+		refuse(e, fd);
 		return;
 	}
 	uint16_t port = tfo_addr_port((struct sockaddr *)&dst);

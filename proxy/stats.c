@@ -616,6 +616,12 @@ static void prom_gauges(FILE *f, struct stats *s)
 	fprintf(f, "wanopt_lan_bulk_buffers %llu\n", G(STATS_LAN_BULK));
 	prom_head(f, "lan_bulk_buffers_total", "counter", "LAN sockets given the bulk receive buffer since start.");
 	fprintf(f, "wanopt_lan_bulk_buffers_total %llu\n", G(STATS_LAN_BULK_GIVEN));
+	prom_head(f, "direct_connections_total", "counter",
+		  "Connections an edge passed straight to their destination (passthrough, fail open), since start.");
+	fprintf(f, "wanopt_direct_connections_total %llu\n", G(STATS_CONN_DIRECT));
+	prom_head(f, "refused_connections_total", "counter",
+		  "Connections an edge refused (no tunnel and fail_open = refuse, or no way there), since start.");
+	fprintf(f, "wanopt_refused_connections_total %llu\n", G(STATS_CONN_REFUSED));
 	prom_reads(f, s->gauge);
 	prom_head(f, "uptime_seconds", "gauge", "Seconds since start.");
 	fprintf(f, "wanopt_uptime_seconds %lld\n", (long long)(time(NULL) - s->started));
@@ -770,8 +776,10 @@ static void json_fill(FILE *f, struct stats *s)
 	fprintf(f, "\"tunnel\":{\"rtt_us\":%llu,\"up\":%llu,\"cert_not_after\":%llu,\"peers\":[",
 		G(STATS_TUNNEL_RTT_US), G(STATS_TUNNELS_UP), G(STATS_TLS_NOT_AFTER));
 	json_tunnels(f, s);
-	fprintf(f, "]},\"loop_lag_max_us\":%llu,\"lan_bulk_buffers\":{\"held\":%llu,\"given\":%llu},\"streams\":[",
-		G(STATS_LOOP_LAG_MAX_US), G(STATS_LAN_BULK), G(STATS_LAN_BULK_GIVEN));
+	fprintf(f, "]},\"loop_lag_max_us\":%llu,\"lan_bulk_buffers\":{\"held\":%llu,\"given\":%llu},"
+		"\"connections\":{\"direct\":%llu,\"refused\":%llu},\"streams\":[",
+		G(STATS_LOOP_LAG_MAX_US), G(STATS_LAN_BULK), G(STATS_LAN_BULK_GIVEN), G(STATS_CONN_DIRECT),
+		G(STATS_CONN_REFUSED));
 	for (size_t i = 0; rows && i < n; i++) {
 		if (i)
 			fputc(',', f);

@@ -103,6 +103,12 @@ px_wait_log e1 "tunnel down" 5 && px_wait_log e2 "tunnel down" 5 && ok "both edg
 
 # ---- 2. core down ----
 check_down "core killed"
+# the edges count what did not go through the tunnel (stats published once a second)
+r1=$(px_stat_wait "$S2" 'j["connections"]["refused"] > 0' True)
+d2=$(px_stat_wait "$S3" 'j["connections"]["direct"] > 0' True)
+[ "$r1" = True ] && [ "$d2" = True ] &&
+	ok "e1 counts refused connections, e2 direct ones: $("$BIN" stats --stats=127.0.0.1:"$S3" | grep 'not through the tunnel')" ||
+	fail "connections not through the tunnel: e1 refused counted $r1, e2 direct counted $d2"
 
 # ---- 3. recovery ----
 core
