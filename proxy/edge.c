@@ -8,6 +8,7 @@
  * `fail_open = direct`.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "cmd.h"
 #include "daemon.h"
 #include "edge_int.h"
+#include "lag.h"
 #include "log.h"
 #include "pace.h"
 #include "tfo.h"
@@ -48,6 +50,7 @@ static void tun_up(tun_conn *c, void *arg)
 	struct px_edge *e = l->e;
 	char what[32];
 	log_info("tunnel up: %s (version %u)%s", tun_conn_peer(c), tun_conn_version(c), lane_what(l, what, sizeof what));
+	memset(e->refused, 0, sizeof e->refused); /* the core's allow list may have changed meanwhile */
 	px_node_link_up(&e->node, c, 0);
 	if (e->nup < (int)(sizeof e->up / sizeof e->up[0]))
 		e->up[e->nup++] = c;
@@ -406,6 +409,31 @@ static void fwd_accept(struct evconnlistener *l, evutil_socket_t fd, struct sock
 	refuse(e, fd);
 }
 
+/* Slot of destination dst in e->refused. */
+static size_t refused_slot(const char *dst)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (; *dst; dst++)
+		h = (h ^ (uint8_t)*dst) * 1099511628211ULL;
+	return h % EDGE_REFUSED_SLOTS;
+}
+
+/* The core reset a stream to dst: its allow list refuses it. */
+static void edge_not_allowed(struct px_relay_env *env, const char *dst)
+{
+	struct px_edge *e = (struct px_edge *)((char *)env - offsetof(struct px_edge, node.env));
+	size_t i = refused_slot(dst);
+	snprintf(e->refused[i].dst, sizeof e->refused[i].dst, "%s", dst);
+	e->refused[i].until_us = px_mono_us() + EDGE_REFUSED_S * 1000000ull;
+}
+
+/* Whether the core refused dst lately (an intercepted connection there then goes direct). */
+static int edge_refused(const struct px_edge *e, const char *dst)
+{
+	size_t i = refused_slot(dst);
+	return e->refused[i].until_us > px_mono_us() && !strcmp(e->refused[i].dst, dst);
+}
+
 static void tp_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *peer, int plen, void *arg)
 {
 	struct px_edge *e = arg;
@@ -431,9 +459,17 @@ static void tp_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	int policy = policy_of(conf_optimize_for(c, (struct sockaddr *)&dst, port));
 	int dscp = client_class(e, fd, (struct sockaddr *)&dst, port);
 	tun_target t;
-	int why = TUN_EDOWN;
-	if (policy == PROTO_POLICY_PASSTHROUGH || !edge_tunnels_up(e) ||
-	    tun_target_from_sockaddr(&t, (struct sockaddr *)&dst) || (why = go_tunnel(e, fd, dscp, &t, policy, 1, src))) {
+	char tname[300] = "";
+	int why = TUN_EDOWN, bad = tun_target_from_sockaddr(&t, (struct sockaddr *)&dst);
+	if (!bad)
+		tun_target_format(&t, tname, sizeof tname);
+	if (policy != PROTO_POLICY_PASSTHROUGH && !bad && edge_refused(e, tname)) {
+		log_info("%s -> %s: going direct: the core's allow list refuses it", src, dname);
+		go_direct(e, fd, dscp, (struct sockaddr *)&dst, dl, src, dname);
+		return;
+	}
+	if (policy == PROTO_POLICY_PASSTHROUGH || !edge_tunnels_up(e) || bad ||
+	    (why = go_tunnel(e, fd, dscp, &t, policy, 1, src))) {
 		if (policy != PROTO_POLICY_PASSTHROUGH)
 			log_info("%s -> %s: %s: going direct (fail open)", src, dname, why_no_tunnel(why));
 		go_direct(e, fd, dscp, (struct sockaddr *)&dst, dl, src, dname);
@@ -518,6 +554,7 @@ static int edge_start(struct px_daemon *d, void *arg)
 	e->node.retune = edge_retune;
 	e->node.relink = edge_relink;
 	e->node.retls = edge_retls;
+	e->node.env.on_not_allowed = edge_not_allowed;
 	e->node.role = e;
 	if (px_node_start(&e->node, d, PROTO_ROLE_EDGE))
 		return -1;

@@ -17,6 +17,9 @@ struct px_edge_lane {
 	int dscp; /* 0: unmarked */
 };
 
+#define EDGE_REFUSED_SLOTS 256
+#define EDGE_REFUSED_S 600
+
 struct px_edge {
 	struct px_node node;
 	struct px_daemon *d;
@@ -31,6 +34,9 @@ struct px_edge {
 	tun_conn *up[TUN_MAX_CONNS + CONF_DSCP_TUNNELS_MAX]; /* tunnel connections up, every lane */
 	int nup;
 	struct event *pace_ev;       /* px_node_pace of up[] */
+	/* intercepted destinations the core's allow list refused lately: they go
+	 * direct (forgotten after EDGE_REFUSED_S, or when a tunnel comes up) */
+	struct { char dst[80]; uint64_t until_us; } refused[EDGE_REFUSED_SLOTS];
 };
 
 /* tun_cbs.on_stream (arg: the lane): the core opened a stream towards us (warm pushes). */

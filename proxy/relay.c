@@ -467,6 +467,8 @@ static void ts_reset(tun_stream *s, void *arg, int code)
 {
 	struct px_relay *r = arg;
 	char why[128];
+	if (code == PROTO_RST_NOT_ALLOWED && r->env->on_not_allowed)
+		r->env->on_not_allowed(r->env, r->dst);
 	if (code == PROTO_RST_TUNNEL_DOWN)
 		snprintf(why, sizeof why, "stream reset: the tunnel went down (code %d)", code);
 	else

@@ -30,6 +30,9 @@ struct px_relay_env {
 	unsigned active;        /* relays alive on this env */
 	struct px_coder *coder; /* codes slow links' bulk off the loop (made on first use) */
 	void (*on_idle)(struct px_relay_env *env); /* active dropped to 0 (drain) */
+	/* the peer reset a stream to dst (as px_relay_new was given it): its
+	 * allow list refuses that target (NULL: not told) */
+	void (*on_not_allowed)(struct px_relay_env *env, const char *dst);
 };
 
 struct px_relay;

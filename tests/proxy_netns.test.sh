@@ -18,6 +18,8 @@
 #    go direct within a second or three and stay byte-exact; the core back:
 #    through it again.
 # 3. REDIRECT mode: through the core too.
+# (1. also: a destination outside the core's allow: once refused, the next
+#    connections there go direct.)
 # (1. also: `classify` matches the original destination, IPv6 here.)
 set -eu
 cd "$(dirname "$0")/.."
@@ -41,6 +43,7 @@ x $C ip addr add 10.78.1.2/24 dev vc; x $C ip addr add fd78:1::2/64 dev vc nodad
 x $R ip addr add 10.78.1.1/24 dev vr; x $R ip addr add fd78:1::1/64 dev vr nodad
 x $R ip addr add 10.78.2.1/24 dev vt; x $R ip addr add fd78:2::1/64 dev vt nodad
 x $S ip addr add 10.78.2.2/24 dev vs; x $S ip addr add fd78:2::2/64 dev vs nodad
+x $S ip addr add 10.78.2.3/24 dev vs # the server too, outside the core's allow
 for pair in "$C vc" "$R vr" "$R vt" "$S vs"; do set -- $pair; x "$1" ip link set "$2" up; done
 x $C ip route add default via 10.78.1.1; x $C ip -6 route add default via fd78:1::1
 x $S ip route add default via 10.78.2.1; x $S ip -6 route add default via fd78:2::1
@@ -136,6 +139,14 @@ p=$(peers $S 9472)
 case $p in *10.78.2.1*) ok "the core lists the edge as a tunnel peer: $p" ;; *) fail "core's tunnel peers: '$p'" ;; esac
 p=$(peers $R 9471)
 case $p in "10.78.2.2:7000 ("*) ok "the edge lists the core as its tunnel peer: $p" ;; *) fail "edge's tunnel peers: '$p'" ;; esac
+# A destination outside the core's allow: the core resets the first such
+# connection; the edge then sends the next ones there direct.
+got=$(path 10.78.2.3)
+case $got in *10.78.2.*) fail "outside allow, first connection: the server saw $got" ;;
+*) ok "outside allow: the core refused the first connection ($got)" ;; esac
+expect_path "outside allow, the next connection goes direct" 10.78.2.3 10.78.2.1
+grep -q "10.78.2.3:8080: going direct: the core's allow list refuses it" "$T/edge.log" &&
+	ok "the edge said why it went direct" || fail "no 'allow list refuses it' line in the edge log"
 
 # ---- 2. fail open ----
 kill -KILL "${PID[core]}"
