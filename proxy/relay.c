@@ -43,8 +43,10 @@
 #define ACK_EVERY 8              /* frames between ACKs while data keeps coming */
 #define REST_S 5                 /* a direction quiet this long (to twice that) gives its
 				    codec's memory back: most of a proxy's streams are idle */
-#define ASK_DEADLINE_S 30        /* a decoder waiting this long (to REST_S more) for the
-				    LEARN it asked for resets its stream */
+#define ASK_DEADLINE_S 30        /* a decoder waiting for the LEARN it asked for while
+				    nothing at all comes on its stream this long (to REST_S
+				    more) resets it (on a slow link a LEARN may take long to
+				    arrive, but bytes keep coming) */
 #define BACKLOG_BUDGET (256ull << 20) /* encoded bytes all decoders of the process may hold
 				    (frames not yet complete, or waiting for a LEARN) ... */
 #define BACKLOG_OWN_MIN (1u << 20)    /* ... past it, a stream holding this much is reset */
@@ -258,8 +260,11 @@ static void dec_rest(struct px_relay *r)
 static void rest_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct px_relay *r = arg;
+	/* (not while the peer may still ask for a frame: a learn coded after the
+	 * rest broke the peer's residual decoding, and many recovering streams
+	 * on a slow link were reset) */
 	if (!r->lan_busy && !r->enc_rested && !r->coding && r->ts && tun_stream_room(r->ts) &&
-	    !evbuffer_get_length(r->gather)) {
+	    !evbuffer_get_length(r->gather) && dre_enc_seq(r->enc) <= r->peer_acked) {
 		int rc = dre_enc_rest(r->enc, px_relay_wan_out, r);
 		if (rc) {
 			relay_abort(r, PROTO_RST_INTERNAL, dre_strerror(rc));
@@ -279,8 +284,9 @@ static void rest_cb(evutil_socket_t fd, short what, void *arg)
 	else if (!r->ask_since_us)
 		r->ask_since_us = px_mono_us();
 	else if (px_mono_us() - r->ask_since_us > ASK_DEADLINE_S * 1000000ull) {
-		char why[80];
-		snprintf(why, sizeof why, "no LEARN came for the frame asked for within %d s", ASK_DEADLINE_S);
+		char why[96];
+		snprintf(why, sizeof why, "waiting for the LEARN asked for, nothing came on the stream for %d s",
+			 ASK_DEADLINE_S);
 		relay_abort(r, PROTO_RST_CODEC, why);
 	}
 }
@@ -402,6 +408,7 @@ static void ts_data(tun_stream *s, void *arg, const void *buf, size_t len)
 	struct px_relay *r = arg;
 	stats_stream_add(r->st, STATS_WAN_IN, len);
 	r->held += len;
+	r->ask_since_us = 0; /* the peer is sending: a LEARN waited for is on its way */
 	/* rested, and no output since: a frame that brings none either (the
 	 * peer's encoder resting) leaves the decoder rested */
 	unsigned rested = r->dec_rested;

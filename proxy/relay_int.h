@@ -45,7 +45,7 @@ struct px_relay {
 	struct px_relay_env *env;
 	struct px_relay **watch;  /* px_relay_watch: cleared when r is freed */
 	uint64_t backlog;         /* what its decoder held undecoded when last counted */
-	uint64_t ask_since_us;    /* its decoder waits for a LEARN since (px_mono_us), or 0 */
+	uint64_t ask_since_us;    /* its decoder waits for a LEARN, with nothing come since (px_mono_us), or 0 */
 	struct bufferevent *bev;  /* the LAN connection */
 	tun_stream *ts;
 	int policy;

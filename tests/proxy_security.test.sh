@@ -177,7 +177,7 @@ wait "${PID[noanswer]}" || true
 unset "PID[noanswer]"
 case "$(cat "$T/noanswer.out")" in "reset 2/2 streams (codes 5)"*) ok "asks never answered: $(cat "$T/noanswer.out")" ;;
 *) fail "asks never answered: $(cat "$T/noanswer.out")" ;; esac
-px_wait_count core "no LEARN came for the frame asked for within 30 s" 2 5 && ok "the core said why" ||
+px_wait_count core "waiting for the LEARN asked for, nothing came on the stream for 30 s" 2 5 && ok "the core said why" ||
 	fail "no log line for the unanswered asks"
 expect "a transfer through the real edge after them" pxt get 127.0.0.1 "$LOK" 78 $((5 * MB))
 px_alive core && ok "the core is alive" || fail "the core died"
