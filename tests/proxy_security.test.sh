@@ -193,6 +193,7 @@ open(sys.argv[2], "w").write("held %d\n" % len(held))
 time.sleep(float(sys.argv[3]))
 PY
 ev0=$(px_count_log core "handshakes in progress")
+rf0=$(px_count_log core "tunnel refused")
 timeout 40 python3 "$T/idle.py" "$P" "$T/idle.ready" 25 &
 PID[idle]=$!
 px_wait_file "$T/idle.ready"
@@ -207,4 +208,7 @@ n=$(( $(px_count_log core "handshakes in progress") - ev0 ))
 	fail "the core logged the full handshake table $n times"
 kill "${PID[idle]}" 2>/dev/null || true
 unset "PID[idle]"
+sleep 1 # their ends reach the core: 600 refusals, logged 20 in 10 s at most (per worker's burst: one process)
+n=$(( $(px_count_log core "tunnel refused") - rf0 ))
+[ "$n" -le 25 ] && ok "600 refused connections took $n log lines" || fail "600 refused connections took $n log lines"
 px_done
