@@ -265,6 +265,8 @@ static const char *store_dir_problem(const char *dir)
 		return S_ISDIR(sb.st_mode) ? NULL : "not a directory";
 	if (errno != ENOENT)
 		return strerror(errno);
+	if (!lstat(dir, &sb))
+		return "a symbolic link to nothing"; /* the store would not be made through it */
 	char up[PATH_MAX]; /* made with its parents: the nearest that exists must be a directory */
 	snprintf(up, sizeof up, "%s", dir);
 	for (char *slash; (slash = strrchr(up, '/')) != NULL;) {

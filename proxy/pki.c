@@ -92,6 +92,28 @@ static char *pki_san(const char *list)
 	return out;
 }
 
+/* A host name: dot-separated labels of letters, digits, '-' and '_', none
+ * empty or beginning or ending with '-', and not all digits and dots (what
+ * looks like an IPv4 address must be one). */
+static int pki_host_ok(const char *h)
+{
+	int alpha = 0;
+	for (const char *l = h; *l;) {
+		size_t n = strcspn(l, ".");
+		if (!n || n > 63 || l[0] == '-' || l[n - 1] == '-')
+			return 0;
+		for (size_t i = 0; i < n; i++) {
+			if (!isalnum((unsigned char)l[i]) && l[i] != '-' && l[i] != '_')
+				return 0;
+			alpha |= !isdigit((unsigned char)l[i]);
+		}
+		l += n;
+		if (*l == '.' && !*++l)
+			return 0; /* a trailing dot */
+	}
+	return *h && alpha;
+}
+
 /* A --*-san list: entries split by commas (spaces around them allowed), each
  * an IP address or a host name (letters, digits, '-', '_', '.', a leading
  * "*." for a wildcard).  0, or 2 with what is wrong on stderr. */
@@ -110,8 +132,7 @@ static int pki_san_check(const char *opt, const char *list)
 			t[n] = 0;
 			unsigned char buf[16];
 			if (inet_pton(AF_INET, t, buf) != 1 && inet_pton(AF_INET6, t, buf) != 1)
-				for (size_t i = !strncmp(t, "*.", 2) ? 2 : 0; i < n && ok; i++)
-					ok = isalnum((unsigned char)t[i]) || strchr("-_.", t[i]);
+				ok = pki_host_ok(t + (!strncmp(t, "*.", 2) ? 2 : 0));
 		}
 		if (!ok) {
 			fprintf(stderr, "wanopt pki: --%s: '%.*s' is neither a host name nor an IP address\n", opt,

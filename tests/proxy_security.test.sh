@@ -91,7 +91,8 @@ done
 [ ! -e "$T/bad.store" ] && ok "no store created for a config that fails" || fail "a store was created"
 # a store path that cannot be a directory is a configuration error too
 touch "$T/a-file"
-for st in "$T/a-file" "$T/a-file/store"; do
+ln -s "$T/nowhere/x" "$T/a-dangling-link"
+for st in "$T/a-file" "$T/a-file/store" "$T/a-dangling-link"; do
 	rc=0
 	out=$(timeout 10 "$BIN" edge --peer=127.0.0.1:"$P" --store="$st" "--forward=127.0.0.1:$(px_port) -> 127.0.0.2:1" \
 		--tls_cert="$T/pki/edge.crt" --tls_key="$T/pki/edge.key" --tls_ca="$T/pki/ca.crt" 2>&1) || rc=$?

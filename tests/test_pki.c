@@ -162,6 +162,8 @@ static void test_refuse_force(void **state)
 	/* options that cannot make a good certificate: a usage error, nothing written */
 	assert_int_equal(pki("init", dir, "--force", "--core-san=a,,b", NULL), 2);
 	assert_int_equal(pki("init", dir, "--force", "--edge-san=bad name", NULL), 2);
+	assert_int_equal(pki("init", dir, "--force", "--core-san=-bad", NULL), 2);
+	assert_int_equal(pki("init", dir, "--force", "--core-san=999.1.1.1", NULL), 2);
 	assert_int_equal(pki("init", dir, "--force", "--days=10x", NULL), 2);
 	char *kept = slurp(path(dir, "ca.crt"));
 	assert_string_equal(before, kept);
