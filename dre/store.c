@@ -317,7 +317,6 @@ int dre_store_add(dre_store *st, const uint8_t h[32], const void *p, uint32_t le
 	return 0;
 }
 
-
 /* Read header and payload of e's record and check them (the payload's
  * checksum only if verify); caller holds the lock. */
 static int read_locked(dre_store *st, const dre_ent *e, uint8_t hdr[DRE_REC_HDR], void *buf, int verify)

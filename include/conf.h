@@ -156,6 +156,8 @@ const char *conf_size_parse(const char *s, uint64_t *out);
 /* Parses an unsigned decimal in [lo, hi]; NULL or a message (valid until
  * the thread's next call). */
 const char *conf_uint_parse(const char *s, unsigned long lo, unsigned long hi, unsigned long *out);
+/* Parses a socket mark, 1..0xffffffff in decimal or 0x hex; NULL or a message. */
+const char *conf_mark_parse(const char *s, uint32_t *out);
 /* The effective configuration in config-file syntax (relative paths shown
  * resolved); a malloc'd string, NULL if out of memory. */
 char *conf_dump(const struct conf *c);

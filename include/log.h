@@ -3,6 +3,9 @@
 #ifndef WANOPT_LOG_H
 #define WANOPT_LOG_H
 
+#include <pthread.h>
+#include <stdint.h>
+
 /* Levels, most severe first; a message is written when level <= threshold. */
 enum log_level {
 	LOGL_ERROR = 0, /* the daemon or a connection failed */
@@ -34,6 +37,19 @@ void log_msg(enum log_level level, const char *fmt, ...)
 
 /* log_warn("%s", msg) with an argument to ignore: a report callback. */
 void log_warn_cb(void *arg, const char *msg);
+
+/* A budget of lines for a kind of event a peer can repeat at will: at most
+ * `burst` in each window of `window_s` seconds, from any thread. */
+struct log_limit {
+	pthread_mutex_t mu;
+	unsigned burst, window_s;
+	uint64_t window_us; /* when the current window began (monotonic) */
+	unsigned n, over;   /* lines asked for in it; of them, past the budget */
+};
+#define LOG_LIMIT_INIT(burst, window_s) { PTHREAD_MUTEX_INITIALIZER, (burst), (window_s), 0, 0, 0 }
+/* 1 if one more line fits l's budget, else 0 (and it is counted); *missed
+ * (may be NULL): the lines past the budget in a window that just ended. */
+int log_limit_take(struct log_limit *l, unsigned *missed);
 
 #define log_error(...) log_msg(LOGL_ERROR, __VA_ARGS__)
 #define log_warn(...)  log_msg(LOGL_WARN, __VA_ARGS__)

@@ -278,13 +278,8 @@ static int set_link_rtt(struct conf *c, const char *v, char *msg, size_t len)
 /* bypass_mark = 1..0xffffffff (decimal or 0x hex). */
 static int set_bypass_mark(struct conf *c, const char *v, char *msg, size_t len)
 {
-	char *end;
-	errno = 0;
-	unsigned long long n = strtoull(v, &end, 0);
-	if (!isdigit((unsigned char)*v) || *end || errno || !n || n > 0xffffffffULL)
-		return conf_fail(msg, len, "expected a nonzero mark, e.g. 0x2 (decimal or 0x hex, 32 bits)");
-	c->bypass_mark = (uint32_t)n;
-	return 0;
+	const char *e = conf_mark_parse(v, &c->bypass_mark);
+	return e ? conf_fail(msg, len, e) : 0;
 }
 
 /* A whole number in lo..hi into *dst. */

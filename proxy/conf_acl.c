@@ -241,6 +241,17 @@ const char *conf_rtt_parse(const char *s, uint32_t *out)
 	return NULL;
 }
 
+const char *conf_mark_parse(const char *s, uint32_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(s, &end, 0);
+	if (!isdigit((unsigned char)*s) || *end || errno || !n || n > 0xffffffffULL)
+		return "expected a nonzero mark, e.g. 0x2 (decimal or 0x hex, 32 bits)";
+	*out = (uint32_t)n;
+	return NULL;
+}
+
 /* Decimal digits only, within [lo, hi]. */
 const char *conf_uint_parse(const char *s, unsigned long lo, unsigned long hi, unsigned long *out)
 {

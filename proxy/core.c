@@ -178,31 +178,17 @@ static void core_retls(void *arg, tun_tls *t)
 	tun_tls_unref(t);
 }
 
-#define REFUSED_LOG_BURST 20   /* refusals logged one by one per window ... */
-#define REFUSED_LOG_WINDOW_S 10 /* ... of this many seconds; the rest counted in one line */
-
 /* A connection to the tunnel port refused (bad certificate, not TLS, ...):
  * logged, 20 in 10 s at most, then a count of the rest, so that a scan or
  * a flood of bad connections cannot fill the disk. */
 static void conn_error(void *arg, const char *msg)
 {
-	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-	static uint64_t window_us;
-	static unsigned n, quiet;
-	uint64_t now = px_mono_us();
-	unsigned missed = 0;
-	pthread_mutex_lock(&mu);
-	if (now - window_us > REFUSED_LOG_WINDOW_S * 1000000ull) {
-		missed = quiet;
-		window_us = now;
-		n = quiet = 0;
-	}
-	int say = ++n <= REFUSED_LOG_BURST;
-	quiet += !say;
-	pthread_mutex_unlock(&mu);
+	static struct log_limit lim = LOG_LIMIT_INIT(20, 10);
+	unsigned missed;
+	int say = log_limit_take(&lim, &missed);
 	if (missed)
-		log_warn("tunnel refused: %u more connections refused in the last %d s, not logged one by one", missed,
-			 REFUSED_LOG_WINDOW_S);
+		log_warn("tunnel refused: %u more connections refused in the last %u s, not logged one by one", missed,
+			 lim.window_s);
 	if (say)
 		log_warn("tunnel refused: %s", msg);
 }

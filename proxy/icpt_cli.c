@@ -3,7 +3,6 @@
  * one's original destination and carries it there directly, unoptimized, with
  * the code the edge's fail-open uses when the tunnel is down (px_splice). */
 #include <arpa/inet.h>
-#include <errno.h>
 #include <getopt.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -118,21 +117,9 @@ static void icpt_usage(FILE *f)
 		"  --count=N       exit once N connections were served and none is open\n");
 }
 
-/* A numeric option's value in lo..hi (decimal; with hex 0x... too), or -1
- * with what is wrong on stderr. */
-static int icpt_num(const char *opt, const char *v, unsigned long lo, unsigned long hi, int hex,
-		    unsigned long *out)
+/* An option's parse: 0, or -1 with what is wrong (e) on stderr. */
+static int icpt_bad(const char *opt, const char *v, const char *e)
 {
-	const char *e = NULL;
-	if (hex && !strncmp(v, "0x", 2)) {
-		char *end;
-		errno = 0;
-		*out = strtoul(v + 2, &end, 16);
-		if (!v[2] || *end || errno || *out < lo || *out > hi)
-			e = "expected a hex number in range";
-	} else {
-		e = conf_uint_parse(v, lo, hi, out);
-	}
 	if (e)
 		fprintf(stderr, "wanopt intercept: --%s=%s: %s\n", opt, v, e);
 	return e ? -1 : 0;
@@ -161,7 +148,7 @@ static int icpt_opts(int argc, char **argv, struct icpt *ic, struct sockaddr_sto
 	while ((o = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (o) {
 		case 'p':
-			if (icpt_num("port", optarg, 1, 65535, 0, &n))
+			if (icpt_bad("port", optarg, conf_uint_parse(optarg, 1, 65535, &n)))
 				return 2;
 			ic->port = (uint16_t)n;
 			break;
@@ -180,12 +167,11 @@ static int icpt_opts(int argc, char **argv, struct icpt *ic, struct sockaddr_sto
 			break;
 		}
 		case 'k':
-			if (icpt_num("mark", optarg, 1, 0xffffffffUL, 1, &n))
+			if (icpt_bad("mark", optarg, conf_mark_parse(optarg, &ic->mark)))
 				return 2;
-			ic->mark = (uint32_t)n;
 			break;
 		case 'n':
-			if (icpt_num("count", optarg, 1, 1000000000UL, 0, &n))
+			if (icpt_bad("count", optarg, conf_uint_parse(optarg, 1, 1000000000UL, &n)))
 				return 2;
 			ic->remaining = (long)n;
 			break;

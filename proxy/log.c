@@ -157,3 +157,23 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	ssize_t n = write(fd, line, len);
 	(void)n;
 }
+
+int log_limit_take(struct log_limit *l, unsigned *missed)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	unsigned gone = 0;
+	pthread_mutex_lock(&l->mu);
+	if (now - l->window_us > l->window_s * 1000000ull) {
+		gone = l->over;
+		l->window_us = now;
+		l->n = l->over = 0;
+	}
+	int fits = ++l->n <= l->burst;
+	l->over += !fits;
+	pthread_mutex_unlock(&l->mu);
+	if (missed)
+		*missed = gone;
+	return fits;
+}

@@ -1,7 +1,6 @@
 /* node.c: the parts of a daemon common to edge and core (see node.h). */
 #include <errno.h>
 #include <malloc.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -286,20 +285,8 @@ static uint32_t window_for(uint64_t rate_bps, uint32_t rtt_us)
  * sending them without end would fill the disk). */
 static enum log_level link_log_level(int told)
 {
-	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-	static uint64_t window_us;
-	static unsigned n;
-	if (!told)
-		return LOGL_INFO;
-	uint64_t now = px_mono_us();
-	pthread_mutex_lock(&mu);
-	if (now - window_us > 10000000) {
-		window_us = now;
-		n = 0;
-	}
-	int quiet = ++n > 5;
-	pthread_mutex_unlock(&mu);
-	return quiet ? LOGL_DEBUG : LOGL_INFO;
+	static struct log_limit lim = LOG_LIMIT_INIT(5, 10);
+	return !told || log_limit_take(&lim, NULL) ? LOGL_INFO : LOGL_DEBUG;
 }
 
 void px_node_link_up(struct px_node *n, tun_conn *c, int told)
@@ -526,13 +513,11 @@ void px_node_reload(struct px_node *n, const struct conf *c)
 		log_warn("store: cannot apply store_size: out of memory");
 		return;
 	}
-	dre_store_stats cur;
-	dre_store_get_stats(n->store, &cur);
-	if (conf_store_size(c) != cur.size_limit)
-		check_fs_room(conf_store(c), conf_store_size(c), cur.disk_bytes);
+	dre_store_stats ss;
+	dre_store_get_stats(n->store, &ss);
+	if (conf_store_size(c) != ss.size_limit)
+		check_fs_room(conf_store(c), conf_store_size(c), ss.disk_bytes);
 	if (!event_pending(n->shrink, EV_TIMEOUT, NULL)) {
-		dre_store_stats ss;
-		dre_store_get_stats(n->store, &ss);
 		n->shrink_evicted0 = ss.evicted_bytes;
 		n->shrink_from = ss.size_limit;
 		n->shrink_t0_us = px_mono_us();
