@@ -442,7 +442,7 @@ struct prom_plain {
 	const char *name, *type, *help;
 	int gauge;
 };
-static const struct prom_plain prom_store[] = {
+static const struct prom_plain prom_plains[] = {
 	{ "store_fill_bytes", "gauge", "Bytes held in the chunk store.", STATS_STORE_FILL },
 	{ "store_size_bytes", "gauge", "Configured store size.", STATS_STORE_SIZE },
 	{ "store_evictions_total", "counter", "Chunks evicted from the store.", STATS_STORE_EVICTIONS },
@@ -458,6 +458,12 @@ static const struct prom_plain prom_store[] = {
 	{ "store_pins_forced_total", "counter",
 	  "Pinned data files evicted all the same, the store being past its size by the most allowed.",
 	  STATS_STORE_PIN_FORCED },
+	{ "direct_connections_total", "counter",
+	  "Connections an edge passed straight to their destination (passthrough, fail open), since start.",
+	  STATS_CONN_DIRECT },
+	{ "refused_connections_total", "counter",
+	  "Connections an edge refused (no tunnel and fail_open = refuse, or no way there), since start.",
+	  STATS_CONN_REFUSED },
 };
 
 /* The node-wide metrics. */
@@ -593,8 +599,8 @@ static void prom_gauges(FILE *f, struct stats *s)
 	fprintf(f, "wanopt_streams_opened_total %llu\n", (unsigned long long)atomic_load(&s->opened));
 	prom_head(f, "active_streams", "gauge", "Streams open now.");
 	fprintf(f, "wanopt_active_streams %llu\n", (unsigned long long)stats_active(s));
-	for (size_t i = 0; i < sizeof prom_store / sizeof prom_store[0]; i++) {
-		const struct prom_plain *m = &prom_store[i];
+	for (size_t i = 0; i < sizeof prom_plains / sizeof prom_plains[0]; i++) {
+		const struct prom_plain *m = &prom_plains[i];
 		prom_head(f, m->name, m->type, m->help);
 		fprintf(f, "wanopt_%s %llu\n", m->name, G(m->gauge));
 	}
@@ -616,12 +622,6 @@ static void prom_gauges(FILE *f, struct stats *s)
 	fprintf(f, "wanopt_lan_bulk_buffers %llu\n", G(STATS_LAN_BULK));
 	prom_head(f, "lan_bulk_buffers_total", "counter", "LAN sockets given the bulk receive buffer since start.");
 	fprintf(f, "wanopt_lan_bulk_buffers_total %llu\n", G(STATS_LAN_BULK_GIVEN));
-	prom_head(f, "direct_connections_total", "counter",
-		  "Connections an edge passed straight to their destination (passthrough, fail open), since start.");
-	fprintf(f, "wanopt_direct_connections_total %llu\n", G(STATS_CONN_DIRECT));
-	prom_head(f, "refused_connections_total", "counter",
-		  "Connections an edge refused (no tunnel and fail_open = refuse, or no way there), since start.");
-	fprintf(f, "wanopt_refused_connections_total %llu\n", G(STATS_CONN_REFUSED));
 	prom_reads(f, s->gauge);
 	prom_head(f, "uptime_seconds", "gauge", "Seconds since start.");
 	fprintf(f, "wanopt_uptime_seconds %lld\n", (long long)(time(NULL) - s->started));
