@@ -628,8 +628,13 @@ int dre_enc_rest(dre_enc *e, dre_out_fn out, void *arg)
 		return 0; /* threaded: a command-line run, not a long-lived stream */
 	int rc = dre_enc_flush(e, out, arg);
 	if (!rc && e->ended) {
-		e->out.len = 0;
-		rc = dre_lz_end(e->lz, &e->out); /* no more frames: nobody needs the end */
+		/* no more DATA frames: nobody needs the end, unless a LEARN may
+		 * still come, which must continue the residual stream the peer
+		 * is in (a new one would break its decoding): then it stays */
+		if (!e->nret) {
+			e->out.len = 0;
+			rc = dre_lz_end(e->lz, &e->out);
+		}
 	} else if (!rc && dre_lz_open(e->lz)) {
 		dre_enc_retain_begin(e);
 		e->frame_prev = e->prev;

@@ -283,7 +283,9 @@ uint64_t dre_enc_seq(const dre_enc *e);
  * rebuild: the residual compressor (its zstd frame is ended in a DATA frame of
  * no data, a dozen bytes, so that the decoder frees its own too), frame
  * buffers and the delta window.  The stream goes on as before; the next data
- * starts with a small compressor again.  Nothing for a threaded encoder. */
+ * starts with a small compressor again.  After dre_enc_end the compressor
+ * stays while a frame may still be asked for (a LEARN continues the residual
+ * stream the peer is in).  Nothing for a threaded encoder. */
 int dre_enc_rest(dre_enc *e, dre_out_fn out, void *arg);
 /* Bytes e has allocated for its residual compressor and frame buffers (pages
  * not yet used count too). */

@@ -260,11 +260,8 @@ static void dec_rest(struct px_relay *r)
 static void rest_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct px_relay *r = arg;
-	/* (not while the peer may still ask for a frame: a learn coded after the
-	 * rest broke the peer's residual decoding, and many recovering streams
-	 * on a slow link were reset) */
 	if (!r->lan_busy && !r->enc_rested && !r->coding && r->ts && tun_stream_room(r->ts) &&
-	    !evbuffer_get_length(r->gather) && dre_enc_seq(r->enc) <= r->peer_acked) {
+	    !evbuffer_get_length(r->gather)) {
 		int rc = dre_enc_rest(r->enc, px_relay_wan_out, r);
 		if (rc) {
 			relay_abort(r, PROTO_RST_INTERNAL, dre_strerror(rc));

@@ -9,10 +9,11 @@
 # downloads of 1 MB at once of data both had stored: every frame the edge
 # lacks is asked for and learned, for all of them at once, over a link that
 # takes 40 s to carry it all.  Every download must be byte-exact and none
-# reset.  Before, a core stream's encoder that rested (quiet for 5-10 s,
-# waiting for room on the slow link) while its peer could still ask broke
-# the peer's residual decoding: 18 of 100 were reset ("residual (LZ) coding
-# or decoding failed").
+# reset.  Before, a core stream's encoder that rested (quiet for 5-10 s
+# after its data ended, waiting for the slow link) while its peer could
+# still ask dropped its compressor's unsent end, and the LEARNs that
+# followed began a new residual stream in the middle of the peer's: 18-42
+# of 100 were reset ("residual (LZ) coding or decoding failed").
 set -eu
 cd "$(dirname "$0")/.."
 . tests/proxy/lib.sh
