@@ -235,6 +235,7 @@ static int frame_apply(dre_dec *d, struct dre_qframe *f, dre_out_fn out, void *a
 	d->in_frame = 1;
 	d->lacks = 0;
 	d->used.len = 0;
+	dre_codec_stats was = d->stats; /* a frame that fails brought none of its hits */
 	int rc = f->h.type == DRE_FT_DATA ? dre_dec_ops(d, f) : dre_dec_learn_ops(d, f);
 	d->in_frame = 0;
 	struct dre_vjob vj = { f->h.sum, d->seed ^ key, d->version, out, arg };
@@ -254,6 +255,11 @@ static int frame_apply(dre_dec *d, struct dre_qframe *f, dre_out_fn out, void *a
 			rc = DRE_EOUT;
 		else if (orc > 0)
 			d->paused = 1;
+	}
+	if (rc) {
+		d->stats.ref_bytes = was.ref_bytes;
+		d->stats.delta_bytes = was.delta_bytes;
+		d->stats.lit_bytes = was.lit_bytes;
 	}
 	if (rc == DRE_ECHECKSUM || rc == DRE_EMISS)
 		dre_dec_verify_hits(d); /* a stored chunk gone bad on disk? */

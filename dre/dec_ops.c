@@ -302,8 +302,10 @@ static int learn_held(struct opctx *c, uint64_t *len)
 	uint64_t tag = dre_get_u64(c->op);
 	c->op += 8;
 	int rc = append_stored(c, tag, &e);
-	if (!rc)
+	if (!rc) {
 		*len = e.len;
+		c->d->stats.ref_bytes += e.len; /* it crossed by name */
+	}
 	return rc;
 }
 
@@ -324,6 +326,8 @@ int dre_dec_learn_ops(dre_dec *d, struct dre_qframe *f)
 		} else if ((op != DRE_OP_CHUNK && op != DRE_OP_CHUNKL && op != DRE_OP_RAW) || get_var(&c, &len) ||
 			   !len || len > DRE_CHUNK_MAX || take_lits(&c, len)) {
 			return DRE_ECORRUPT;
+		} else {
+			d->stats.lit_bytes += len;
 		}
 		if (op == DRE_OP_RAW)
 			rc = dre_dec_sop(d, SOP_BREAK, 0, 0);

@@ -67,6 +67,9 @@ static int send_with_asks(dre_store *sa, int peer, dre_store *sb, int from, cons
 	assert_int_equal(dre_dec_finish(d), 0);
 	assert_int_equal(dec.len, n);
 	assert_memory_equal(dec.p, p, n);
+	dre_codec_stats ds;
+	dre_dec_get_stats(d, &ds); /* each byte counted once: hit, delta or literal */
+	assert_int_equal(ds.ref_bytes + ds.delta_bytes + ds.lit_bytes, n);
 	if (size)
 		*size = wire.len;
 	dre_enc_free(e);
@@ -510,6 +513,54 @@ static void test_learn_after_ended_rest(void **state)
 	t_stores_done(sa, da, sb, db);
 }
 
+/* Frames whose stored chunks are partly missing at the decoder fail and are
+ * learned: their hits count once, when the bytes are delivered.  Before, a
+ * failed frame's hits up to its miss counted too (the proxy's "dre hits"
+ * could pass the bytes delivered). */
+static void test_failed_frames_count_no_hits(void **state)
+{
+	char da[64], db[64], dc[64];
+	dre_store *sa = t_store(da, 0), *sb = t_store(db, 0), *sc = t_store(dc, 0);
+	size_t n = 1 << 20, blk = 16 << 10;
+	uint8_t *p = malloc(n), *half = malloc(n / 2);
+	assert_non_null(p);
+	assert_non_null(half);
+	t_fill_random(p, n);
+	for (size_t i = 0; i < n / blk; i += 2) /* every other block */
+		memcpy(half + i / 2 * blk, p + i * blk, blk);
+	assert_int_equal(send_with_asks(sa, -1, sb, -1, p, n, 0, NULL), 0); /* A holds all */
+	send_with_asks(sb, -1, sc, -1, half, n / 2, 0, NULL); /* C: every other block */
+	dre_enc_opts o = { .frame_max = 64 << 10, .retain = 1 };
+	dre_enc *e = dre_enc_new(sa, &o);
+	dre_dec *d = dre_dec_new(sc);
+	struct tbuf wire = { 0 }, dec = { 0 };
+	struct asker a = { e, &wire, 0, 0 };
+	dre_dec_set_ask(d, on_ask, &a);
+	assert_int_equal(dre_enc_write(e, p, n, tbuf_out, &wire), 0);
+	assert_int_equal(dre_enc_flush(e, tbuf_out, &wire), 0);
+	for (size_t fed = 0; fed < wire.len;) {
+		size_t end = wire.len;
+		assert_int_equal(dre_dec_write(d, wire.p + fed, end - fed, tbuf_out, &dec), 0);
+		fed = end;
+	}
+	assert_int_equal(dec.len, n);
+	assert_memory_equal(dec.p, p, n);
+	dre_codec_stats ds;
+	dre_dec_get_stats(d, &ds);
+	assert_true(a.asks > 4);
+	/* every byte delivered counts once: a hit, a delta or a literal */
+	assert_int_equal(ds.ref_bytes + ds.delta_bytes + ds.lit_bytes, ds.out_bytes);
+	dre_enc_free(e);
+	dre_dec_free(d);
+	free(wire.p);
+	free(dec.p);
+	free(p);
+	free(half);
+	dre_store_close(sc);
+	t_rmstore(dc);
+	t_stores_done(sa, da, sb, db);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -523,6 +574,7 @@ int main(void)
 		cmocka_unit_test(test_rotten_at_decoder_heals),
 		cmocka_unit_test(test_rotten_at_encoder),
 		cmocka_unit_test(test_learn_after_ended_rest),
+		cmocka_unit_test(test_failed_frames_count_no_hits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
