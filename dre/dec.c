@@ -183,6 +183,8 @@ static int frame_load(dre_dec *d, const struct dre_fhdr *h, const uint8_t *p, st
 	if (!f)
 		return DRE_ENOMEM;
 	f->h = *h;
+	d->stats.lz_in += h->lit_len; /* (as the encoder counts: residual before and after) */
+	d->stats.lz_out += h->lz_len;
 	memcpy(f->ops, p + h->hdr_len, h->ops_len);
 	int rc = dre_dec_lz_load(d, f, p + h->hdr_len + h->ops_len);
 	if (rc) {

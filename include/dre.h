@@ -225,7 +225,8 @@ typedef struct dre_codec_stats {
 	uint64_t ref_bytes;     /* raw bytes sent as references (DRE hits) */
 	uint64_t delta_bytes;   /* raw bytes sent as deltas */
 	uint64_t lit_bytes;     /* raw bytes sent as literals (the residual) */
-	uint64_t lz_in, lz_out; /* residual bytes before and after LZ */
+	uint64_t lz_in, lz_out; /* residual bytes before and after LZ (a decoder: as the
+				   sender coded them) */
 	uint64_t asks;          /* encoder: learns answered; decoder: asks raised */
 	uint64_t hashed_bytes;  /* encoder: raw bytes cut and fingerprinted (new data, and
 				   repeats whose order it could not follow) */

@@ -76,23 +76,29 @@ static const char *policy_name(int p)
 	return p >= 0 && p <= PROTO_POLICY_MAX ? n[p] : "?";
 }
 
-/* Add the codec's new hit and LZ figures to the stream's stats: DRE hits
- * count bytes that crossed as references, in either direction. */
+/* Add what a codec counted since *last to the stream's stats. */
+static void codec_sync(struct px_relay *r, const dre_codec_stats *s, dre_codec_stats *last)
+{
+	stats_stream_add(r->st, STATS_DRE_HIT, s->ref_bytes - last->ref_bytes);
+	stats_stream_add(r->st, STATS_LZ_IN, s->lz_in - last->lz_in);
+	stats_stream_add(r->st, STATS_LZ_OUT, s->lz_out - last->lz_out);
+	*last = *s;
+}
+
+/* Add the codecs' new hit and LZ figures to the stream's stats, in both
+ * directions: DRE hits count bytes that crossed as references, LZ the
+ * residual before and after compression. */
 void px_relay_stats_sync(struct px_relay *r)
 {
 	if (!r->enc)
 		return;
 	dre_codec_stats s;
 	dre_dec_get_stats(r->dec, &s);
-	stats_stream_add(r->st, STATS_DRE_HIT, s.ref_bytes - r->last_dec_ref);
-	r->last_dec_ref = s.ref_bytes;
+	codec_sync(r, &s, &r->last_dec);
 	if (r->coding)
 		return; /* the encoder is the job's until it is back */
 	dre_enc_get_stats(r->enc, &s);
-	stats_stream_add(r->st, STATS_DRE_HIT, s.ref_bytes - r->last.ref_bytes);
-	stats_stream_add(r->st, STATS_LZ_IN, s.lz_in - r->last.lz_in);
-	stats_stream_add(r->st, STATS_LZ_OUT, s.lz_out - r->last.lz_out);
-	r->last = s;
+	codec_sync(r, &s, &r->last);
 }
 
 /* Release everything.  rst: reset the LAN connection instead of closing it. */

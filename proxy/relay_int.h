@@ -64,7 +64,7 @@ struct px_relay {
 	uint64_t acked;           /* frames we acknowledged to the peer */
 	uint64_t peer_acked;      /* frames the peer acknowledged to us */
 	dre_codec_stats last;     /* encoder figures already added to stats */
-	uint64_t last_dec_ref;    /* decoder reference bytes already added */
+	dre_codec_stats last_dec; /* decoder figures already added */
 	unsigned lan_eof : 1;     /* the LAN side sent FIN */
 	unsigned wan_closed : 1;  /* we sent CLOSE */
 	unsigned wan_eof : 1;     /* the peer sent CLOSE */

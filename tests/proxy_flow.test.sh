@@ -139,13 +139,17 @@ px_bg_wait bulk 60
 # ---- 3. policies ----
 size=$((8 * MB))
 wan() { px_stat "$S2" 'j["total"]["wan_in"]'; }
-w0=$(wan); expect "lz: download" pxt get 127.0.0.1 "$LZ" 10 $size
-w1=$(wan); expect "lz: same download again" pxt get 127.0.0.1 "$LZ" 10 $size
+lzin() { px_stat "$S2" 'j["total"]["lz_in"]'; }
+w0=$(wan) i0=$(lzin); expect "lz: download" pxt get 127.0.0.1 "$LZ" 10 $size
+w1=$(wan) i1=$(lzin); expect "lz: same download again" pxt get 127.0.0.1 "$LZ" 10 $size
 w2=$(wan)
 lz1=$((w1 - w0)) lz2=$((w2 - w1))
 [ $lz1 -lt $((size * 9 / 10)) ] && [ $lz2 -gt $((lz1 / 2)) ] &&
 	ok "lz: compressed ($lz1 WAN bytes for $size) and not deduplicated (again: $lz2)" ||
 	fail "lz: $lz1 then $lz2 WAN bytes for $size: expected compression without dedup"
+# the edge decoded that residual: its LZ figures count it (they counted only its own encoder's)
+[ $((i1 - i0)) -ge $((size * 9 / 10)) ] && ok "lz: the edge's LZ figures count the download ($((i1 - i0)) B)" ||
+	fail "lz: the edge's lz_in grew by $((i1 - i0)) for a download of $size"
 expect "lz: upload" pxt put 127.0.0.1 "$LZ" 11 $MB
 w0=$(wan); expect "tfo: download" pxt get 127.0.0.1 "$LT" 12 $size
 w1=$(wan); expect "tfo: same download again" pxt get 127.0.0.1 "$LT" 12 $size
