@@ -450,8 +450,10 @@ static void conn_fail(tun_conn *c, uint32_t code, const char *why)
 		ep->nup--;
 	else
 		ep->npending--;
-	if (c->m)
+	if (c->m) {
 		mux_get_stats(c->m, &c->st);
+		ga.u.goaway.last_sid = mux_peer_last(c->m); /* the peer's streams that may have run */
+	}
 	mux_free(c->m);        /* streams get on_reset(TUNNEL_DOWN) */
 	c->m = NULL;
 	if (ep->conn_gone && c->slot >= 0)

@@ -658,7 +658,7 @@ void mux_goaway(mux *m, uint32_t code, const char *text)
 {
 	tun_frame f = { .type = PROTO_GOAWAY };
 
-	f.u.goaway.last_sid = m->peer_last;
+	f.u.goaway.last_sid = mux_peer_last(m);
 	f.u.goaway.code = code;
 	snprintf(f.u.goaway.text, sizeof(f.u.goaway.text), "%s", text ? text : "");
 	for (char *p = f.u.goaway.text; *p; p++)
@@ -678,6 +678,11 @@ int mux_ready(const mux *m)
 uint32_t mux_ids_left(const mux *m)
 {
 	return m->next_sid >= MUX_LAST_SID ? 0 : (MUX_LAST_SID - m->next_sid) / 2;
+}
+
+uint32_t mux_peer_last(const mux *m)
+{
+	return m->peer_last;
 }
 
 /* Counters. */

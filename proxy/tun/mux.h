@@ -79,6 +79,8 @@ tun_stream *mux_open(mux *m, const tun_open_info *o, const tun_stream_cbs *cbs,
 unsigned mux_streams(const mux *m);
 /* Stream ids we can still open; at 0 mux_open fails with TUN_ELIMIT. */
 uint32_t mux_ids_left(const mux *m);
+/* The highest stream id the peer opened (0: none): a GOAWAY's last. */
+uint32_t mux_peer_last(const mux *m);
 /* Counters of the mux. */
 void mux_get_stats(const mux *m, tun_stats *st);
 
