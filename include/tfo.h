@@ -27,6 +27,7 @@ struct tfo_opts {
 	uint32_t rtt_us;         /* round-trip hint, us (0: unknown) */
 	uint32_t notsent_lowat;  /* TCP_NOTSENT_LOWAT bytes */
 	uint64_t pace_bps;       /* SO_MAX_PACING_RATE, bit/s (0: no cap) */
+	uint64_t buf_max;        /* ceiling for the buffers the hints size, bytes (0: TFO_BUF_MAX) */
 	int keepidle, keepintvl, keepcnt;
 	unsigned user_timeout_ms; /* TCP_USER_TIMEOUT */
 };

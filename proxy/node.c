@@ -204,11 +204,15 @@ struct conn_link {
 	uint64_t tx, rx;
 	uint32_t rtt_us;
 };
+#define PEER_BUF_MAX (64u << 20) /* socket buffers from a peer's told link: 4 x 447 Mbit/s x 300 ms */
+
 static struct conn_link conn_link(const struct px_node *n, const tun_hello *h, struct tfo_opts *o)
 {
 	struct conn_link l = { slower(n->rate_bps, h ? h->link_bps : 0), slower(n->rx_bps, h ? h->link_tx_bps : 0),
 			       n->rtt_us ? n->rtt_us : h ? h->link_rtt_us : 0 };
 	*o = (struct tfo_opts){ .cc = n->cc, .rate_bps = l.tx > l.rx ? l.tx : l.rx, .rtt_us = l.rtt_us };
+	if (!(n->rate_bps || n->rx_bps) || !n->rtt_us)
+		o->buf_max = PEER_BUF_MAX; /* a peer's word (or a measured rate) may not size them beyond */
 	link_queues(l.tx, o);
 	return l;
 }

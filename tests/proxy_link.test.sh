@@ -158,4 +158,11 @@ check_cap "after core2's reload: edge c -> core2" "( sport = :$pc and dport = :$
 kill -HUP "${PID[core2]}"
 px_wait_log c "the peer gives no link hints now" 5 && ok "edge c heard core2's hints go: $(grep -m1 "no link hints now" "$T/c.log" | cut -c26-)" ||
 	fail "edge c did not log core2's hints going"
+# an edge telling an enormous link: the core's buffers stop at 64 MiB
+printf 'link_rate = 100G\nlink_rtt = 10s\n' >"$T/a.conf"
+kill -HUP "${PID[a]}"
+px_wait_log core "the peer receives at 100000.000 Mbit/s" 5 || true
+bufs=$(grep -o "the peer receives at 100000.000 Mbit/s.*buffers [0-9]* bytes" "$T/core.log" | grep -o '[0-9]* bytes' | head -1)
+[ "$bufs" = "67108864 bytes" ] && ok "a told 100 Gbit/s at 10 s sizes the core's buffers to 64 MiB, not 256" ||
+	fail "buffers for a told 100 Gbit/s, 10 s: '$bufs', want 67108864 bytes"
 px_done

@@ -131,6 +131,17 @@ static void test_tune_wan(void **state)
 	assert_int_equal(getint(fd, IPPROTO_TCP, TCP_USER_TIMEOUT), 5000);
 	close(fd);
 
+	/* A told link of 100 Gbit/s and 10 s: held to buf_max. */
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct tfo_opts big = { .rate_bps = 100000000000ull, .rtt_us = 10000000, .buf_max = 1 << 20 };
+	assert_int_equal(tfo_tune_wan(fd, &big, &t, err, sizeof err), 0);
+	assert_int_equal(t.bufsize, 1 << 20);
+	assert_true(getint(fd, SOL_SOCKET, SO_SNDBUF) <= 2 * (1 << 20));
+	big.buf_max = 0;
+	assert_int_equal(tfo_tune_wan(fd, &big, &t, err, sizeof err), 0);
+	assert_int_equal(t.bufsize, TFO_BUF_MAX);
+	close(fd);
+
 	/* Defaults, no hints: buffers stay autotuned. */
 	fd = socket(AF_INET, SOCK_STREAM, 0);
 	assert_int_equal(tfo_tune_wan(fd, NULL, &t, err, sizeof err), 0);

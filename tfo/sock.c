@@ -134,11 +134,18 @@ int tfo_set_keepalive(int fd, int idle, int intvl, int cnt, char *err, size_t er
 /* o's value, or the default when o is NULL or the field is 0. */
 #define TFO_OPT(o, f, d) ((o) && (o)->f ? (o)->f : (d))
 
+/* tfo_bdp_bytes of rate and rtt, held to o's buf_max. */
+static uint64_t bdp_within(const struct tfo_opts *o, uint64_t rate_bps, uint32_t rtt_us)
+{
+	uint64_t b = tfo_bdp_bytes(rate_bps, rtt_us), max = TFO_OPT(o, buf_max, TFO_BUF_MAX);
+	return b > max ? (max < TFO_BUF_MIN ? TFO_BUF_MIN : max) : b;
+}
+
 /* The link-dependent part of tfo_tune_wan: buffers (with both hints), pacing
  * cap, NOTSENT_LOWAT; t->bufsize and t->pace_bps say what was set. */
 int tfo_set_link(int fd, const struct tfo_opts *o, struct tfo_tuned *t, char *err, size_t errlen)
 {
-	t->bufsize = tfo_bdp_bytes(o ? o->rate_bps : 0, o ? o->rtt_us : 0);
+	t->bufsize = bdp_within(o, o ? o->rate_bps : 0, o ? o->rtt_us : 0);
 	if (t->bufsize && tfo_set_bufs(fd, t->bufsize, err, errlen) < 0)
 		return -1;
 	if (tfo_pace_set(fd, o ? o->pace_bps : 0, err, errlen))
@@ -242,7 +249,7 @@ int tfo_retune(int fd, const struct tfo_opts *o, uint64_t *bufsize, char *err, s
 	if (tfo_info(fd, &ti, err, errlen) < 0 || tfo_cur_buf(fd, &cur, err, errlen) < 0)
 		return -1;
 	rate = o && o->rate_bps ? o->rate_bps : ti.delivery_rate * 8;
-	want = tfo_bdp_bytes(rate, ti.min_rtt_us ? ti.min_rtt_us : ti.rtt_us);
+	want = bdp_within(o, rate, ti.min_rtt_us ? ti.min_rtt_us : ti.rtt_us);
 	int grew = want > cur;
 	if (grew) {
 		if (tfo_set_bufs(fd, want, err, errlen) < 0)
