@@ -289,6 +289,15 @@ int px_daemon_check_store(const struct conf *c, char *err, size_t errlen)
 	return -1;
 }
 
+/* libevent's own messages (its resolver's "nameserver ... has failed", say)
+ * as lines of our log, at the matching level. */
+static void libevent_log(int severity, const char *msg)
+{
+	enum log_level l = severity == EVENT_LOG_DEBUG ? LOGL_DEBUG : severity == EVENT_LOG_MSG ? LOGL_INFO
+			 : severity == EVENT_LOG_WARN ? LOGL_WARN : LOGL_ERROR;
+	log_msg(l, "libevent: %s", msg);
+}
+
 int px_daemon_main(enum conf_role role, int argc, char **argv,
 		   const struct px_daemon_hooks *hooks, void *arg)
 {
@@ -308,6 +317,7 @@ int px_daemon_main(enum conf_role role, int argc, char **argv,
 	}
 	log_set_ident(px_role_names[role]);
 	log_set_level(conf_log_level(d.conf));
+	event_set_log_callback(libevent_log);
 	if (conf_ignored(d.conf, err, sizeof err))
 		log_warn("%s", err);
 	signal(SIGPIPE, SIG_IGN);

@@ -373,7 +373,7 @@ static void fwd_accept(struct evconnlistener *l, evutil_socket_t fd, struct sock
 	const struct conf *c = px_daemon_conf(e->d);
 	char src[96], dname[300];
 	tfo_addr_str(peer, src, sizeof src);
-	snprintf(dname, sizeof dname, "%s:%u", f->rule.target.host, f->rule.target.port);
+	conf_addr_format(&f->rule.target, dname, sizeof dname);
 	tun_target t;
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof ss;
@@ -567,7 +567,8 @@ static int edge_start(struct px_daemon *d, void *arg)
 	if (lanes_start(e, c))
 		return -1;
 	e->pace_ev = px_node_pace_timer(e->node.env.base, edge_pace, e);
-	log_info("edge %s: tunnel to %s:%u", e->node.name, p->host, p->port);
+	char pa[300];
+	log_info("edge %s: tunnel to %s", e->node.name, conf_addr_format(p, pa, sizeof pa));
 	if (open_forwards(e, c))
 		return -1;
 	if (conf_transparent_port(c) && open_transparent(e, conf_transparent_port(c)))

@@ -367,6 +367,8 @@ static void test_addr_str(void **state)
 	assert_string_equal(tfo_addr_str((struct sockaddr *)&s6, b, sizeof b), "[2001:db8::1]:443");
 	struct sockaddr_in s4 = v4(80);
 	assert_string_equal(tfo_addr_str((struct sockaddr *)&s4, b, sizeof b), "127.0.0.1:80");
+	inet_pton(AF_INET6, "::ffff:10.99.1.2", &s6.sin6_addr); /* an IPv4 client of a [::] listener */
+	assert_string_equal(tfo_addr_str((struct sockaddr *)&s6, b, sizeof b), "10.99.1.2:443");
 }
 
 int main(void)

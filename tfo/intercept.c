@@ -196,7 +196,7 @@ int tfo_connect_result(int fd, char *err, size_t errlen)
 	return 0;
 }
 
-/* inet_ntop plus port, IPv6 in brackets. */
+/* inet_ntop plus port, IPv6 in brackets (an IPv4-mapped one as IPv4). */
 char *tfo_addr_str(const struct sockaddr *sa, char *buf, size_t len)
 {
 	char ip[INET6_ADDRSTRLEN] = "?";
@@ -207,6 +207,11 @@ char *tfo_addr_str(const struct sockaddr *sa, char *buf, size_t len)
 		snprintf(buf, len, "%s:%u", ip, ntohs(s4->sin_port));
 	} else if (sa->sa_family == AF_INET6) {
 		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)(const void *)sa;
+		if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) { /* an IPv4 client of a dual-stack socket */
+			inet_ntop(AF_INET, s6->sin6_addr.s6_addr + 12, ip, sizeof ip);
+			snprintf(buf, len, "%s:%u", ip, ntohs(s6->sin6_port));
+			return buf;
+		}
 		inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof ip);
 		snprintf(buf, len, "[%s]:%u", ip, ntohs(s6->sin6_port));
 	} else {
