@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -73,6 +74,8 @@ const char *conf_addr_parse(const char *s, struct conf_addr *a)
 			return "bad IPv6 address";
 		if (scope && (!scope[1] || !conf_host_ok(scope + 1)))
 			return "bad interface after '%' in the IPv6 address";
+		if (scope && !if_nametoindex(scope + 1))
+			return "no such network interface on this host (the name after '%')";
 	} else {
 		colon = strrchr(s, ':');
 		if (!colon)
@@ -355,9 +358,35 @@ static int conf_cidr_parse(struct conf_target *t, const char *s, size_t len,
 		snprintf(msg, msglen, "'%.*s' has host bits set beyond /%u", (int)len, s, t->prefix);
 		return -1;
 	}
+	if (t->family == AF_INET6 && t->prefix >= 96 && IN6_IS_ADDR_V4MAPPED((struct in6_addr *)t->addr)) {
+		/* ::ffff:a.b.c.d: targets in it are matched as IPv4 */
+		memmove(t->addr, t->addr + 12, 4);
+		t->family = AF_INET;
+		t->prefix -= 96;
+	}
 	return 0;
 bad:
 	snprintf(msg, msglen, "bad address or CIDR '%.*s'", (int)len, s);
+	return -1;
+}
+
+/* The number of ':' in s[0..len). */
+static size_t conf_colons(const char *s, size_t len)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < len; i++)
+		n += s[i] == ':';
+	return n;
+}
+
+/* An item with two colons or more outside brackets: an IPv6 address written
+ * without them.  -1 with the form to use in msg. */
+static int conf_v6_unbracketed(const char *s, size_t len, char *msg, size_t msglen)
+{
+	const char *slash = memchr(s, '/', len);
+	size_t alen = slash ? (size_t)(slash - s) : len;
+	snprintf(msg, msglen, "IPv6 addresses need brackets: '[%.*s]%.*s' (then ':PORTS' if any)", (int)alen, s,
+		 (int)(len - alen), s + alen);
 	return -1;
 }
 
@@ -369,6 +398,8 @@ static int conf_target_parse(struct conf_target *t, const char *s, size_t len,
 	const char *a = s, *ports = NULL;
 	size_t alen = len;
 
+	if (s[0] != '[' && conf_colons(s, len) >= 2)
+		return conf_v6_unbracketed(s, len, msg, msglen);
 	if (s[0] == ':') {
 		t->family = 0;
 		return conf_target_add_ports(t, s + 1, len - 1, msg, msglen);
@@ -393,10 +424,6 @@ static int conf_target_parse(struct conf_target *t, const char *s, size_t len,
 		ports = colon;
 	} else {
 		ports = memchr(s, ':', len);
-		if (ports && memchr(ports + 1, ':', len - (size_t)(ports + 1 - s))) {
-			snprintf(msg, msglen, "IPv6 addresses need brackets: '[%.*s]'", (int)len, s);
-			return -1;
-		}
 		alen = ports ? (size_t)(ports - s) : len;
 		if (conf_cidr_parse(t, a, alen, msg, msglen) < 0)
 			return -1;

@@ -109,7 +109,10 @@ static const struct conf_case cases[] = {
 	{ CONF_CORE, "allow = 10.0.0.1/8\n", { NULL }, "t.conf:1: allow: '10.0.0.1/8' has host bits set beyond /8" },
 	{ CONF_CORE, "allow = 10.0.0.0/8, 443\n", { NULL }, "t.conf:1: allow: '443': a port must follow CIDR:PORTS or :PORTS" },
 	{ CONF_CORE, "allow = 10.0.0.0/8:80,,443\n", { NULL }, "t.conf:1: allow: empty entry in list" },
-	{ CONF_CORE, "allow = 2001:db8::/32\n", { NULL }, "t.conf:1: allow: IPv6 addresses need brackets: '[2001:db8::/32]'" },
+	{ CONF_CORE, "allow = 2001:db8::/32\n", { NULL },
+	  "t.conf:1: allow: IPv6 addresses need brackets: '[2001:db8::]/32' (then ':PORTS' if any)" },
+	{ CONF_CORE, "allow = ::1/128\n", { NULL }, "t.conf:1: allow: IPv6 addresses need brackets: '[::1]/128' (then ':PORTS' if any)" },
+	{ CONF_CORE, "allow = ::/0\n", { NULL }, "t.conf:1: allow: IPv6 addresses need brackets: '[::]/0' (then ':PORTS' if any)" },
 	{ CONF_CORE, "allow = :2000-1000\n", { NULL }, "t.conf:1: allow: bad port or range '2000-1000'" },
 	{ CONF_CORE, "allow = [::1\n", { NULL }, "t.conf:1: allow: missing ']' in '[::1'" },
 	{ CONF_CORE, "allow = 10.0.0.0/00000000000000000000000000000000000000000000000000000000000000000000000008\n",
@@ -333,12 +336,15 @@ static void test_allow(void **state)
 		{ "11.0.0.1", 80, 0 }, { "::ffff:10.9.9.9", 443, 1 }, { "2001:db8::5", 22, 1 },
 		{ "2001:db9::5", 22, 0 }, { "192.168.1.1", 1500, 1 }, { "192.168.1.1", 2001, 0 },
 		{ "172.16.5.4", 8080, 1 }, { "172.16.5.4", 8081, 0 }, { "172.17.0.1", 8080, 0 },
+		{ "127.0.0.1", 43021, 1 }, { "::ffff:127.0.0.1", 43021, 1 }, { "127.0.0.2", 43021, 0 },
+		{ "10.200.1.1", 7, 1 }, { "::ffff:10.200.1.1", 7, 1 }, { "10.201.1.1", 7, 0 },
 	};
 	char err[512];
 	struct sockaddr_storage ss;
 	struct conf *c = conf_parse(CONF_CORE, "t", CORE_MIN
 				    "allow = 10.0.0.0/8:80,443, [2001:db8::]/32, :1000-2000\n"
-				    "allow = 172.16.5.4:8080\n", 0, NULL, err, sizeof err);
+				    "allow = 172.16.5.4:8080\n"
+				    "allow = [::ffff:127.0.0.1]/128:43021, [::ffff:10.200.0.0]/112:7\n", 0, NULL, err, sizeof err);
 	assert_non_null(c);
 	for (size_t i = 0; i < sizeof mc / sizeof mc[0]; i++)
 		if (conf_allow_match(c, sa(&ss, mc[i].ip), mc[i].port) != mc[i].allowed)
@@ -450,6 +456,7 @@ static void test_units(void **state)
 	assert_string_equal(conf_addr_parse("[fe80::1%]:443", &a), "bad interface after '%' in the IPv6 address");
 	assert_string_equal(conf_addr_parse("[fe80::1%a b]:443", &a), "bad interface after '%' in the IPv6 address");
 	assert_string_equal(conf_addr_parse("[fe80::x%lo]:443", &a), "bad IPv6 address");
+	assert_string_equal(conf_addr_parse("[fe80::1%nosuch0]:443", &a), "no such network interface on this host (the name after '%')");
 }
 
 /* Writes text to a fresh temporary file; returns its malloc'd path. */
