@@ -20,7 +20,8 @@
 #    core publishes its peer's certificate expiry too.
 # 5. A certificate that does not load on SIGHUP: the reload is refused as a
 #    bad file would be, and the running credentials kept (the edge still
-#    dials the restarted core with them).
+#    dials the restarted core with them).  A key that is not the
+#    certificate's is named as such at start (status 2).
 # 6. A new CA with an overlap: both trust old and new CA (one file), the core
 #    moves to its new certificate and takes an edge still on the old one;
 #    then the edge moves, by reload, and gets into a core on the new CA alone.
@@ -127,6 +128,12 @@ grep -q "reload: --tls_cert=[^ ]*: tls_cert: cannot load certificate $T/pki/edge
 restart_core && ok "the edge still dials with the credentials it kept" ||
 	fail "the edge lost its credentials: $(tail -n 3 "$T/edge.log")"
 expect "through the edge after the broken reload" pxt get 127.0.0.1 "$L" 5 $MB
+# a key that is not the certificate's: said so (OpenSSL's own words were "no certificate assigned")
+rc=0
+out=$("$BIN" core --listen=127.0.0.1:1 --allow=127.0.0.1 --store="$T/nostore" --tls_cert="$T/first/core.crt" \
+	--tls_key="$T/second/core.key" --tls_ca="$T/first/ca.crt" 2>&1) || rc=$?
+[ "$rc" = 2 ] && echo "$out" | grep -q "tls_key: $T/second/core.key is not the key of the certificate in tls_cert" &&
+	ok "a key that is not the certificate's: status 2, $out" || fail "mismatched key: status $rc, $out"
 
 # ---- 6. a new CA with an overlap, as conf/README.md tells it ----
 "$BIN" pki init "$T/fourth" >/dev/null

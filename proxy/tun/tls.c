@@ -31,6 +31,15 @@ static void ssl_fail(char *err, size_t errlen, const char *what, const char *fil
 	snprintf(err, errlen, "%s %s: %s", what, file ? file : "(not set)", e);
 }
 
+/* The last OpenSSL error says a key is not its certificate's (the queue is
+ * left as it is). */
+static int key_mismatch(void)
+{
+	unsigned long e = ERR_peek_last_error();
+	return ERR_GET_LIB(e) == ERR_LIB_X509 &&
+	       (ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH || ERR_GET_REASON(e) == X509_R_KEY_TYPE_MISMATCH);
+}
+
 /* Build the client or server SSL_CTX (see tls.h). */
 SSL_CTX *tun_tls_ctx(const tun_config *cfg, int client, char *err, size_t errlen)
 {
@@ -49,10 +58,16 @@ SSL_CTX *tun_tls_ctx(const tun_config *cfg, int client, char *err, size_t errlen
 		ssl_fail(err, errlen, "tls_cert: cannot load certificate", cfg->cert_file);
 		goto err_1;
 	}
-	if (!cfg->key_file || SSL_CTX_use_PrivateKey_file(ctx, cfg->key_file, SSL_FILETYPE_PEM) != 1 ||
-	    SSL_CTX_check_private_key(ctx) != 1) {
-		ssl_fail(err, errlen, "tls_key: cannot load key (or it does not match the certificate)",
-			 cfg->key_file);
+	if (!cfg->key_file || SSL_CTX_use_PrivateKey_file(ctx, cfg->key_file, SSL_FILETYPE_PEM) != 1) {
+		if (!cfg->key_file || !key_mismatch()) {
+			ssl_fail(err, errlen, "tls_key: cannot load key", cfg->key_file);
+			goto err_1;
+		}
+	}
+	if (key_mismatch() || SSL_CTX_check_private_key(ctx) != 1) { /* (OpenSSL: "no certificate assigned") */
+		ERR_clear_error();
+		snprintf(err, errlen, "tls_key: %s is not the key of the certificate in tls_cert %s", cfg->key_file,
+			 cfg->cert_file);
 		goto err_1;
 	}
 	if (!cfg->ca_file || SSL_CTX_load_verify_locations(ctx, cfg->ca_file, NULL) != 1) {
@@ -149,9 +164,14 @@ void tun_tls_reason(struct bufferevent *bev, short what, char *buf, size_t len)
 		ERR_error_string_n(e, tmp, sizeof(tmp));
 		append(buf, len, tmp);
 	}
-	if (ssl && SSL_get_verify_result(ssl) != X509_V_OK) {
-		snprintf(tmp, sizeof(tmp), "peer certificate: %s",
-			 X509_verify_cert_error_string(SSL_get_verify_result(ssl)));
+	long vr = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
+	if (vr != X509_V_OK) {
+		/* the name the client required (tun_config.peer_name) */
+		const char *host = vr == X509_V_ERR_HOSTNAME_MISMATCH ? X509_VERIFY_PARAM_get0_host(SSL_get0_param(ssl), 0)
+								       : NULL;
+		snprintf(tmp, sizeof(tmp), "peer certificate: %s%s%s%s", X509_verify_cert_error_string(vr),
+			 host ? " (it must carry the name " : "", host ? host : "",
+			 host ? ", as `wanopt pki` certificates for a core do)" : "");
 		append(buf, len, tmp);
 	}
 	if (!buf[0] && (what & BEV_EVENT_EOF))
