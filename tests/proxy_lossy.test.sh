@@ -5,7 +5,7 @@
 #
 # A lost segment holds every frame behind it until the retransmission
 # arrives, on a link whose queue already holds a round trip's worth: the
-# edge's keepalive replies then come more than its 1 s timeout late, while
+# edge's keepalive replies then come later than its 0.7 s timeout, while
 # the core's TCP keeps acknowledging.  An edge that judged the tunnel by
 # frames alone tore it down, resetting the transfer, within 10-20 s of a
 # saturating upload (every run of this test, and the benchmark's 100 MB

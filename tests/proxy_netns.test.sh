@@ -193,6 +193,10 @@ case $got in
 *) fail "core unreachable: after ${dt}s the server sees '$got', expected the router 10.78.2.1" ;;
 esac
 python3 -c "import sys; sys.exit(0 if $dt <= 3.5 else 1)" && ok "fail open within 3.5 s" || fail "fail open took ${dt}s"
+# the edge's own measure: silence from the core's last frame to the tunnel declared down
+q=$(grep -o "keepalive timeout: nothing received for [0-9]* ms" "$T/edge.log" | tail -n 1 | grep -o "[0-9]* ms" | cut -d' ' -f1)
+[ -n "$q" ] && [ "$q" -le 1000 ] && ok "the edge noticed the dead path within a second: $q ms after the core's last frame" ||
+	fail "the dead path noticed after '${q:-?}' ms: $(grep "keepalive" "$T/edge.log" | tail -n 1)"
 expect "core unreachable: download 4 MiB direct" cx get 10.78.2.2 8080 10 $((4 * MB))
 x $S nft delete table inet we2e_blackhole
 px_wait_count edge "tunnel up" 3 20 && ok "the tunnel came back after the blackhole" || fail "no tunnel after the blackhole"
