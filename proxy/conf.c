@@ -314,7 +314,7 @@ static const struct conf_key conf_keys[] = {
 	{ "tls_cert",    ROLE_BOTH, 0, 1, set_cert, NULL, "FILE  this node's certificate (required)" },
 	{ "tls_key",     ROLE_BOTH, 0, 1, set_key, NULL, "FILE  its private key (required)" },
 	{ "tls_ca",      ROLE_BOTH, 0, 1, set_ca, NULL, "FILE  the CA that signs the peer's certificate (required)" },
-	{ "stats",       ROLE_BOTH, 0, 0, set_stats, NULL, "HOST:PORT  HTTP server for /metrics, /stats.json and (from this host) warm requests" },
+	{ "stats",       ROLE_BOTH, 0, 0, set_stats, NULL, "HOST:PORT  HTTP server for /metrics, /stats.json and (from loopback) warm requests" },
 	{ "log_level",   ROLE_BOTH, 0, 1, set_log_level, NULL, "error|warn|info|debug  (default info)" },
 	{ "optimize",    ROLE_BOTH, 1, 1, set_optimize, reset_optimize, "MODE [CIDR[:PORTS], ...]  full|lz|tfo|passthrough per destination (repeatable; edge only)" },
 	{ "fail_open",   ROLE_EDGE, 0, 1, set_fail_open, NULL, "refuse|direct  forwards while the tunnel is down (default refuse)" },

@@ -327,7 +327,7 @@ static void warm_http(struct evhttp_request *req, void *arg)
 	char peer[INET6_ADDRSTRLEN + 16];
 	if (!warm_local_peer(req, peer, sizeof peer)) {
 		/* the daemon reads files with its own rights: local callers only */
-		log_warn("warm: request from %s refused: accepted from this host only", peer);
+		log_warn("warm: request from %s refused: accepted from loopback only", peer);
 		evhttp_send_error(req, 403, "warm is accepted from this host (loopback) only");
 		return;
 	}
