@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "emu.h"
 #include "ping.h"
@@ -29,7 +30,8 @@ static void usage(FILE *f)
 		"       wanem check PROFILE         validate a profile, print it as shell variables\n"
 		"       wanem ping [opts] IPV4      ICMP round-trip meter (wanem ping --help)\n"
 		"       wanem serve|get [opts]      timed TCP transfer (wanem serve --help)\n"
-		"       wanem echo|rtt [opts]       timed echo round trips (wanem rtt --help)\n");
+		"       wanem echo|rtt [opts]       timed echo round trips (wanem rtt --help)\n"
+		"PROFILE: a profile file, or the name of one in netem/profiles (t1, highlat, ...)\n");
 }
 
 /* Splits "A,B" into two strings, copied into buf (argv stays intact, so
@@ -77,6 +79,26 @@ static void go_realtime(void)
 	if (sched_setscheduler(0, SCHED_FIFO, &sp) < 0)
 		fprintf(stderr, "wanem: SCHED_FIFO unavailable (%s); timing may suffer under load\n",
 			strerror(errno));
+}
+
+/* Load PROFILE: a file, or a name (t1) standing for netem/profiles/NAME.conf
+ * of the tree this binary was built in (bin/../netem/profiles), as netem.sh
+ * and netem/testbed take it.  0, or -1 with err set. */
+static int load_profile(const char *arg, struct wn_profile *p, char *err, size_t errlen)
+{
+	char exe[4096], path[4200];
+	ssize_t n;
+	if (!strchr(arg, '/') && access(arg, F_OK) && (n = readlink("/proc/self/exe", exe, sizeof exe - 1)) > 0) {
+		exe[n] = 0;
+		char *slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = 0;
+			snprintf(path, sizeof path, "%s/../netem/profiles/%s.conf", exe, arg);
+			if (!access(path, F_OK))
+				return wn_profile_load(path, p, err, errlen);
+		}
+	}
+	return wn_profile_load(arg, p, err, errlen);
 }
 
 /* The emulator subcommand. */
@@ -138,7 +160,7 @@ static int run_main(int argc, char **argv)
 	}
 	if (sf)
 		fclose(sf);
-	if (wn_profile_load(argv[optind], &p, err, sizeof err) < 0) {
+	if (load_profile(argv[optind], &p, err, sizeof err) < 0) {
 		fprintf(stderr, "wanem: %s\n", err);
 		return 2;
 	}
@@ -162,10 +184,10 @@ static int check_main(int argc, char **argv)
 
 	int help = argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
 	if (argc != 2 || help) {
-		fprintf(help ? stdout : stderr, "usage: wanem check PROFILE   (a file, e.g. netem/profiles/t1.conf)\n");
+		fprintf(help ? stdout : stderr, "usage: wanem check PROFILE   (a file, or a name of netem/profiles: t1)\n");
 		return help ? 0 : 2;
 	}
-	if (wn_profile_load(argv[1], &p, err, sizeof err) < 0) {
+	if (load_profile(argv[1], &p, err, sizeof err) < 0) {
 		fprintf(stderr, "wanem: %s\n", err);
 		return 2;
 	}

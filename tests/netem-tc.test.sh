@@ -24,6 +24,9 @@ same "bad direction refused" "$(netem/netem.sh show netem/profiles/t1.conf left 
 	"netem.sh: direction must be up or down, not 'left'"
 same "missing profile refused" "$(netem/netem.sh show /nonexistent.conf up 2>&1 >/dev/null | head -1)" \
 	"wanem: /nonexistent.conf: cannot open: No such file or directory"
+same "wanem check takes a profile's name" "$(w=$(realpath "$WANEM") && cd /tmp && "$w" check t1 | head -1)" "name='t1'"
+same "wanem check names an unknown profile" "$("$WANEM" check nosuch 2>&1)" \
+	"wanem: nosuch: cannot open: No such file or directory"
 
 ip netns add "$ns"
 ip -n "$ns" link add wnmt0 type veth peer name wnmt1
