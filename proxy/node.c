@@ -143,6 +143,26 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 		log_warn("store %s: cannot queue a sync", conf_store(px_daemon_conf(n->d)));
 }
 
+/* c's peer as the stats list it: at a core by the edge's address, name and
+ * store ("127.0.0.1 (vm, store 5f3a9c21)"), not the port it dialed from, so
+ * that its connections, and its reconnections, are one peer (and two edges
+ * of one name behind one address are two); at an edge the core's address as
+ * configured, with its name. */
+static void peer_label(const struct px_node *n, tun_conn *c, char *buf, size_t len)
+{
+	const char *p = tun_conn_peer(c), *name = strstr(p, " ("), *port = NULL;
+	const tun_hello *h = tun_conn_hello(c);
+	for (const char *q = p; n->serves && h && *q && (!name || q < name); q++)
+		if (*q == ':') /* "ADDR:PORT (NAME)": the last ':' before the name */
+			port = q;
+	if (!port || (p[0] == '[' && port[-1] != ']')) {
+		snprintf(buf, len, "%s", p);
+		return;
+	}
+	const uint8_t *id = h->store_id;
+	snprintf(buf, len, "%.*s (%s, store %02x%02x%02x%02x)", (int)(port - p), p, h->name, id[0], id[1], id[2], id[3]);
+}
+
 uint64_t px_node_tunnels_publish(struct px_node *n, int slot, tun_conn *const *conns, size_t nc)
 {
 	struct stats_tunnel t[64];
@@ -155,7 +175,9 @@ uint64_t px_node_tunnels_publish(struct px_node *n, int slot, tun_conn *const *c
 		if (k < sizeof t / sizeof t[0]) { /* more to one thread: listed by the first 64 */
 			int fd = tun_conn_fd(conns[i]), dscp = fd < 0 ? 0 : tfo_dscp_get(fd);
 			char cls[16];
-			snprintf(t[k].peer, sizeof t[k].peer, "%s%s%s", tun_conn_peer(conns[i]), dscp ? " class " : "",
+			peer_label(n, conns[i], t[k].peer, sizeof t[k].peer);
+			size_t pl = strlen(t[k].peer);
+			snprintf(t[k].peer + pl, sizeof t[k].peer - pl, "%s%s", dscp ? " class " : "",
 				 dscp ? tfo_dscp_name(dscp, cls, sizeof cls) : "");
 			uint64_t pace = fd < 0 ? 0 : tfo_pace_get(fd);
 			t[k].link_bps = tun_conn_link_bps(conns[i]);
@@ -396,6 +418,7 @@ int px_node_start(struct px_node *n, struct px_daemon *d, int role)
 	const struct conf *c = px_daemon_conf(d);
 	char err[512];
 	n->d = d;
+	n->serves = role == PROTO_ROLE_CORE;
 	dre_store_opts so = { .size_limit = conf_store_size(c), .create = 1 };
 	if (!(n->store = dre_store_open(conf_store(c), &so, err, sizeof err))) {
 		log_error("store: %s", err);

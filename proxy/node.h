@@ -35,6 +35,7 @@ struct px_node {
 	uint64_t shrink_from; /* the size limit at its start */
 	uint64_t shrink_t0_us; /* its start (px_mono_us) */
 	unsigned ticks;
+	int serves;     /* 1: a core: peers dial it, from ports of no meaning */
 	int trim_due;   /* TRIM_ flags: streams rested or closed since the last trim (node.c) */
 	int trim_waits; /* ticks the trim has waited for the heap to be less split */
 	uint64_t io_errors; /* the store's I/O error count at the last tick */

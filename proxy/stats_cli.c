@@ -38,7 +38,9 @@ struct scli_page {
 	double pins, pin_over, pin_forced; /* frames in flight keeping store files; most bytes over; forced */
 	double hit_ratio, larger[3], new_bytes; /* the store's, and the estimate for 2x, 4x, 8x */
 	double cert_exp; /* when the tunnel certificate expires (Unix time, 0: unknown) */
-	struct { unsigned n; double at; char peer[64]; } peer_exp; /* peers' certificates within STATS_CERT_WARN_DAYS */
+	struct { unsigned n; double at; char peer[64], last[64]; } peer_exp; /* peers' certificates within
+								  STATS_CERT_WARN_DAYS (last: the
+								  peer counted last, its class cut) */
 	struct scli_row *rows;
 	size_t nrows;
 	struct { char peer[64]; double rtt, link, pace; } peers[8]; /* the first 8 tunnel peers */
@@ -146,6 +148,23 @@ static void scli_stream_sample(struct scli_page *pg, const struct scli_sample *s
 	else if (!strcmp(n, "lz_ratio")) r->lz = sm->v;
 }
 
+/* A peer certificate expiring soon: counted once per peer (its connections
+ * of each class come together, the peer's name first), the earliest kept. */
+static void scli_peer_exp(struct scli_page *pg, const struct scli_sample *sm)
+{
+	const char *cls = strstr(sm->peer, " class ");
+	char base[64];
+	snprintf(base, sizeof base, "%.*s", cls ? (int)(cls - sm->peer) : (int)strlen(sm->peer), sm->peer);
+	int same = pg->peer_exp.n && !strcmp(base, pg->peer_exp.last);
+	snprintf(pg->peer_exp.last, sizeof pg->peer_exp.last, "%s", base);
+	if (!same)
+		pg->peer_exp.n++;
+	if ((pg->peer_exp.n == 1 && !same) || sm->v < pg->peer_exp.at) {
+		pg->peer_exp.at = sm->v;
+		snprintf(pg->peer_exp.peer, sizeof pg->peer_exp.peer, "%s", sm->peer);
+	}
+}
+
 /* Files one node-wide sample. */
 static void scli_total_sample(struct scli_page *pg, const struct scli_sample *sm)
 {
@@ -186,10 +205,7 @@ static void scli_total_sample(struct scli_page *pg, const struct scli_sample *sm
 				*(pace ? &pg->peers[i].pace : &pg->peers[i].link) = sm->v;
 	} else if (!strcmp(sm->name, "wanopt_tunnel_peer_cert_expiry_timestamp_seconds") && sm->v > 0 &&
 		   sm->v - (double)time(NULL) < SCLI_CERT_WARN) {
-		if (!pg->peer_exp.n++ || sm->v < pg->peer_exp.at) {
-			pg->peer_exp.at = sm->v;
-			snprintf(pg->peer_exp.peer, sizeof pg->peer_exp.peer, "%s", sm->peer);
-		}
+		scli_peer_exp(pg, sm);
 	} else if (!strcmp(sm->name, "wanopt_store_read_seconds_per_mib")) {
 		pg->read_cost[!strcmp(sm->way, "map")] = sm->v;
 	} else if (!strcmp(sm->name, "wanopt_store_larger_hit_ratio")) {

@@ -108,6 +108,10 @@ for side in "edge $HE" "core $HC"; do
 	got=$(classes "$2")
 	[ "$got" = "af11 af41 ef" ] && ok "$1 stats: tunnel classes $got" || fail "$1 stats: tunnel classes '$got'"
 done
+# the core lists its peer by address and name, not by the ports it dialed from
+# (a reconnect would be a new peer in /metrics)
+got=$(px_stat "$HC" '" ".join(sorted(set(p["peer"].split(" class ")[0] for p in j["tunnel"]["peers"])))')
+case $got in "127.0.0.1 ("*", store "*")") ok "core stats: one peer, $got" ;; *) fail "core stats: peers '$got'" ;; esac
 
 SIZE=3000000
 # xfer CLASS-NUMBER OP SEED [PORT]: a transfer through the forward (FP unless
