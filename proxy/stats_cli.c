@@ -296,10 +296,13 @@ static void scli_print(const struct scli_page *pg, const char *addr)
 	putchar('\n');
 	printf("%-8s %12s %12s %10s %12s %9s %6s\n", "", "LAN", "WAN", "reduction", "DRE hits",
 	       "LZ ratio", "asks");
-	printf("%-8s %12s %12s %8.1f %% %12s %8.2fx %6.0f\n\n", "total",
+	char lz[16] = "-"; /* nothing compressed yet: no ratio, as in the close lines */
+	if (pg->lz > 0)
+		snprintf(lz, sizeof lz, "%.2fx", pg->lz);
+	printf("%-8s %12s %12s %8.1f %% %12s %9s %6.0f\n\n", "total",
 	       scli_bytes(pg->lan[0] + pg->lan[1], a, sizeof a),
 	       scli_bytes(pg->wan[0] + pg->wan[1], b, sizeof b), pg->red,
-	       scli_bytes(pg->hit, c, sizeof c), pg->lz, pg->asks);
+	       scli_bytes(pg->hit, c, sizeof c), lz, pg->asks);
 	if (pg->warm_file > 0 || pg->warm_wan > 0) /* not in the totals above */
 		printf("pre-positioning (wanopt warm): %s of files pushed from here, %s WAN\n\n",
 		       scli_bytes(pg->warm_file, a, sizeof a), scli_bytes(pg->warm_wan, b, sizeof b));
