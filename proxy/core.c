@@ -452,6 +452,7 @@ static int core_start(struct px_daemon *d, void *arg)
 	k->node.retls = core_retls;
 	if (px_node_start(&k->node, d, PROTO_ROLE_CORE))
 		return -1;
+	k->node.tcfg.refuse_name = PKI_CORE_NAME; /* a core's certificate posing as an edge's */
 	k->nw = worker_count(c);
 	if (!(k->w = calloc((size_t)k->nw, sizeof *k->w)))
 		return -1;

@@ -9,7 +9,8 @@
 #
 # 1. Bad certificates: an edge with certificates from another CA, an edge
 #    whose own CA differs from the core's, and a TLS client without a
-#    certificate never get a tunnel; the core logs the refusal; nothing flows.
+#    certificate never get a tunnel, nor an edge using the core's own
+#    certificate (it carries wanopt-core); the core logs the refusal; nothing flows.
 # 2. allow: forwards to 127.0.0.2 pass; to 127.0.0.1:SRV (port outside
 #    1-1024), to ::1 and to "localhost" (checked after resolution) are refused:
 #    the client connection is reset/closed promptly, the core logs it, and the
@@ -31,7 +32,7 @@ cd "$(dirname "$0")/.."
 px_setup
 "$BIN" pki init "$T/pki2" >/dev/null 2>&1
 
-P=$(px_port) S1=$(px_port) S2=$(px_port) S3=$(px_port) S4=$(px_port) S5=$(px_port)
+P=$(px_port) S1=$(px_port) S2=$(px_port) S3=$(px_port) S4=$(px_port) S5=$(px_port) S6=$(px_port)
 LOK=$(px_port) LNO=$(px_port) LNO6=$(px_port) LNAME=$(px_port) LR=$(px_port)
 px_server srv 0.0.0.0
 SRV=$(cat "$T/srv.port")
@@ -53,10 +54,14 @@ px_run rogue2 edge --peer=127.0.0.1:"$P" --store="$T/rogue2.store" --tls_cert="$
 px_run rogue3 edge --peer=127.0.0.1:"$P" --store="$T/rogue3.store" --tls_cert="$T/pki/edge.crt" \
 	--tls_key="$T/pki/edge.key" --tls_ca="$T/pki2/ca.crt" --stats=127.0.0.1:"$S5" \
 	"--forward=127.0.0.1:$(px_port) -> 127.0.0.2:$SRV"
-for r in rogue rogue2 rogue3; do px_wait_log $r "started" 10; done
+# the core's own certificate (signed by the right CA) posing as an edge's
+px_run rogue4 edge --peer=127.0.0.1:"$P" --store="$T/rogue4.store" --tls_cert="$T/pki/core.crt" \
+	--tls_key="$T/pki/core.key" --tls_ca="$T/pki/ca.crt" --stats=127.0.0.1:"$S6" \
+	"--forward=127.0.0.1:$(px_port) -> 127.0.0.2:$SRV"
+for r in rogue rogue2 rogue3 rogue4; do px_wait_log $r "started" 10; done
 px_wait_count core "tunnel refused" $((refusals0 + 2)) 10 || true
 sleep 2 # a few reconnect attempts each
-for r in rogue rogue2 rogue3; do
+for r in rogue rogue2 rogue3 rogue4; do
 	if ! px_alive $r; then fail "$r exited: $(tail -n 1 "$T/$r.log")"
 	elif [ "$(px_count_log $r "tunnel up")" -eq 0 ]; then ok "$r: no tunnel: $(grep -m1 "tunnel:" "$T/$r.log" | cut -c26-)"
 	else fail "$r brought a tunnel up"; fi
@@ -65,6 +70,9 @@ n=$(( $(px_count_log core "tunnel refused") - refusals0 ))
 [ $n -ge 2 ] && ok "the core logged $n refusals: $(grep -m1 "tunnel refused" "$T/core.log" | cut -c26-)" ||
 	fail "the core logged $n refusals"
 [ "$(px_count_log core "tunnel up")" -eq 1 ] && ok "only the real edge has a tunnel" || fail "the core accepted a rogue"
+grep -q "tunnel refused.*its certificate carries the name wanopt-core" "$T/core.log" &&
+	ok "the core says why it refused its own certificate: $(grep -m1 "carries the name wanopt-core" "$T/core.log" | cut -c26-)" ||
+	fail "no refusal line for the core's certificate posing as an edge's"
 out=$(pxt get 127.0.0.1 "$LR" 70 $MB --timeout=10 2>&1) || true
 case $out in reset*) ok "a client of the rogue edge gets a reset: $out" ;; *) fail "rogue edge client: $out" ;; esac
 [ "$(px_count_log srv "request GET 70 ")" -eq 0 ] && ok "nothing reached the server through the rogue" ||

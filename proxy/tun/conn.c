@@ -67,6 +67,7 @@ int tun_ep_init(struct tun_ep *ep, struct event_base *base, const tun_config *cf
 	TAILQ_INIT(&ep->conns);
 	snprintf(ep->node_name, sizeof(ep->node_name), "%s", cfg->node_name ? cfg->node_name : "wanopt");
 	snprintf(ep->peer_name, sizeof(ep->peer_name), "%s", cfg->peer_name ? cfg->peer_name : "");
+	snprintf(ep->refuse_name, sizeof(ep->refuse_name), "%s", cfg->refuse_name ? cfg->refuse_name : "");
 	c->caps = c->caps ? c->caps : PROTO_CAP_ALL;
 	c->role = c->role ? c->role : client ? PROTO_ROLE_EDGE : PROTO_ROLE_CORE;
 	c->window = c->window ? c->window : PROTO_INITIAL_WINDOW;
@@ -304,6 +305,13 @@ static void conn_tls_up(tun_conn *c)
 		       .max_streams = cfg->max_streams, .sendq_hiwat = cfg->sendq_hiwat,
 		       .sendq_max = cfg->sendq_max, .quantum = cfg->quantum };
 
+	if (!c->ep->client && c->ep->refuse_name[0] && tun_conn_peer_has_name(c, c->ep->refuse_name)) {
+		char why[400]; /* (the peer sees the connection closed: it has not heard our HELLO) */
+		snprintf(why, sizeof(why), "its certificate carries the name %s: a certificate of that role cannot"
+			 " serve as a peer's here (give each its own: wanopt pki issue)", c->ep->refuse_name);
+		conn_fail(c, PROTO_GOAWAY_PROTOCOL, why);
+		return;
+	}
 	memcpy(h.store_id, cfg->store_id, sizeof(h.store_id));
 	snprintf(h.name, sizeof(h.name), "%s", c->ep->node_name);
 	c->m = mux_new(&mc, &conn_mux_ops, c);

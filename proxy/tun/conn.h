@@ -20,6 +20,7 @@ struct tun_ep {
 	tun_config cfg;             /* defaults filled in; string fields not used after setup */
 	char node_name[PROTO_NAME_MAX + 1];
 	char peer_name[256];        /* client: expected server certificate name, "" if any */
+	char refuse_name[256];      /* server: client certificate name refused, "" if none */
 	tun_cbs cbs;
 	void *arg;
 	SSL_CTX *ssl;

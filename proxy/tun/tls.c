@@ -10,6 +10,7 @@
 #include <event2/bufferevent_ssl.h>
 #include <openssl/err.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include "conn_int.h"
 #include "tls.h"
@@ -133,6 +134,13 @@ int64_t tun_conn_peer_not_after(const tun_conn *c)
 {
 	SSL *ssl = c->bev ? bufferevent_openssl_get_ssl(c->bev) : NULL;
 	return ssl ? x509_not_after(SSL_get0_peer_certificate(ssl)) : 0;
+}
+
+int tun_conn_peer_has_name(const tun_conn *c, const char *name)
+{
+	SSL *ssl = c->bev ? bufferevent_openssl_get_ssl(c->bev) : NULL;
+	X509 *x = ssl ? SSL_get0_peer_certificate(ssl) : NULL;
+	return x && X509_check_host(x, name, 0, X509_CHECK_FLAG_NO_WILDCARDS, NULL) == 1;
 }
 
 /* Append "; " and text to buf if there is room. */
