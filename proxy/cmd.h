@@ -1,5 +1,6 @@
-/* cmd.h: the subcommands of bin/wanopt.  Each takes argv after the subcommand
- * name (argv[0] is the subcommand) and returns the process exit status:
+/* cmd.h: the subcommands of bin/wanopt.  Each takes argv from the subcommand
+ * name on (argv[0] is "wanopt NAME", which getopt's messages begin with) and
+ * returns the process exit status:
  * 0 success, 1 runtime failure, 2 usage or configuration error. */
 #ifndef WANOPT_CMD_H
 #define WANOPT_CMD_H

@@ -522,24 +522,27 @@ int px_cmd_dre(int argc, char **argv)
 		dre_usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? 2 : 0;
 	}
-	struct cli c = { 0 };
+	static const char *const acts[] = { "encode", "decode", "stats", "check" };
 	const char *act = argv[1];
+	int a = 0;
+	while (a < 4 && strcmp(act, acts[a]))
+		a++;
+	if (a == 4) {
+		fprintf(stderr, "wanopt dre: unknown action '%s' (encode, decode, stats, check)\n", act);
+		return 2;
+	}
+	/* getopt's messages name the action: "wanopt dre encode: option ..." */
+	char name[32];
+	snprintf(name, sizeof name, "wanopt dre %s", act);
+	argv[1] = name;
+	struct cli c = { 0 };
 	int rc = parse_args(argc - 1, argv + 1, &c);
 	if (rc)
 		return rc;
-	if (c.enc_only && strcmp(act, "encode")) {
+	if (c.enc_only && a) {
 		fprintf(stderr, "wanopt dre %s: --%s applies to encode only (a stream says how it was encoded)\n", act,
 			c.enc_only);
 		return 2;
 	}
-	if (!strcmp(act, "encode"))
-		return run_codec(&c, 0);
-	if (!strcmp(act, "decode"))
-		return run_codec(&c, 1);
-	if (!strcmp(act, "stats"))
-		return run_stats(&c, 0);
-	if (!strcmp(act, "check"))
-		return run_stats(&c, 1);
-	fprintf(stderr, "wanopt dre: unknown action '%s' (encode, decode, stats, check)\n", act);
-	return 2;
+	return a < 2 ? run_codec(&c, a) : run_stats(&c, a == 3);
 }

@@ -75,9 +75,15 @@ int main(int argc, char **argv)
 		version();
 		return 0;
 	}
-	for (size_t i = 0; i < sizeof px_cmds / sizeof px_cmds[0]; i++)
-		if (!strcmp(argv[1], px_cmds[i].name))
-			return px_cmds[i].run(argc - 1, argv + 1);
+	for (size_t i = 0; i < sizeof px_cmds / sizeof px_cmds[0]; i++) {
+		if (strcmp(argv[1], px_cmds[i].name))
+			continue;
+		/* getopt names argv[0] in its messages: "wanopt pki: unrecognized option" */
+		char name[32];
+		snprintf(name, sizeof name, "wanopt %s", px_cmds[i].name);
+		argv[1] = name;
+		return px_cmds[i].run(argc - 1, argv + 1);
+	}
 	fprintf(stderr, "wanopt: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

@@ -103,6 +103,9 @@ expect() {  # status, message substring, command...
 }
 expect 2 "--store DIR is required" "$W" dre encode
 expect 2 "unknown action" "$W" dre frobnicate --store "$T/A"
+expect 2 "^wanopt dre: unknown action '--store'" "$W" dre --store "$T/A"
+# getopt's own messages name the command and the action
+expect 2 "^wanopt dre encode: option '--store' requires an argument" "$W" dre encode --store
 expect 2 "want auto, zstd, lz4 or none" "$W" dre encode --store "$T/A" --lz gzip
 expect 2 "want MIN:AVG:MAX" "$W" dre encode --store "$T/A" --chunks 4096:2048:1000
 expect 1 "$T/none" "$W" dre stats --store "$T/none"
