@@ -37,8 +37,13 @@ int px_cmd_conf(int argc, char **argv)
 			return 0;
 		}
 	}
-	if (argc < 2 || (strcmp(argv[1], "edge") && strcmp(argv[1], "core"))) {
+	if (argc < 2) {
 		conf_usage(stderr);
+		return 2;
+	}
+	if (strcmp(argv[1], "edge") && strcmp(argv[1], "core")) {
+		fprintf(stderr, "wanopt conf: unknown role '%s' (edge or core first; see wanopt conf --help)\n",
+			argv[1]);
 		return 2;
 	}
 	role = strcmp(argv[1], "edge") ? CONF_CORE : CONF_EDGE;

@@ -455,6 +455,20 @@ static int pki_opts(int argc, char **argv, struct pki_opts *o)
 	return 0;
 }
 
+/* Says what is wrong with the n words left after the options (cmd the
+ * first, NULL when none); returns 2. */
+static int pki_bad_words(const char *cmd, int n)
+{
+	if (!n)
+		pki_usage(stderr);
+	else if (strcmp(cmd, "init") && strcmp(cmd, "issue"))
+		fprintf(stderr, "wanopt pki: unknown command '%s' (init or issue; see wanopt pki --help)\n", cmd);
+	else
+		fprintf(stderr, "wanopt pki %s: expected %s, got %d argument%s (see wanopt pki --help)\n", cmd,
+			strcmp(cmd, "init") ? "DIR NAME" : "DIR", n - 1, n == 2 ? "" : "s");
+	return 2;
+}
+
 /* `wanopt pki init|issue`: 0 written, 1 refused or failed, 2 usage error. */
 int px_cmd_pki(int argc, char **argv)
 {
@@ -472,6 +486,5 @@ int px_cmd_pki(int argc, char **argv)
 		o.dir = argv[optind + 1];
 		return pki_issue(&o, argv[optind + 2]);
 	}
-	pki_usage(stderr);
-	return 2;
+	return pki_bad_words(argv[optind], argc - optind);
 }

@@ -377,7 +377,7 @@ static int scli_opts(int argc, char **argv, struct conf_addr *a, int *json)
 		case 'j': *json = 1; break;
 		case 's':
 			if ((e = conf_addr_parse(optarg, a))) {
-				fprintf(stderr, "--stats=%s: %s\n", optarg, e);
+				fprintf(stderr, "wanopt stats: --stats=%s: %s\n", optarg, e);
 				return 2;
 			}
 			break;
@@ -390,7 +390,7 @@ static int scli_opts(int argc, char **argv, struct conf_addr *a, int *json)
 		}
 	}
 	if (optind < argc) {
-		scli_usage(stderr);
+		fprintf(stderr, "wanopt stats: unexpected argument '%s'\n", argv[optind]);
 		return 2;
 	}
 	return 0;

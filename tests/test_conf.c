@@ -597,6 +597,18 @@ static void test_examples_cli(void **state)
 	conf_free(cf);
 	char *bad[] = { "conf", "core", "-c", "conf/edge.conf" };
 	assert_int_equal(px_cmd_conf(4, bad), 2);
+	/* a word that is no role is named (stderr into a file for the look) */
+	char *role[] = { "wanopt conf", "router", "-c", "conf/edge.conf" }, said[256] = "";
+	FILE *tmp = tmpfile();
+	int saved = dup(2);
+	dup2(fileno(tmp), 2);
+	assert_int_equal(px_cmd_conf(4, role), 2);
+	dup2(saved, 2);
+	close(saved);
+	rewind(tmp);
+	said[fread(said, 1, sizeof said - 1, tmp)] = 0;
+	fclose(tmp);
+	assert_string_equal(said, "wanopt conf: unknown role 'router' (edge or core first; see wanopt conf --help)\n");
 	char *nocert[] = { "conf", "edge", "-c", "conf/edge.conf", "--log_level=warn" };
 	assert_int_equal(px_cmd_conf(5, nocert), 2); /* conf/pki/ does not exist */
 	char crt[128], key[128], ca[128];

@@ -23,11 +23,13 @@
 #include "../proxy/cmd.h"
 
 static char tmpdir[64];
+static char said[2048]; /* what the last pki() wrote to stderr */
 
-/* Runs `wanopt pki ARGS...` (NULL-terminated) and returns its status. */
+/* Runs `wanopt pki ARGS...` (NULL-terminated) as main() does, its stderr
+ * kept in said (and passed on), and returns its status. */
 static int pki(const char *a0, ...)
 {
-	char *argv[16] = { "pki" };
+	char *argv[16] = { "wanopt pki" };
 	int argc = 1;
 	va_list ap;
 	va_start(ap, a0);
@@ -35,7 +37,19 @@ static int pki(const char *a0, ...)
 		argv[argc++] = (char *)a;
 	va_end(ap);
 	optind = 0;
-	return px_cmd_pki(argc, argv);
+	FILE *tmp = tmpfile();
+	int saved = dup(2);
+	fflush(stderr);
+	dup2(fileno(tmp), 2);
+	int rc = px_cmd_pki(argc, argv);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	rewind(tmp);
+	said[fread(said, 1, sizeof said - 1, tmp)] = 0;
+	fclose(tmp);
+	fputs(said, stderr);
+	return rc;
 }
 
 /* dir/name as a static path. */
@@ -175,7 +189,13 @@ static void test_refuse_force(void **state)
 	free(before);
 	free(same);
 	free(after);
+	/* usage errors say what is wrong, named as `wanopt pki` */
 	assert_int_equal(pki("bogus", NULL), 2);
+	assert_string_equal(said, "wanopt pki: unknown command 'bogus' (init or issue; see wanopt pki --help)\n");
+	assert_int_equal(pki("issue", dir, NULL), 2);
+	assert_string_equal(said, "wanopt pki issue: expected DIR NAME, got 1 argument (see wanopt pki --help)\n");
+	assert_int_equal(pki("init", dir, "--bogus", NULL), 2);
+	assert_int_equal(strncmp(said, "wanopt pki: unrecognized option '--bogus'\n", 42), 0);
 	assert_int_equal(pki("init", dir, "--key=rsa", NULL), 2);
 	assert_int_equal(pki("init", dir, "--days=0", NULL), 2);
 }

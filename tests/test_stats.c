@@ -310,18 +310,18 @@ static void *server_main(void *arg)
 	return NULL;
 }
 
-/* Captures what fn writes to stdout. */
-static char *capture_stdout(int (*fn)(int, char **), int argc, char **argv, int *rc)
+/* Captures what fn writes to descriptor fd (1 or 2). */
+static char *capture(int fd, int (*fn)(int, char **), int argc, char **argv, int *rc)
 {
 	char *buf = NULL;
 	size_t len = 0;
-	FILE *tmp = tmpfile();
-	int saved = dup(1);
-	fflush(stdout);
-	dup2(fileno(tmp), 1);
+	FILE *tmp = tmpfile(), *f = fd == 1 ? stdout : stderr;
+	int saved = dup(fd);
+	fflush(f);
+	dup2(fileno(tmp), fd);
 	*rc = fn(argc, argv);
-	fflush(stdout);
-	dup2(saved, 1);
+	fflush(f);
+	dup2(saved, fd);
 	close(saved);
 	long n = ftell(tmp);
 	rewind(tmp);
@@ -360,7 +360,7 @@ static void test_http(void **state)
 
 	snprintf(addr, sizeof addr, "--stats=127.0.0.1:%u", port);
 	char *argv[] = { "stats", addr, NULL };
-	char *out = capture_stdout(px_cmd_stats, 2, argv, &rc);
+	char *out = capture(1, px_cmd_stats, 2, argv, &rc);
 	assert_int_equal(rc, 0);
 	static const char *const want[] = {
 		"wanopt edge at 127.0.0.1:", "tunnel up, tunnel RTT 40.1 ms\n",
@@ -377,7 +377,7 @@ static void test_http(void **state)
 	free(out);
 	char *jargv[] = { "stats", "--json", addr, NULL };
 	optind = 0;
-	out = capture_stdout(px_cmd_stats, 3, jargv, &rc);
+	out = capture(1, px_cmd_stats, 3, jargv, &rc);
 	assert_int_equal(rc, 0);
 	assert_int_equal(strncmp(out, "{\"role\":\"edge\"", 14), 0);
 	free(out);
@@ -396,10 +396,27 @@ static void test_http(void **state)
 	event_base_free(sv.base);
 	/* Nothing listening any more: the client fails cleanly. */
 	optind = 0;
-	out = capture_stdout(px_cmd_stats, 2, argv, &rc);
+	out = capture(1, px_cmd_stats, 2, argv, &rc);
 	assert_int_equal(rc, 1);
 	free(out);
 	stats_free(s);
+}
+
+/* Usage errors: one line naming the command and what is wrong. */
+static void test_cli_usage(void **state)
+{
+	char *bad[] = { "wanopt stats", "--stats=bogus", NULL }, *extra[] = { "wanopt stats", "foo", NULL };
+	int rc;
+	optind = 0;
+	char *out = capture(2, px_cmd_stats, 2, bad, &rc);
+	assert_int_equal(rc, 2);
+	assert_string_equal(out, "wanopt stats: --stats=bogus: expected HOST:PORT\n");
+	free(out);
+	optind = 0;
+	out = capture(2, px_cmd_stats, 2, extra, &rc);
+	assert_int_equal(rc, 2);
+	assert_string_equal(out, "wanopt stats: unexpected argument 'foo'\n");
+	free(out);
 }
 
 int main(void)
@@ -411,6 +428,7 @@ int main(void)
 		cmocka_unit_test(test_tunnel_peers),
 		cmocka_unit_test(test_warm_stream),
 		cmocka_unit_test(test_http),
+		cmocka_unit_test(test_cli_usage),
 	};
 	private_netns();
 	evthread_use_pthreads();
