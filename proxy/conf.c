@@ -282,13 +282,15 @@ static int set_bypass_mark(struct conf *c, const char *v, char *msg, size_t len)
 	return e ? conf_fail(msg, len, e) : 0;
 }
 
-/* A whole number in lo..hi into *dst. */
+/* A whole number in lo..hi into *dst; anything else is an error naming the
+ * bounds (not a bare "expected a number" for a negative one). */
 static int conf_set_uint(unsigned *dst, const char *v, unsigned long lo, unsigned long hi, char *msg, size_t len)
 {
 	unsigned long n;
-	const char *e = conf_uint_parse(v, lo, hi, &n);
-	if (e)
-		return conf_fail(msg, len, e);
+	if (conf_uint_parse(v, lo, hi, &n)) {
+		snprintf(msg, len, "expected a whole number from %lu to %lu", lo, hi);
+		return -1;
+	}
 	*dst = (unsigned)n;
 	return 0;
 }
