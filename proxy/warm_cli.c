@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -53,6 +54,38 @@ static int warm_connect(const struct conf_addr *a, int timeout)
 	}
 	freeaddrinfo(ai);
 	return fd;
+}
+
+/* Reads the proxy's answer from f.  Its report (JSON: 200, or 500 when a
+ * push failed) goes to stdout; any answer but 200 is also one line on
+ * stderr with the status and reason (an error page's HTML is not shown).
+ * Returns the exit status: 0 for 200, else 1. */
+static int warm_answer(FILE *f)
+{
+	char line[512], reason[256] = "";
+	int status = 0, json = 0, inbody = 0;
+	while (fgets(line, sizeof line, f)) {
+		if (inbody) {
+			if (json)
+				fputs(line, stdout);
+		} else if (!status) {
+			if (sscanf(line, "HTTP/%*s %d %255[^\r\n]", &status, reason) < 1)
+				break;
+		} else if (!strcmp(line, "\r\n") || !strcmp(line, "\n")) {
+			inbody = 1;
+		} else if (!strncasecmp(line, "Content-Type:", 13) && strstr(line, "application/json")) {
+			json = 1;
+		}
+	}
+	if (status == 200)
+		return 0;
+	if (!status)
+		fprintf(stderr, "wanopt warm: no HTTP answer from the proxy (is that its stats address?)\n");
+	else
+		fprintf(stderr, "wanopt warm: the proxy answered %d \"%s\"%s\n", status, reason,
+			status == 404 ? " (is that its stats address?)"
+			: status == 500 && json ? ": not every file was pushed (the answer's \"errors\" say why)" : "");
+	return 1;
 }
 
 int px_cmd_warm(int argc, char **argv)
@@ -107,22 +140,7 @@ int px_cmd_warm(int argc, char **argv)
 	fprintf(f, "POST /warm HTTP/1.0\r\nHost: %s\r\nContent-Length: %zu\r\n\r\n%s", a.host, blen, body);
 	fflush(f);
 	free(body);
-	char line[512];
-	int status = 0, inbody = 0;
-	while (fgets(line, sizeof line, f)) {
-		if (!status && sscanf(line, "HTTP/%*s %d", &status) == 1)
-			continue;
-		if (inbody)
-			fputs(line, stdout);
-		else if (!strcmp(line, "\r\n") || !strcmp(line, "\n"))
-			inbody = 1;
-	}
+	int rc = warm_answer(f);
 	fclose(f);
-	if (status != 200) {
-		fprintf(stderr, "wanopt warm: the proxy answered %d%s\n", status,
-			status == 404 ? " (is that its stats address?)"
-			: status == 500 ? ": not every file was pushed (the answer's \"errors\" say why)" : "");
-		return 1;
-	}
-	return 0;
+	return rc;
 }
