@@ -77,10 +77,12 @@ struct conf *conf_reload(const struct conf *c, char *err, size_t errlen);
  * them, so that the configuration adopted says what runs (and a later
  * reload still tells them apart from the file). */
 int conf_restart_keep(const struct conf *old, struct conf *c, char *keys, size_t keyslen);
-/* 1 (with "WHERE: 'key' has no effect on an edge ...: ignored" in buf) when c
- * sets a key only the other role uses (accepted, as configs written before
- * it was one side's have it), else 0. */
-int conf_ignored(const struct conf *c, char *buf, size_t len);
+/* The i-th key c sets that only the other role uses, as a warning ("WHERE:
+ * 'key' has no effect on a core (it is for the edge only): ignored"), or
+ * NULL past the last.  Such a key is accepted, not an error: configs
+ * written while optimize and workers were keys of both roles have them, and
+ * make install keeps an installed config (conf/README.md). */
+const char *conf_ignored(const struct conf *c, size_t i);
 /* Frees; NULL is fine. */
 void conf_free(struct conf *c);
 

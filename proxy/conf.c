@@ -318,13 +318,13 @@ static const struct conf_key conf_keys[] = {
 	{ "tls_ca",      ROLE_BOTH, 0, 1, set_ca, NULL, "FILE  the CA that signs the peer's certificate (required)" },
 	{ "stats",       ROLE_BOTH, 0, 0, set_stats, NULL, "HOST:PORT  HTTP server for /metrics, /stats.json and (from loopback) warm requests" },
 	{ "log_level",   ROLE_BOTH, 0, 1, set_log_level, NULL, "error|warn|info|debug  (default info)" },
-	{ "optimize",    ROLE_BOTH, 1, 1, set_optimize, reset_optimize, "MODE [CIDR[:PORTS], ...]  full|lz|tfo|passthrough per destination (repeatable; edge only)" },
+	{ "optimize",    ROLE_EDGE, 1, 1, set_optimize, reset_optimize, "MODE [CIDR[:PORTS], ...]  full|lz|tfo|passthrough per destination (repeatable)" },
 	{ "fail_open",   ROLE_EDGE, 0, 1, set_fail_open, NULL, "refuse|direct  forwards while the tunnel is down (default refuse)" },
 	{ "link_rate",   ROLE_BOTH, 0, 1, set_link_rate, NULL, "RATE|DOWN/UP  WAN rate hint in bit/s, e.g. 1.544M or 20M/2M" },
 	{ "link_rtt",    ROLE_BOTH, 0, 1, set_link_rtt, NULL, "TIME  WAN round-trip hint, e.g. 40ms (a bare number is milliseconds)" },
 	{ "congestion",  ROLE_BOTH, 0, 0, set_congestion, NULL, "bbr|cubic  tunnel congestion control (default bbr)" },
 	{ "tunnels",     ROLE_EDGE, 0, 0, set_tunnels, NULL, "N  parallel tunnel connections, 1-16 (default 1)" },
-	{ "workers",     ROLE_BOTH, 0, 0, set_workers, NULL, "N  worker threads, edges spread across them; 0 = one per CPU (default 0; core only)" },
+	{ "workers",     ROLE_CORE, 0, 0, set_workers, NULL, "N  worker threads, edges spread across them; 0 = one per CPU (default 0)" },
 	{ "protocol_max", ROLE_BOTH, 0, 0, set_protocol_max, NULL, "N  newest tunnel protocol version to offer (default: the newest built in)" },
 	{ "bypass_mark", ROLE_EDGE, 0, 0, set_bypass_mark, NULL, "MARK  SO_MARK of the edge's own sockets, which interception rules skip (default 0x2; intercept-nft.sh --bypass)" },
 	{ "max_streams", ROLE_BOTH, 0, 0, set_max_streams, NULL, "N  streams the peer may have open at once on each tunnel connection, 1-16384 (default 16384)" },
@@ -334,8 +334,6 @@ static const struct conf_key conf_keys[] = {
 	{ "classify",    ROLE_EDGE, 1, 1, conf_set_classify, conf_reset_classify, "CLASS CIDR[:PORTS], ...  class of unmarked client connections to these targets: they ride its dscp_tunnels connection, the server is dialed in it (repeatable; first match wins)" },
 };
 #define CONF_NKEYS (sizeof conf_keys / sizeof conf_keys[0])
-
-static const char *const conf_role_names[] = { "edge", "core" };
 
 /* Lists the role's keys with their syntax, one per line. */
 void conf_help(FILE *f, enum conf_role role)
@@ -389,11 +387,8 @@ static int conf_apply(struct conf *c, const char *where, const char *key, const 
 		return -1;
 	}
 	const struct conf_key *k = &conf_keys[i];
-	if (!(k->roles & (1u << c->role))) {
-		snprintf(err, errlen, "%s: '%s' is not %s key (it is for the %s only)", where, k->name,
-			 c->role == CONF_EDGE ? "an edge" : "a core", conf_role_names[!c->role]);
-		return -1;
-	}
+	if (!(k->roles & (1u << c->role)))
+		return conf_ignore(c, where, i, err, errlen); /* warned about, not an error: see conf.h */
 	if (!*val) {
 		snprintf(err, errlen, "%s: '%s' needs a value", where, k->name);
 		return -1;
@@ -779,6 +774,9 @@ void conf_free(struct conf *c)
 	free(c->args);
 	for (size_t i = 0; i < CONF_NKEYS; i++)
 		free(c->where[i]);
+	for (size_t i = 0; i < c->nignored; i++)
+		free(c->ignored[i]);
+	free(c->ignored);
 	free(c->store);
 	free(c->tls_cert);
 	free(c->tls_key);

@@ -53,8 +53,8 @@ int px_cmd_conf(int argc, char **argv)
 		conf_free(c);
 		return 2;
 	}
-	if (conf_ignored(c, err, sizeof err))
-		fprintf(stderr, "warning: %s\n", err);
+	for (size_t i = 0; conf_ignored(c, i); i++)
+		fprintf(stderr, "warning: %s\n", conf_ignored(c, i));
 	int exp = px_node_tls_expiry(c, err, sizeof err);
 	fprintf(stderr, "%s%s\n", exp > 0 ? "warning: " : "", err);
 	char *d = conf_dump(c);

@@ -96,6 +96,8 @@ struct conf {
 	size_t nopt;
 	struct conf_class_rule *cls; /* edge: classify rules, first match wins */
 	size_t ncls;
+	char **ignored;       /* "WHERE: 'key' has no effect on ...: ignored", in order */
+	size_t nignored;
 	/* parse state */
 	const char *dir;      /* directory of the file, for relative paths */
 	enum conf_src cur;    /* source of the entry being parsed */
@@ -121,6 +123,10 @@ int conf_set_dscp_tunnels(struct conf *c, const char *v, char *msg, size_t len);
 int conf_set_classify(struct conf *c, const char *v, char *msg, size_t len);
 void conf_reset_classify(struct conf *c);
 void conf_qos_dump(const struct conf *c, FILE *f);
+
+/* conf_query.c: notes that where set key k, which c's role does not use
+ * (a warning, see conf_ignored); 0, or -1 with "out of memory" in err. */
+int conf_ignore(struct conf *c, const char *where, int k, char *err, size_t errlen);
 
 /* The name of key index k (K_*). */
 const char *conf_key_name(int k);

@@ -70,22 +70,24 @@ int conf_restart_keep(const struct conf *old, struct conf *c, char *keys, size_t
 	return n;
 }
 
-int conf_ignored(const struct conf *c, char *buf, size_t len)
+int conf_ignore(struct conf *c, const char *where, int k, char *err, size_t errlen)
 {
-	/* accepted on both (configs from before they were one side's), used by one */
-	static const struct { int key; enum conf_role used_by; } one_side[] = {
-		{ K_OPTIMIZE, CONF_EDGE }, { K_WORKERS, CONF_CORE },
-	};
-	for (size_t i = 0; i < sizeof one_side / sizeof one_side[0]; i++) {
-		int k = one_side[i].key;
-		if (c->role != one_side[i].used_by && c->src[k] != SRC_UNSET) {
-			snprintf(buf, len, "%s: '%s' has no effect on %s (it is for the %s only): ignored",
-				 c->where[k] ? c->where[k] : "?", conf_key_name(k),
-				 c->role == CONF_EDGE ? "an edge" : "a core", conf_role_names[!c->role]);
-			return 1;
-		}
+	char **v = realloc(c->ignored, (c->nignored + 1) * sizeof *v);
+	if (v)
+		c->ignored = v;
+	if (!v || asprintf(&v[c->nignored], "%s: '%s' has no effect on %s (it is for the %s only): ignored",
+			   where, conf_key_name(k), c->role == CONF_EDGE ? "an edge" : "a core",
+			   conf_role_names[!c->role]) < 0) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
 	}
+	c->nignored++;
 	return 0;
+}
+
+const char *conf_ignored(const struct conf *c, size_t i)
+{
+	return i < c->nignored ? c->ignored[i] : NULL;
 }
 
 /* Queries: plain reads of the parsed fields (contracts in conf.h).  Unset

@@ -45,15 +45,16 @@ static void px_daemon_usage(FILE *f, enum conf_role role)
 		fprintf(f, "Runs the core: accepts tunnels from edges and dials the targets they ask\n"
 			   "for, when the allow list permits.\n");
 	fprintf(f, "Reads FILE (-c FILE or --config=FILE; see %s.conf), then every --key=value,\n"
-		   "which wins over the file (for forward, allow, optimize and classify, the\n"
+		   "which wins over the file (for %s, the\n"
 		   "command line's entries replace the file's); a key may be written with - for _\n"
-		   "(--store-size).\n"
+		   "(--store-size).  A key of the %s only is ignored, with a warning.\n"
 		   "-c may be left out when the command line gives every required key.  A bad\n"
 		   "configuration, or TLS files that do not load, print what is wrong (FILE:LINE\n"
 		   "where there is one) and exit with status 2.\n"
 		   "Logs go to stderr.  SIGHUP reloads (TLS files too: for tunnel connections\n"
 		   "made from then on), SIGTERM drains streams and exits.\n\n"
-		   "Keys:\n", r);
+		   "Keys:\n", r, role == CONF_EDGE ? "forward, optimize and classify" : "allow",
+		   px_role_names[!role]);
 	conf_help(f, role);
 	fprintf(f, "\nEnvironment:\n"
 		   "  WANOPT_STORE_READS=window|map\n"
@@ -318,8 +319,8 @@ int px_daemon_main(enum conf_role role, int argc, char **argv,
 	log_set_ident(px_role_names[role]);
 	log_set_level(conf_log_level(d.conf));
 	event_set_log_callback(libevent_log);
-	if (conf_ignored(d.conf, err, sizeof err))
-		log_warn("%s", err);
+	for (size_t i = 0; conf_ignored(d.conf, i); i++)
+		log_warn("%s", conf_ignored(d.conf, i));
 	signal(SIGPIPE, SIG_IGN);
 	px_daemon_raise_nofile();
 	if (px_evmem_install() < 0)

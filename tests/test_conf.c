@@ -46,8 +46,6 @@ static const struct conf_case cases[] = {
 	{ CONF_CORE, CORE_MIN "allow = 10.0.0.0/8:80,443, [2001:db8::]/32, :1000-2000\n", { NULL }, NULL },
 	{ CONF_EDGE, EDGE_MIN "# comment\n\n  store_size = 100G  # trailing\r\n", { NULL }, NULL },
 	{ CONF_EDGE, EDGE_MIN "bogus = 1\n", { NULL }, "t.conf:7: unknown key 'bogus'" },
-	{ CONF_EDGE, EDGE_MIN "listen = 1.2.3.4:5\n", { NULL }, "t.conf:7: 'listen' is not an edge key (it is for the core only)" },
-	{ CONF_CORE, CORE_MIN "peer = a:1\n", { NULL }, "t.conf:6: 'peer' is not a core key (it is for the edge only)" },
 	{ CONF_EDGE, "peer core:1\n", { NULL }, "t.conf:1: expected 'key = value'" },
 	{ CONF_EDGE, " = x\n", { NULL }, "t.conf:1: expected 'key = value'" },
 	{ CONF_EDGE, "peer =\n", { NULL }, "t.conf:1: 'peer' needs a value" },
@@ -82,7 +80,6 @@ static const struct conf_case cases[] = {
 	  "t.conf:7: bypass_mark: expected a nonzero mark, e.g. 0x2 (decimal or 0x hex, 32 bits)" },
 	{ CONF_EDGE, EDGE_MIN "bypass_mark = -1\n", { NULL },
 	  "t.conf:7: bypass_mark: expected a nonzero mark, e.g. 0x2 (decimal or 0x hex, 32 bits)" },
-	{ CONF_CORE, CORE_MIN "bypass_mark = 2\n", { NULL }, "t.conf:6: 'bypass_mark' is not a core key (it is for the edge only)" },
 	{ CONF_CORE, CORE_MIN "stats = 127.0.0.1:4433\n", { NULL },
 	  "t.conf:6: stats: listen address (port 4433) already used by listen at t.conf:1" },
 	{ CONF_EDGE, "store_size = 10X\n", { NULL }, "t.conf:1: store_size: expected a size like 512M or 100G (suffixes K, M, G, T)" },
@@ -147,10 +144,6 @@ static const struct conf_case cases[] = {
 	  "t.conf:7: classify: unknown DSCP class 'gold' (a class is csN, afXY, ef, default or a number 0-63)" },
 	{ CONF_EDGE, EDGE_MIN "classify = af41 22\n", { NULL },
 	  "t.conf:7: classify: '22': a port must follow CIDR:PORTS or :PORTS" },
-	{ CONF_CORE, "listen = [::]:1\nstore = /s\ntls_cert = c\ntls_key = k\ntls_ca = a\nclassify = ef :22\n", { NULL },
-	  "t.conf:6: 'classify' is not a core key (it is for the edge only)" },
-	{ CONF_CORE, "listen = [::]:1\nstore = /s\ntls_cert = c\ntls_key = k\ntls_ca = a\ndscp = ef\n", { NULL },
-	  "t.conf:6: 'dscp' is not a core key (it is for the edge only)" },
 	{ CONF_EDGE, EDGE_MIN, { "--nope=1", NULL }, "--nope=1: unknown key 'nope'" },
 	{ CONF_EDGE, EDGE_MIN, { "--peer", NULL }, "--peer: expected --key=value" },
 	{ CONF_EDGE, EDGE_MIN, { "--peer=a:1", "--peer=b:2", NULL }, "--peer=b:2: 'peer' given twice (first at --peer=a:1)" },
@@ -176,9 +169,55 @@ static void test_table(void **state)
 				fail_msg("case %zu: expected '%s', got '%s'", i, k->err, c ? "(parsed)" : err);
 		} else if (!c) {
 			fail_msg("case %zu: unexpected error '%s'", i, err);
+		} else if (conf_ignored(c, 0)) {
+			fail_msg("case %zu: unexpected warning '%s'", i, conf_ignored(c, 0));
 		}
 		conf_free(c);
 	}
+}
+
+/* The other role's keys: each parses, ignored with this warning (conf.h). */
+static const struct conf_case other_role[] = {
+	{ CONF_EDGE, EDGE_MIN "listen = 1.2.3.4:5\n", { NULL }, "t.conf:7: 'listen' has no effect on an edge (it is for the core only): ignored" },
+	{ CONF_CORE, CORE_MIN "peer = a:1\n", { NULL }, "t.conf:6: 'peer' has no effect on a core (it is for the edge only): ignored" },
+	{ CONF_CORE, CORE_MIN "transparent = 3129\n", { NULL }, "t.conf:6: 'transparent' has no effect on a core (it is for the edge only): ignored" },
+	{ CONF_CORE, CORE_MIN, { "--optimize=lz" }, "--optimize=lz: 'optimize' has no effect on a core (it is for the edge only): ignored" },
+	{ CONF_CORE, CORE_MIN "bypass_mark = 2\n", { NULL }, "t.conf:6: 'bypass_mark' has no effect on a core (it is for the edge only): ignored" },
+	{ CONF_CORE, "listen = [::]:1\nstore = /s\ntls_cert = c\ntls_key = k\ntls_ca = a\nclassify = ef :22\n", { NULL },
+	  "t.conf:6: 'classify' has no effect on a core (it is for the edge only): ignored" },
+	{ CONF_CORE, "listen = [::]:1\nstore = /s\ntls_cert = c\ntls_key = k\ntls_ca = a\ndscp = ef\n", { NULL },
+	  "t.conf:6: 'dscp' has no effect on a core (it is for the edge only): ignored" },
+};
+
+/* Each of other_role parses with exactly its warning, and without the key. */
+static void test_other_role(void **state)
+{
+	for (size_t i = 0; i < sizeof other_role / sizeof other_role[0]; i++) {
+		const struct conf_case *k = &other_role[i];
+		char err[512] = "";
+		int n = k->args[0] ? 1 : 0;
+		struct conf *c = conf_parse(k->role, "t.conf", k->text, n, (char *const *)k->args, err, sizeof err);
+		if (!c)
+			fail_msg("case %zu: unexpected error '%s'", i, err);
+		if (!conf_ignored(c, 0) || strcmp(conf_ignored(c, 0), k->err) || conf_ignored(c, 1))
+			fail_msg("case %zu: expected the warning '%s', got '%s'", i, k->err,
+				 conf_ignored(c, 0) ? conf_ignored(c, 0) : "(none)");
+		conf_free(c);
+	}
+	/* each role's --help lists its own keys only */
+	char *h[2] = { NULL, NULL };
+	size_t len;
+	for (int r = 0; r < 2; r++) {
+		FILE *f = open_memstream(&h[r], &len);
+		conf_help(f, (enum conf_role)r);
+		fclose(f);
+	}
+	assert_non_null(strstr(h[CONF_EDGE], "--optimize="));
+	assert_null(strstr(h[CONF_EDGE], "--workers="));
+	assert_non_null(strstr(h[CONF_CORE], "--workers="));
+	assert_null(strstr(h[CONF_CORE], "--optimize="));
+	free(h[0]);
+	free(h[1]);
 }
 
 /* Queries return what the file and the overrides say; the command line wins. */
@@ -377,21 +416,21 @@ static void test_optimize(void **state)
 	conf_free(c);
 	c = conf_parse(CONF_EDGE, "t", EDGE_MIN, 0, NULL, err, sizeof err);
 	assert_int_equal(conf_optimize_for(c, sa(&ss, "8.8.8.8"), 80), CONF_OPT_FULL);
-	assert_int_equal(conf_ignored(c, err, sizeof err), 0);
+	assert_null(conf_ignored(c, 0));
 	conf_free(c);
-	/* one side's keys on the other: accepted (older configs), said to be ignored */
-	c = conf_parse(CONF_CORE, "t", CORE_MIN "optimize = lz\n", 0, NULL, err, sizeof err);
+	/* one side's keys on the other: accepted (older configs), each said to be ignored */
+	c = conf_parse(CONF_CORE, "t", CORE_MIN "optimize = lz\nclassify = ef :22\n", 0, NULL, err, sizeof err);
 	assert_non_null(c);
-	assert_int_equal(conf_ignored(c, err, sizeof err), 1);
-	assert_string_equal(err, "t:6: 'optimize' has no effect on a core (it is for the edge only): ignored");
+	assert_string_equal(conf_ignored(c, 0), "t:6: 'optimize' has no effect on a core (it is for the edge only): ignored");
+	assert_string_equal(conf_ignored(c, 1), "t:7: 'classify' has no effect on a core (it is for the edge only): ignored");
+	assert_null(conf_ignored(c, 2));
 	char *d = conf_dump(c); /* the effective configuration leaves it out */
 	assert_null(strstr(d, "optimize"));
 	free(d);
 	conf_free(c);
 	c = conf_parse(CONF_EDGE, "t", EDGE_MIN "workers = 0\n", 0, NULL, err, sizeof err);
 	assert_non_null(c);
-	assert_int_equal(conf_ignored(c, err, sizeof err), 1);
-	assert_string_equal(err, "t:7: 'workers' has no effect on an edge (it is for the core only): ignored");
+	assert_string_equal(conf_ignored(c, 0), "t:7: 'workers' has no effect on an edge (it is for the core only): ignored");
 	assert_null(strstr(d = conf_dump(c), "workers"));
 	free(d);
 	conf_free(c);
@@ -806,6 +845,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_table),
+		cmocka_unit_test(test_other_role),
 		cmocka_unit_test(test_values),
 		cmocka_unit_test(test_link_rate),
 		cmocka_unit_test(test_lan_bulk),
