@@ -283,14 +283,13 @@ static int set_bypass_mark(struct conf *c, const char *v, char *msg, size_t len)
 }
 
 /* A whole number in lo..hi into *dst; anything else is an error naming the
- * bounds (not a bare "expected a number" for a negative one). */
+ * bounds. */
 static int conf_set_uint(unsigned *dst, const char *v, unsigned long lo, unsigned long hi, char *msg, size_t len)
 {
 	unsigned long n;
-	if (conf_uint_parse(v, lo, hi, &n)) {
-		snprintf(msg, len, "expected a whole number from %lu to %lu", lo, hi);
-		return -1;
-	}
+	const char *e = conf_uint_parse(v, lo, hi, &n);
+	if (e)
+		return conf_fail(msg, len, e);
 	*dst = (unsigned)n;
 	return 0;
 }

@@ -258,20 +258,18 @@ const char *conf_mark_parse(const char *s, uint32_t *out)
 /* Decimal digits only, within [lo, hi]. */
 const char *conf_uint_parse(const char *s, unsigned long lo, unsigned long hi, unsigned long *out)
 {
-	static __thread char msg[64]; /* returned: valid until the next call */
+	static __thread char msg[80]; /* returned: valid until the next call */
 	unsigned long v = 0;
+	int digits = *s != 0;
 
-	if (!*s)
-		return "expected a number";
-	for (; *s; s++) {
-		if (!isdigit((unsigned char)*s))
-			return "expected a number";
+	for (; *s && digits; s++) {
+		digits = isdigit((unsigned char)*s);
 		v = v * 10 + (unsigned long)(*s - '0');
 		if (v > hi)
 			break;
 	}
-	if (v < lo || v > hi) {
-		snprintf(msg, sizeof msg, "out of range (%lu-%lu)", lo, hi);
+	if (!digits || v < lo || v > hi) {
+		snprintf(msg, sizeof msg, "expected a whole number from %lu to %lu", lo, hi);
 		return msg;
 	}
 	*out = v;
