@@ -132,6 +132,21 @@ unsigned conf_protocol_max(const struct conf *c);          /* 0 = the newest bui
  * port is ignored) on port (host order); IPv4-mapped IPv6 addresses match as
  * IPv4.  An empty list admits nothing. */
 int conf_allow_match(const struct conf *c, const struct sockaddr *addr, uint16_t port);
+
+/* The allow list as a core announces it to edges (an ALLOW frame's payload,
+ * proto.h) into buf (cap >= 2): its length; a list that does not fit in cap
+ * is written as PROTO_ALLOW_UNTOLD (2 bytes). */
+size_t conf_allow_wire(const struct conf *c, uint8_t *buf, size_t cap);
+/* A core's allow list as an edge keeps it. */
+struct conf_acl;
+/* Reads an ALLOW payload; NULL with what is wrong in msg when it is not one
+ * ("not told": PROTO_ALLOW_UNTOLD). */
+struct conf_acl *conf_acl_from_wire(const uint8_t *p, size_t len, char *msg, size_t msglen);
+/* Whether the list admits addr:port (a NULL addr: no). */
+int conf_acl_match(const struct conf_acl *a, const struct sockaddr *addr, uint16_t port);
+/* Its number of entries. */
+size_t conf_acl_count(const struct conf_acl *a);
+void conf_acl_free(struct conf_acl *a);
 /* The optimize mode for a destination: the first `optimize` rule with targets
  * that matches, else the last rule without targets, else CONF_OPT_FULL.
  * addr may be NULL (only port-only rules can then match). */

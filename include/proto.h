@@ -72,7 +72,8 @@ enum proto_type {
 	PROTO_PONG = 10,   /* stream 0: echo of a PING's payload */
 	PROTO_GOAWAY = 11, /* stream 0: no new streams; connection closes after the current ones */
 	PROTO_LINK = 12,   /* stream 0: the sender's link changed (to a peer with PROTO_CAP_LINK) */
-	PROTO_TYPE_MAX = 12,
+	PROTO_ALLOW = 13,  /* stream 0: the core's allow list (to an edge with PROTO_CAP_ALLOW) */
+	PROTO_TYPE_MAX = 13,
 };
 
 /* Header flags (byte 1).  No frame type defines a flag yet: all must be 0. */
@@ -122,7 +123,8 @@ enum proto_cap {
 	PROTO_CAP_ASK = 1u << 3,  /* ASK/LEARN recovery of missing segments */
 	PROTO_CAP_DSCP = 1u << 4, /* OPEN may carry the client's DiffServ class (PROTO_OPEN_F_DSCP) */
 	PROTO_CAP_LINK = 1u << 5, /* this HELLO carries the link fields after the name; LINK frames */
-	PROTO_CAP_ALL = 0x3f,     /* everything this build implements */
+	PROTO_CAP_ALLOW = 1u << 6, /* ALLOW frames: an edge reads the core's allow list */
+	PROTO_CAP_ALL = 0x7f,     /* everything this build implements */
 };
 
 enum proto_role {
@@ -180,6 +182,16 @@ enum proto_addr {
  * LINK:   the HELLO link fields again (u64 rates in and out, u32 round trip), when the
  *         sender's link hints changed (a reload); sent only to a peer whose
  *         HELLO had PROTO_CAP_LINK.
+ * ALLOW:  core to edge, after HELLO and on each change (a reload), to a peer
+ *         whose HELLO had PROTO_CAP_ALLOW: the targets the core dials, so that
+ *         the edge sends an intercepted connection outside them direct at once
+ *         rather than have it reset.  2..PROTO_MAX_PAYLOAD bytes: u16 count,
+ *         then per entry u8 family (0: any address, 4, 6), u8 prefix length
+ *         (0 for family 0), the network's 0, 4 or 16 address bytes, u16 number
+ *         of port ranges (0: every port), then that many u16 lo, u16 hi
+ *         (1 <= lo <= hi).  A list that does not fit goes as the count 0xffff
+ *         alone (PROTO_ALLOW_UNTOLD): the edge forgets any earlier one.  The frame
+ *         layer passes the payload on; its owner checks it (conf_acl_from_wire).
  */
 enum proto_len {
 	PROTO_RESET_LEN = 4,
@@ -190,6 +202,8 @@ enum proto_len {
 	PROTO_GOAWAY_MIN_LEN = 8,
 	PROTO_LINK_LEN = PROTO_HELLO_LINK_LEN,
 };
+
+#define PROTO_ALLOW_UNTOLD 0xffffu /* ALLOW count: the list is not told (too long) */
 
 enum proto_reset {
 	PROTO_RST_CANCEL = 0,        /* the owner went away (client closed, error on its side) */

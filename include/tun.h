@@ -189,6 +189,9 @@ typedef struct tun_cbs {
 	/* The peer's link fields changed (a LINK frame): tun_conn_hello(c) has
 	 * the new ones.  May be NULL. */
 	void (*on_link)(tun_conn *c, void *arg);
+	/* An ALLOW frame from the peer: its len payload bytes, not checked
+	 * beyond their length (2 or more).  May be NULL (ignored). */
+	void (*on_allow)(tun_conn *c, void *arg, const uint8_t *p, size_t len);
 } tun_cbs;
 
 /* Most parallel TLS connections a client keeps to one server. */
@@ -271,6 +274,10 @@ uint64_t tun_conn_rtt_us(const tun_conn *c);
 /* When the certificate the peer presented stops being valid (Unix time; 0
  * before the handshake or if unreadable). */
 int64_t tun_conn_peer_not_after(const tun_conn *c);
+/* Send an ALLOW frame (payload p, 2..PROTO_MAX_PAYLOAD bytes) on c if it is
+ * up and its peer reads them (PROTO_CAP_ALLOW): 1 sent, 0 not for this peer,
+ * -1 bad length. */
+int tun_conn_send_allow(tun_conn *c, const uint8_t *p, size_t len);
 /* 1 if c's peer certificate carries `name` (a DNS name of its SAN). */
 int tun_conn_peer_has_name(const tun_conn *c, const char *name);
 /* Pace c for a link of bps bit/s (the owner's choice from its own hint and

@@ -62,6 +62,9 @@ struct px_core {
 	int nw;
 	atomic_int busy_workers; /* draining: workers with streams left */
 	int draining;
+	pthread_mutex_t allow_lock; /* the allow list as edges are told it (workers read it) */
+	size_t allow_len;
+	uint8_t allow[PROTO_MAX_PAYLOAD];
 };
 
 /* A name target being resolved. */
@@ -73,6 +76,19 @@ struct resolving {
 	char name[PROTO_HOSTNAME_MAX + 1];
 };
 
+/* Tell c's edge the allow list (an edge that reads it).  A reload updates
+ * the list before it queues its own announcement on each worker, so a
+ * connection told the old one hears the new one after. */
+static void tell_allow(struct px_core *k, tun_conn *c)
+{
+	uint8_t buf[PROTO_MAX_PAYLOAD];
+	pthread_mutex_lock(&k->allow_lock);
+	size_t n = k->allow_len;
+	memcpy(buf, k->allow, n);
+	pthread_mutex_unlock(&k->allow_lock);
+	tun_conn_send_allow(c, buf, n);
+}
+
 static void conn_up(tun_conn *c, void *arg)
 {
 	struct worker *k = arg;
@@ -80,6 +96,7 @@ static void conn_up(tun_conn *c, void *arg)
 	log_info("tunnel up: %s (version %u, store %02x%02x%02x%02x)", tun_conn_peer(c), tun_conn_version(c),
 		 h->store_id[0], h->store_id[1], h->store_id[2], h->store_id[3]);
 	px_node_link_up(&k->k->node, c, 0);
+	tell_allow(k->k, c);
 	if (k->nconns == k->capconns) {
 		size_t cap = k->capconns ? k->capconns * 2 : 8;
 		tun_conn **n = realloc(k->conns, cap * sizeof *n);
@@ -450,6 +467,8 @@ static int core_start(struct px_daemon *d, void *arg)
 	k->node.role = k;
 	k->node.relink = core_relink;
 	k->node.retls = core_retls;
+	pthread_mutex_init(&k->allow_lock, NULL);
+	k->allow_len = conf_allow_wire(c, k->allow, sizeof k->allow); /* before any worker runs */
 	if (px_node_start(&k->node, d, PROTO_ROLE_CORE))
 		return -1;
 	k->node.tcfg.refuse_name = PKI_CORE_NAME; /* a core's certificate posing as an edge's */
@@ -480,10 +499,53 @@ static int core_start(struct px_daemon *d, void *arg)
 	return 0;
 }
 
+/* A reloaded allow list on its way to one worker's edges. */
+struct reallow_job {
+	struct worker *w;
+	size_t len;
+	uint8_t wire[];
+};
+
+/* On a worker's thread: tell its edges the reloaded allow list. */
+static void worker_reallow(evutil_socket_t fd, short what, void *arg)
+{
+	struct reallow_job *j = arg;
+	for (size_t i = 0; i < j->w->nconns; i++)
+		tun_conn_send_allow(j->w->conns[i], j->wire, j->len);
+	free(j);
+}
+
+/* The allow list changed (its announcement differs): tell every edge. */
+static void reload_allow(struct px_core *k, const struct conf *c)
+{
+	uint8_t b[PROTO_MAX_PAYLOAD];
+	size_t nb = conf_allow_wire(c, b, sizeof b);
+	pthread_mutex_lock(&k->allow_lock);
+	int same = nb == k->allow_len && !memcmp(b, k->allow, nb);
+	memcpy(k->allow, b, nb);
+	k->allow_len = nb;
+	pthread_mutex_unlock(&k->allow_lock);
+	if (same)
+		return;
+	for (int i = 0; i < k->nw; i++) {
+		struct reallow_job *j = malloc(sizeof *j + nb);
+		if (!j) {
+			log_warn("reload: the edges of worker %d are not told the new allow list: out of memory", i);
+			continue;
+		}
+		j->w = &k->w[i];
+		j->len = nb;
+		memcpy(j->wire, b, nb);
+		if (event_base_once(k->w[i].env.base, -1, EV_TIMEOUT, worker_reallow, j, NULL))
+			free(j);
+	}
+}
+
 static int core_reload(struct px_daemon *d, const struct conf *old, const struct conf *c, void *arg)
 {
 	struct px_core *k = arg;
 	px_node_reload(&k->node, c);
+	reload_allow(k, c);
 	return 0; /* allow is read from the live configuration */
 }
 

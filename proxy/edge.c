@@ -63,6 +63,32 @@ static void tun_link(tun_conn *c, void *arg)
 	px_node_link_up(&l->e->node, c, 1);
 }
 
+/* The core told its allow list (an ALLOW frame, on each connection and after
+ * its reloads): intercepted connections outside it go direct at once.  A
+ * list not told, or one that does not read, is dropped: the core's refusals
+ * teach the edge then (edge_not_allowed). */
+static void tun_allow(tun_conn *c, void *arg, const uint8_t *p, size_t len)
+{
+	struct px_edge *e = ((struct px_edge_lane *)arg)->e;
+	if (len == e->core_allow_len && e->core_allow_wire && !memcmp(p, e->core_allow_wire, len))
+		return; /* the same again (another connection) */
+	char why[128];
+	struct conf_acl *a = conf_acl_from_wire(p, len, why, sizeof why);
+	uint8_t *w = malloc(len);
+	if (w)
+		memcpy(w, p, len);
+	if (!a && strcmp(why, "not told"))
+		log_warn("tunnel %s: the core's allow list does not read (%s): not used", tun_conn_peer(c), why);
+	else if (a)
+		log_info("tunnel %s: the core's allow list has %zu entries: intercepted connections outside it go direct",
+			 tun_conn_peer(c), conf_acl_count(a));
+	conf_acl_free(e->core_allow);
+	free(e->core_allow_wire);
+	e->core_allow = a;
+	e->core_allow_wire = w;
+	e->core_allow_len = w ? len : 0;
+}
+
 /* A reload changed our link hints: tell the core, and retune each connection. */
 static void edge_relink(void *arg)
 {
@@ -156,7 +182,7 @@ static unsigned edge_tunnels_up(void *arg)
 static int lanes_start(struct px_edge *e, const struct conf *c)
 {
 	tun_cbs cbs = { .on_up = tun_up, .on_down = tun_down, .on_stream = px_edge_on_stream,
-			.on_error = tun_error, .on_fd = tun_fd, .on_link = tun_link };
+			.on_error = tun_error, .on_fd = tun_fd, .on_link = tun_link, .on_allow = tun_allow };
 	const struct conf_addr *p = conf_peer(c);
 	const uint8_t *cls;
 	size_t n = conf_dscp_tunnels(c, &cls);
@@ -463,6 +489,12 @@ static void tp_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	int why = TUN_EDOWN, bad = tun_target_from_sockaddr(&t, (struct sockaddr *)&dst);
 	if (!bad)
 		tun_target_format(&t, tname, sizeof tname);
+	if (policy != PROTO_POLICY_PASSTHROUGH && e->core_allow &&
+	    !conf_acl_match(e->core_allow, (struct sockaddr *)&dst, port)) {
+		log_info("%s -> %s: going direct: outside the core's allow list", src, dname);
+		go_direct(e, fd, dscp, (struct sockaddr *)&dst, dl, src, dname);
+		return;
+	}
 	if (policy != PROTO_POLICY_PASSTHROUGH && !bad && edge_refused(e, tname)) {
 		log_info("%s -> %s: going direct: the core's allow list refuses it", src, dname);
 		go_direct(e, fd, dscp, (struct sockaddr *)&dst, dl, src, dname);
@@ -624,6 +656,8 @@ static void edge_stop(struct px_daemon *d, void *arg)
 		event_free(e->pace_ev);
 	px_edge_warm_stop(e);
 	px_node_stop(&e->node);
+	conf_acl_free(e->core_allow);
+	free(e->core_allow_wire);
 }
 
 int px_cmd_edge(int argc, char **argv)

@@ -37,6 +37,11 @@ struct px_edge {
 	/* intercepted destinations the core's allow list refused lately: they go
 	 * direct (forgotten after EDGE_REFUSED_S, or when a tunnel comes up) */
 	struct { char dst[80]; uint64_t until_us; } refused[EDGE_REFUSED_SLOTS];
+	/* the core's allow list as it told it (ALLOW), or NULL: not told (an
+	 * older core, or too long); its payload, to log a change once */
+	struct conf_acl *core_allow;
+	uint8_t *core_allow_wire;
+	size_t core_allow_len;
 };
 
 /* tun_cbs.on_stream (arg: the lane): the core opened a stream towards us (warm pushes). */

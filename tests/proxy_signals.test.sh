@@ -129,6 +129,8 @@ px_bg live live 127.0.0.1 "$LA" 4 --ready="$T/live.ready" --timeout=30
 px_wait_file "$T/live.ready"
 core_conf 127.0.0.2/32 2
 hup core && ok "core reloaded (allow = 127.0.0.2/32, lan_bulk_streams = 2)" || fail "core reload: $(tail -n 2 "$T/core.log")"
+px_wait_count edge "the core's allow list has" 2 5 && ok "the core told the edge its new allow list" ||
+	fail "the edge did not hear the new allow list: $(grep "allow list" "$T/edge.log" | tail -n 2)"
 line=$(grep "LAN receive buffers: at most" "$T/core.log" | tail -n 1 | cut -c26-)
 case $line in *"at most 2 streams at once may hold the bulk one (was 8;"*) ok "lan_bulk_streams applied: $line" ;;
 *) fail "lan_bulk_streams not applied on reload: '$line'" ;; esac

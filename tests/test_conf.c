@@ -27,6 +27,7 @@
 #include "../proxy/node.h"
 #include "stats.h"
 #include "conf.h"
+#include "proto.h"
 #include "test_netns.h"
 
 #define EDGE_MIN "peer = core.example:4433\nstore = /var/lib/wanopt\ntls_cert = /p/e.crt\n" \
@@ -399,6 +400,67 @@ static void test_allow(void **state)
 	conf_free(c);
 }
 
+/* The allow list as a core tells it (ALLOW) matches as the core's own; a
+ * payload that is not one is refused with what is wrong; a list too long
+ * for a frame is not told. */
+static void test_allow_wire(void **state)
+{
+	static const char *const ips[] = { "10.1.2.3", "11.0.0.1", "::ffff:10.9.9.9", "2001:db8::5", "2001:db9::5",
+					   "192.168.1.1", "172.16.5.4", "127.0.0.1" };
+	static const uint16_t ports[] = { 22, 80, 443, 1500, 2001, 8080 };
+	char err[512];
+	struct sockaddr_storage ss;
+	uint8_t buf[PROTO_MAX_PAYLOAD];
+	struct conf *c = conf_parse(CONF_CORE, "t", CORE_MIN "allow = 10.0.0.0/8:80,443, [2001:db8::]/32, :1000-2000\n"
+				    "allow = 172.16.5.4:8080\n", 0, NULL, err, sizeof err);
+	assert_non_null(c);
+	size_t n = conf_allow_wire(c, buf, sizeof buf);
+	assert_int_equal(n, 2 + (2 + 4 + 2 + 8) + (2 + 16 + 2) + (2 + 2 + 4) + (2 + 4 + 2 + 4));
+	struct conf_acl *a = conf_acl_from_wire(buf, n, err, sizeof err);
+	assert_non_null(a);
+	assert_int_equal(conf_acl_count(a), 4);
+	for (size_t i = 0; i < sizeof ips / sizeof *ips; i++)
+		for (size_t j = 0; j < sizeof ports / sizeof *ports; j++)
+			if (conf_acl_match(a, sa(&ss, ips[i]), ports[j]) != conf_allow_match(c, sa(&ss, ips[i]), ports[j]))
+				fail_msg("%s port %u: the told list disagrees", ips[i], ports[j]);
+	conf_acl_free(a);
+	static const struct { const char *hex, *why; } bad[] = {
+		{ "00", "shorter than its count" },
+		{ "ffff", "not told" },
+		{ "0001", "entry cut short" },
+		{ "00010518", "unknown address family" },
+		{ "00010421", "prefix longer than the address" },
+		{ "0001040a0a00", "entry cut short" },
+		{ "0001040a0a0000000001", "port ranges cut short" },
+		{ "0001040a0a0000000001" "00000050", "bad port range" },
+		{ "0001040a0a0000000001" "00510050", "bad port range" },
+		{ "00010000000000", "bytes after its entries" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		size_t k = strlen(bad[i].hex) / 2;
+		for (size_t b = 0; b < k; b++)
+			sscanf(bad[i].hex + 2 * b, "%2hhx", &buf[b]);
+		err[0] = 0;
+		assert_null(conf_acl_from_wire(buf, k, err, sizeof err));
+		if (strcmp(err, bad[i].why))
+			fail_msg("%s: '%s', expected '%s'", bad[i].hex, err, bad[i].why);
+	}
+	conf_free(c);
+	/* 1,400 entries of 12 bytes: over a frame, told as not told */
+	size_t cap = 1400 * 40 + 64;
+	char *text = malloc(cap), *p = text;
+	p += sprintf(p, CORE_MIN);
+	for (int i = 0; i < 1400; i++) /* (lines of 100: a line has a length limit) */
+		p += sprintf(p, "%s10.%d.%d.1:80%s", i % 100 ? "" : "allow = ", i / 256, i % 256, i % 100 == 99 ? "\n" : ",");
+	c = conf_parse(CONF_CORE, "t", text, 0, NULL, err, sizeof err);
+	if (!c)
+		fail_msg("%s", err);
+	assert_int_equal(conf_allow_wire(c, buf, sizeof buf), 2);
+	assert_int_equal(buf[0] << 8 | buf[1], PROTO_ALLOW_UNTOLD);
+	conf_free(c);
+	free(text);
+}
+
 /* Targeted rules match first; the untargeted rule is the default. */
 static void test_optimize(void **state)
 {
@@ -509,6 +571,7 @@ int main(void)
 		cmocka_unit_test(test_link_rate),
 		cmocka_unit_test(test_lan_bulk),
 		cmocka_unit_test(test_allow),
+		cmocka_unit_test(test_allow_wire),
 		cmocka_unit_test(test_optimize),
 		cmocka_unit_test(test_classify),
 		cmocka_unit_test(test_qos),

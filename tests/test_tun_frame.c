@@ -51,6 +51,7 @@ static size_t valid_frames(tun_frame *t)
 	t[n].type = PROTO_PONG; t[n].u.ping = 1; n++;
 	t[n].type = PROTO_LINK; t[n].u.link.bps = 20000000; t[n].u.link.tx_bps = 2000000;
 	t[n].u.link.rtt_us = 300000; n++;
+	t[n].type = PROTO_ALLOW; t[n].len = 4; t[n].payload = data_bytes; n++;
 	t[n].type = PROTO_GOAWAY; t[n].u.goaway.last_sid = 9; t[n].u.goaway.code = PROTO_GOAWAY_VERSION;
 	strcpy(t[n].u.goaway.text, "no common version"); n++;
 	return n;
@@ -61,7 +62,7 @@ static void assert_frame_eq(const tun_frame *a, const tun_frame *b)
 {
 	assert_int_equal(a->type, b->type);
 	assert_int_equal(a->sid, b->sid);
-	if (a->type == PROTO_DATA) {
+	if (a->type == PROTO_DATA || a->type == PROTO_ALLOW) {
 		assert_int_equal(a->len, b->len);
 		assert_memory_equal(a->payload, b->payload, a->len);
 	} else {
@@ -133,7 +134,9 @@ struct bad {
 
 static const struct bad bad_frames[] = {
 	{ "0000000000000000", "unknown frame type 0" },
-	{ "0d00000000000000", "unknown frame type 13" },
+	{ "0e00000000000000", "unknown frame type 14" },
+	{ "0d00000100000000" "00", "ALLOW: bad length 1" },
+	{ "0d00000200000001" "0000", "frame type 13 on stream 1" },
 	{ "0c00001300000000" "00000000000000000000000000000000000000", "LINK: payload is 19 bytes" },
 	{ "0c00001400000001" "0000000000000000000000000000000000000000", "frame type 12 on stream 1" },
 	{ "0c00001400000000" "ffffffffffffffff000000000000000000000000", "LINK: link rate" },

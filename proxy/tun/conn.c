@@ -200,6 +200,15 @@ static void ops_link(void *arg, uint64_t bps, uint64_t tx_bps, uint32_t rtt_us)
 		c->ep->cbs.on_link(c, c->ep->arg);
 }
 
+/* The peer's allow list (unchecked payload): to the owner. */
+static void ops_allow(void *arg, const uint8_t *p, uint16_t len)
+{
+	tun_conn *c = arg;
+
+	if (c->state == CS_UP && c->ep->cbs.on_allow)
+		c->ep->cbs.on_allow(c, c->ep->arg, p, len);
+}
+
 /* c takes no new streams: its client slot dials a replacement now. */
 static void conn_detach_slot(tun_conn *c)
 {
@@ -224,7 +233,7 @@ static void ops_goaway(void *arg, uint32_t code, const char *text)
 
 static const mux_ops conn_mux_ops = {
 	.kick = ops_kick, .on_hello = ops_hello, .on_stream = ops_stream,
-	.on_pong = ops_pong, .on_goaway = ops_goaway, .on_link = ops_link,
+	.on_pong = ops_pong, .on_goaway = ops_goaway, .on_link = ops_link, .on_allow = ops_allow,
 };
 
 /* ---- event callbacks ----------------------------------------------------- */
@@ -701,6 +710,17 @@ void tun_ep_set_link(struct tun_ep *ep, uint64_t rx_bps, uint64_t tx_bps, uint32
 	TAILQ_FOREACH(c, &ep->conns, link)
 		if (c->state == CS_UP && (c->hello.caps & PROTO_CAP_LINK))
 			mux_send_link(c->m, rx_bps, tx_bps, rtt_us);
+}
+
+/* See tun.h. */
+int tun_conn_send_allow(tun_conn *c, const uint8_t *p, size_t len)
+{
+	if (c->state != CS_UP || !(c->hello.caps & PROTO_CAP_ALLOW))
+		return 0;
+	if (len < 2 || len > PROTO_MAX_PAYLOAD)
+		return -1;
+	mux_send_allow(c->m, p, (uint16_t)len);
+	return 1;
 }
 
 /* The up connection taking new streams with the fewest streams, or NULL. */

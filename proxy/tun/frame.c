@@ -208,7 +208,8 @@ static long enc_payload(const tun_frame *f, uint8_t *p)
 			return -1;
 		return (long)enc_open(&f->u.open, p);
 	case PROTO_DATA:
-		if (f->len > PROTO_MAX_PAYLOAD || (f->len && !f->payload))
+	case PROTO_ALLOW:
+		if (f->len > PROTO_MAX_PAYLOAD || (f->len && !f->payload) || (f->type == PROTO_ALLOW && f->len < 2))
 			return -1;
 		if (f->len)
 			memcpy(p, f->payload, f->len);
@@ -409,6 +410,8 @@ static int parse_conn(const uint8_t *p, uint16_t len, tun_frame *f, char *err, s
 		if (want_len(len, PROTO_LINK_LEN, "LINK", err, el))
 			return TUN_EPROTO;
 		return parse_link(p, &f->u.link.bps, &f->u.link.tx_bps, &f->u.link.rtt_us, "LINK", err, el);
+	case PROTO_ALLOW: /* (f->payload: its owner reads the entries) */
+		return len < 2 ? fail(err, el, "ALLOW: bad length %u", len) : TUN_OK;
 	case PROTO_GOAWAY:
 		if (len < PROTO_GOAWAY_MIN_LEN || len > PROTO_GOAWAY_MIN_LEN + PROTO_GOAWAY_TEXT_MAX)
 			return fail(err, el, "GOAWAY: bad length %u", len);
@@ -431,7 +434,7 @@ int tun_frame_parse(uint8_t type, uint8_t flags, uint32_t sid, const uint8_t *p,
 		    uint16_t len, tun_frame *f, char *err, size_t errlen)
 {
 	int conn_frame = type == PROTO_HELLO || type == PROTO_PING ||
-			 type == PROTO_PONG || type == PROTO_GOAWAY || type == PROTO_LINK;
+			 type == PROTO_PONG || type == PROTO_GOAWAY || type == PROTO_LINK || type == PROTO_ALLOW;
 
 	memset(f, 0, sizeof(*f));
 	f->type = type;

@@ -19,7 +19,7 @@ typedef struct tun_frame {
 	uint8_t flags;             /* header flags (always 0 in version 1) */
 	uint32_t sid;              /* stream id; 0 for connection frames */
 	uint16_t len;              /* payload length */
-	const uint8_t *payload;    /* DATA: len bytes (decoder: valid until the next feed) */
+	const uint8_t *payload;    /* DATA, ALLOW: len bytes (decoder: valid until the next feed) */
 	union {
 		tun_hello hello;         /* HELLO */
 		tun_open_info open;      /* OPEN */

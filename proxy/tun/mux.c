@@ -415,6 +415,10 @@ static int dispatch(mux *m, const tun_frame *f, char *err, size_t errlen)
 		if (m->ops.on_link)
 			m->ops.on_link(m->arg, f->u.link.bps, f->u.link.tx_bps, f->u.link.rtt_us);
 		return TUN_OK;
+	case PROTO_ALLOW:
+		if (m->ops.on_allow)
+			m->ops.on_allow(m->arg, f->payload, f->len);
+		return TUN_OK;
 	}
 	s = tab_find(m, f->sid);
 	if (!s) {
@@ -625,6 +629,13 @@ int mux_send_hello(mux *m, const tun_hello *h)
 		return TUN_EINVAL;
 	mux_ctl_frame(m, &f);
 	return TUN_OK;
+}
+
+void mux_send_allow(mux *m, const uint8_t *p, uint16_t len)
+{
+	tun_frame f = { .type = PROTO_ALLOW, .len = len, .payload = p };
+
+	mux_ctl_frame(m, &f);
 }
 
 void mux_send_link(mux *m, uint64_t bps, uint64_t tx_bps, uint32_t rtt_us)

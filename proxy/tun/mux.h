@@ -31,6 +31,7 @@ typedef struct mux_ops {
 	void (*on_goaway)(void *arg, uint32_t code, const char *text);
 	/* The peer sent LINK: its link fields are now bps (in), tx_bps, rtt_us. */
 	void (*on_link)(void *arg, uint64_t bps, uint64_t tx_bps, uint32_t rtt_us);
+	void (*on_allow)(void *arg, const uint8_t *p, uint16_t len); /* ALLOW payload, unchecked */
 } mux_ops;
 
 typedef struct mux_cfg {
@@ -52,6 +53,8 @@ void mux_free(mux *m);
 int mux_send_hello(mux *m, const tun_hello *h);
 /* Queue a LINK frame (our link fields changed). */
 void mux_send_link(mux *m, uint64_t bps, uint64_t tx_bps, uint32_t rtt_us);
+/* Send an ALLOW frame of len (2..PROTO_MAX_PAYLOAD) payload bytes. */
+void mux_send_allow(mux *m, const uint8_t *p, uint16_t len);
 /* Credit granted to each stream the peer opens from now on (see
  * tun_conn_set_recv_window). */
 uint32_t mux_set_recv_window(mux *m, uint32_t window);

@@ -1,7 +1,8 @@
 /* fuzz_conf.c: libFuzzer harness for the configuration parser.  The input is
  * split at the first NUL: before it, the config file text; after it, one
  * --key=value override per line.  Both roles are parsed; a successful parse
- * is dumped, re-parsed (the dump must be valid), and queried. */
+ * is dumped, re-parsed (the dump must be valid), and queried; its allow list
+ * as a core tells it must read back as the same list. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,14 @@ static void fuzz_role(enum conf_role role, const char *text, int nargs, char **a
 	conf_allow_match(c, (struct sockaddr *)&s6, 80);
 	conf_optimize_for(c, (struct sockaddr *)&s6, 443);
 	conf_optimize_for(c, NULL, 22);
+	uint8_t wire[16384];
+	size_t wn = conf_allow_wire(c, wire, sizeof wire);
+	if (wn > 2 || (wn == 2 && (wire[0] | wire[1]) != 0xff)) { /* told: an edge reads the same list */
+		struct conf_acl *a = conf_acl_from_wire(wire, wn, err, sizeof err);
+		if (!a || conf_acl_match(a, (struct sockaddr *)&s6, 80) != conf_allow_match(c, (struct sockaddr *)&s6, 80))
+			abort();
+		conf_acl_free(a);
+	}
 	fuzz_roundtrip(c, role);
 	conf_free(c);
 }
