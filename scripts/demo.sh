@@ -20,5 +20,5 @@ wanopt demo: a branch and a datacenter joined by an emulated T1 link
 (1) no optimizer, (2) wanopt with a cold cache, (3) wanopt hot (the same file again).
 
 TXT
-export WNM_PREFIX=wnm-demo-
+export WNM_PREFIX=wnm-demo$$-  # its own namespaces: two demos at once do not collide
 exec netem/bench t1 --files=ref --dirs=down --scenarios=1,2,3 --max-time=90 --live=0 --out=results/demo
