@@ -203,7 +203,8 @@ typedef struct tun_config {
 	const char *key_file;       /* its private key (PEM), required */
 	const char *ca_file;        /* CA that must have signed the peer's certificate, required */
 	const char *peer_name;      /* client: name the server certificate must carry (NULL: any) */
-	const char *refuse_name;    /* server: a client certificate carrying this name is refused
+	const char *refuse_name;    /* server: a client certificate carrying this name is refused in
+				       the handshake, the client getting a bad_certificate alert
 				       (a core's certificate posing as an edge's; NULL: none) */
 	const char *node_name;      /* our name in HELLO (default "wanopt") */
 	uint8_t store_id[PROTO_STORE_ID_LEN]; /* our DRE store id in HELLO */
@@ -278,8 +279,6 @@ int64_t tun_conn_peer_not_after(const tun_conn *c);
  * up and its peer reads them (PROTO_CAP_ALLOW): 1 sent, 0 not for this peer,
  * -1 bad length. */
 int tun_conn_send_allow(tun_conn *c, const uint8_t *p, size_t len);
-/* 1 if c's peer certificate carries `name` (a DNS name of its SAN). */
-int tun_conn_peer_has_name(const tun_conn *c, const char *name);
 /* Pace c for a link of bps bit/s (the owner's choice from its own hint and
  * the peer's HELLO): each stream gets at most `quantum` DATA bytes a turn and
  * about `out_buffer` frame bytes are kept queued for TLS (0: the config's). */

@@ -66,6 +66,14 @@ for r in rogue rogue2 rogue3 rogue4; do
 	elif [ "$(px_count_log $r "tunnel up")" -eq 0 ]; then ok "$r: no tunnel: $(grep -m1 "tunnel:" "$T/$r.log" | cut -c26-)"
 	else fail "$r brought a tunnel up"; fi
 done
+# a refused edge hears the core's TLS alert on every attempt (the core
+# reads until the edge's EOF rather than resetting it): its log says so
+for r in "rogue2 alert unknown ca" "rogue4 alert bad certificate"; do
+	set -- $r; a=${r#* }
+	if grep -q "tunnel to .*: connection closed by peer" "$T/$1.log" || ! grep -q "$a; the peer refused" "$T/$1.log"; then
+		fail "$1 did not hear the alert each time: $(grep "tunnel to" "$T/$1.log" | cut -c26- | sort | uniq -c)"
+	else ok "$1 heard the alert each time ($(px_count_log $1 "$a") times)"; fi
+done
 n=$(( $(px_count_log core "tunnel refused") - refusals0 ))
 [ $n -ge 2 ] && ok "the core logged $n refusals: $(grep -m1 "tunnel refused" "$T/core.log" | cut -c26-)" ||
 	fail "the core logged $n refusals"

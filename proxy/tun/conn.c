@@ -65,6 +65,7 @@ int tun_ep_init(struct tun_ep *ep, struct event_base *base, const tun_config *cf
 	ep->arg = arg;
 	ep->client = client;
 	TAILQ_INIT(&ep->conns);
+	LIST_INIT(&ep->lingers);
 	snprintf(ep->node_name, sizeof(ep->node_name), "%s", cfg->node_name ? cfg->node_name : "wanopt");
 	snprintf(ep->peer_name, sizeof(ep->peer_name), "%s", cfg->peer_name ? cfg->peer_name : "");
 	snprintf(ep->refuse_name, sizeof(ep->refuse_name), "%s", cfg->refuse_name ? cfg->refuse_name : "");
@@ -314,13 +315,6 @@ static void conn_tls_up(tun_conn *c)
 		       .max_streams = cfg->max_streams, .sendq_hiwat = cfg->sendq_hiwat,
 		       .sendq_max = cfg->sendq_max, .quantum = cfg->quantum };
 
-	if (!c->ep->client && c->ep->refuse_name[0] && tun_conn_peer_has_name(c, c->ep->refuse_name)) {
-		char why[400]; /* (the peer sees the connection closed: it has not heard our HELLO) */
-		snprintf(why, sizeof(why), "its certificate carries the name %s: a certificate of that role cannot"
-			 " serve as a peer's here (give each its own: wanopt pki issue)", c->ep->refuse_name);
-		conn_fail(c, PROTO_GOAWAY_PROTOCOL, why);
-		return;
-	}
 	memcpy(h.store_id, cfg->store_id, sizeof(h.store_id));
 	snprintf(h.name, sizeof(h.name), "%s", c->ep->node_name);
 	c->m = mux_new(&mc, &conn_mux_ops, c);
@@ -480,6 +474,8 @@ static void conn_fail(tun_conn *c, uint32_t code, const char *why)
 	else if (!was_up && ep->cbs.on_error)
 		ep->cbs.on_error(ep->arg, msg);
 	if (!tls || c->io_dead) {
+		if (!tls && !ep->client && c->bev)
+			tun_linger(ep, bufferevent_getfd(c->bev)); /* the peer hears our alert */
 		conn_destroy(c);
 		return;
 	}
@@ -542,6 +538,11 @@ static void conn_start_tls(tun_conn *c)
 	}
 	if (ep->client && ep->peer_name[0])
 		SSL_set1_host(ssl, ep->peer_name);
+	if (!ep->client && ep->refuse_name[0] && tun_tls_refuse(ssl, ep->refuse_name) != 0) {
+		SSL_free(ssl);
+		conn_fail(c, PROTO_GOAWAY_INTERNAL, "SSL_set_ex_data failed");
+		return;
+	}
 	c->bev = bufferevent_openssl_socket_new(ep->base, c->fd, ssl,
 		ep->client ? BUFFEREVENT_SSL_CONNECTING : BUFFEREVENT_SSL_ACCEPTING,
 		BEV_OPT_CLOSE_ON_FREE);
@@ -683,6 +684,7 @@ void tun_ep_close_all(struct tun_ep *ep)
 		c->state = CS_CLOSING;
 		conn_destroy(c);
 	}
+	tun_linger_close_all(ep);
 }
 
 /* ---- public accessors ----------------------------------------------------- */

@@ -30,6 +30,8 @@ struct tun_ep {
 	unsigned evicted;           /* server: handshakes evicted since the last log line */
 	uint64_t evict_log_us;      /* ... which was then (monotonic) */
 	TAILQ_HEAD(, tun_conn) conns; /* every connection, any state */
+	LIST_HEAD(, tun_linger) lingers; /* sockets closing after a failed handshake (linger.c) */
+	unsigned nlinger;
 	/* A connection left (failed or closed) after or before being up; slot
 	 * is what tun_conn_connect got.  NULL on the server. */
 	void (*conn_gone)(struct tun_ep *ep, int slot, int was_up);
@@ -57,5 +59,14 @@ tun_conn *tun_ep_least_loaded(struct tun_ep *ep);
 /* The link fields we tell peers changed: later HELLOs carry them, and a LINK
  * frame goes out on each connection up to a peer with PROTO_CAP_LINK. */
 void tun_ep_set_link(struct tun_ep *ep, uint64_t rx_bps, uint64_t tx_bps, uint32_t rtt_us);
+
+/* Keep a duplicate of fd, whose TLS handshake failed, open for a moment
+ * after the caller closes fd: its write side shut (after the TLS alert
+ * written), its input read and dropped until the peer's EOF, 1 s or 256 KiB,
+ * so that the peer reads the alert rather than a reset.  Nothing happens if
+ * ep already lingers on 64 sockets or resources fail. */
+void tun_linger(struct tun_ep *ep, int fd);
+/* Close ep's lingering sockets now (the endpoint is going away). */
+void tun_linger_close_all(struct tun_ep *ep);
 
 #endif

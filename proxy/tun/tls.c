@@ -2,6 +2,7 @@
  * tls.c: TLS 1.3 contexts for the tunnel and readable handshake failures.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -136,11 +137,45 @@ int64_t tun_conn_peer_not_after(const tun_conn *c)
 	return ssl ? x509_not_after(SSL_get0_peer_certificate(ssl)) : 0;
 }
 
-int tun_conn_peer_has_name(const tun_conn *c, const char *name)
+static int refuse_idx = -1;
+static pthread_once_t refuse_once = PTHREAD_ONCE_INIT;
+
+static void refuse_idx_make(void)
 {
-	SSL *ssl = c->bev ? bufferevent_openssl_get_ssl(c->bev) : NULL;
-	X509 *x = ssl ? SSL_get0_peer_certificate(ssl) : NULL;
-	return x && X509_check_host(x, name, 0, X509_CHECK_FLAG_NO_WILDCARDS, NULL) == 1;
+	refuse_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+}
+
+/* The name an SSL refuses in its peer's certificate, NULL if none. */
+static const char *refused_name(SSL *ssl)
+{
+	pthread_once(&refuse_once, refuse_idx_make);
+	return ssl && refuse_idx >= 0 ? SSL_get_ex_data(ssl, refuse_idx) : NULL;
+}
+
+/* Verification callback: a chain that verified is still rejected
+ * (X509_V_ERR_CERT_REJECTED, so the peer gets a bad_certificate alert) when
+ * its leaf carries the SSL's refused name. */
+static int refuse_verify(int ok, X509_STORE_CTX *x)
+{
+	SSL *ssl = X509_STORE_CTX_get_ex_data(x, SSL_get_ex_data_X509_STORE_CTX_idx());
+	const char *name = refused_name(ssl);
+	X509 *leaf = X509_STORE_CTX_get_current_cert(x);
+
+	if (!ok || X509_STORE_CTX_get_error_depth(x) != 0 || !name || !leaf)
+		return ok;
+	if (X509_check_host(leaf, name, 0, X509_CHECK_FLAG_NO_WILDCARDS, NULL) != 1)
+		return 1;
+	X509_STORE_CTX_set_error(x, X509_V_ERR_CERT_REJECTED);
+	return 0;
+}
+
+int tun_tls_refuse(SSL *ssl, const char *name)
+{
+	pthread_once(&refuse_once, refuse_idx_make);
+	if (refuse_idx < 0 || !SSL_set_ex_data(ssl, refuse_idx, (void *)name))
+		return -1;
+	SSL_set_verify(ssl, SSL_get_verify_mode(ssl), refuse_verify);
+	return 0;
 }
 
 /* Append "; " and text to buf if there is room. */
@@ -151,6 +186,12 @@ static void append(char *buf, size_t len, const char *text)
 	if (n + 3 >= len)
 		return;
 	snprintf(buf + n, len - n, "%s%s", n ? "; " : "", text);
+}
+
+/* ssl's verification failed on its refused name (refuse_verify). */
+static int refused(SSL *ssl)
+{
+	return ssl && refused_name(ssl) && SSL_get_verify_result(ssl) == X509_V_ERR_CERT_REJECTED;
 }
 
 /* Collect the reasons of a failed TLS connection into buf. */
@@ -169,11 +210,20 @@ void tun_tls_reason(struct bufferevent *bev, short what, char *buf, size_t len)
 			append(buf, len, "connection closed by peer");
 			continue;
 		}
+		if (ERR_GET_LIB(e) == ERR_LIB_SSL && ERR_GET_REASON(e) == SSL_R_CERTIFICATE_VERIFY_FAILED &&
+		    refused(ssl))
+			continue;   /* said below */
 		ERR_error_string_n(e, tmp, sizeof(tmp));
 		append(buf, len, tmp);
+		if (ERR_GET_LIB(e) == ERR_LIB_SSL && ERR_GET_REASON(e) >= SSL_AD_REASON_OFFSET)
+			append(buf, len, "the peer refused the connection (its log says why)");
 	}
 	long vr = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
-	if (vr != X509_V_OK) {
+	if (refused(ssl)) {
+		snprintf(tmp, sizeof(tmp), "its certificate carries the name %s: a certificate of that role cannot"
+			 " serve as a peer's here (give each its own: wanopt pki issue)", refused_name(ssl));
+		append(buf, len, tmp);
+	} else if (vr != X509_V_OK) {
 		/* the name the client required (tun_config.peer_name) */
 		const char *host = vr == X509_V_ERR_HOSTNAME_MISMATCH ? X509_VERIFY_PARAM_get0_host(SSL_get0_param(ssl), 0)
 								       : NULL;
