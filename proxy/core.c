@@ -445,6 +445,15 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/* Log it if an allow list's announcement (ALLOW payload w) is "not told":
+ * too long for one frame. */
+static void allow_untold_note(const uint8_t *w)
+{
+	if ((w[0] << 8 | w[1]) == PROTO_ALLOW_UNTOLD)
+		log_info("allow: the list is too long to tell the edges (over %d bytes): they learn from the"
+			 " core's refusals which intercepted connections to send direct", PROTO_MAX_PAYLOAD);
+}
+
 /* How many workers: `workers`, 0 meaning one per CPU; one if the port is
  * ephemeral (listeners could not share it). */
 static int worker_count(const struct conf *c)
@@ -469,6 +478,7 @@ static int core_start(struct px_daemon *d, void *arg)
 	k->node.retls = core_retls;
 	pthread_mutex_init(&k->allow_lock, NULL);
 	k->allow_len = conf_allow_wire(c, k->allow, sizeof k->allow); /* before any worker runs */
+	allow_untold_note(k->allow);
 	if (px_node_start(&k->node, d, PROTO_ROLE_CORE))
 		return -1;
 	k->node.tcfg.refuse_name = PKI_CORE_NAME; /* a core's certificate posing as an edge's */
@@ -527,6 +537,7 @@ static void reload_allow(struct px_core *k, const struct conf *c)
 	pthread_mutex_unlock(&k->allow_lock);
 	if (same)
 		return;
+	allow_untold_note(b);
 	for (int i = 0; i < k->nw; i++) {
 		struct reallow_job *j = malloc(sizeof *j + nb);
 		if (!j) {

@@ -19,7 +19,9 @@
 #    through it again.
 # 3. REDIRECT mode: through the core too.
 # (1. also: a destination outside the core's allow, which the core told the
-#    edge (ALLOW): connections there go direct, the first one too.)
+#    edge (ALLOW): connections there go direct, the first one too; 2. also:
+#    the core back with an allow list too long to tell: the first connection
+#    outside it is reset, and the edge sends the next ones direct.)
 # (1. also: `classify` matches the original destination, IPv6 here.)
 set -eu
 cd "$(dirname "$0")/.."
@@ -57,10 +59,10 @@ nsrun() {
 	ip netns exec "$ns" "$@" >>"$T/$n.log" 2>&1 &
 	PID[$n]=$!
 }
-core() {
+core() { # [-c FILE]: the allow list from FILE instead
 	local mark
 	mark=$(px_count_log core "tunnel listener on")
-	nsrun core $S "$BIN" core --listen=[::]:7000 --allow=10.78.2.2/32,[fd78:2::2]/128 --store="$T/core.store" \
+	nsrun core $S "$BIN" core --listen=[::]:7000 "${@:---allow=10.78.2.2/32,[fd78:2::2]/128}" --store="$T/core.store" \
 		--tls_cert="$T/pki/core.crt" --tls_key="$T/pki/core.key" --tls_ca="$T/pki/ca.crt" --stats=0.0.0.0:9472
 	px_wait_count core "tunnel listener on" $((mark + 1)) 10
 }
@@ -176,10 +178,27 @@ expect "core down: upload 2 MiB direct" cx put 10.78.2.2 8080 6 $((2 * MB))
 expect_path "core down, IPv6" fd78:2::2 fd78:2::1
 grep -q "going direct (fail open)" "$T/edge.log" && ok "the edge logged the fail open" || fail "no fail-open line in the edge log"
 
-core
+# The core comes back with an allow list too long for an ALLOW frame (over
+# 16 KiB: 2,100 more entries): the edge learns from the core's refusal.
+{ echo "allow = 10.78.2.2/32, [fd78:2::2]/128"
+  for i in $(seq 0 2099); do echo "allow = 10.99.$((i / 256)).$((i % 256))/32"; done; } >"$T/core-long.conf"
+core -c "$T/core-long.conf"
 px_wait_count edge "tunnel up" 2 15 && ok "the tunnel came back" || fail "the tunnel did not come back"
 expect_path "core back" 10.78.2.2 10.78.2.2
 expect "core back: download 4 MiB" cx get 10.78.2.2 8080 7 $((4 * MB))
+grep -q "allow: the list is too long to tell the edges" "$T/core.log" && grep -q "allow list is too long to tell" "$T/edge.log" &&
+	ok "an allow list too long to tell: both say so: $(grep -m1 "too long to tell:" "$T/edge.log" | cut -c26-)" ||
+	fail "no 'too long to tell' lines in the core and edge logs"
+out=$(path 10.78.2.3)
+case $out in *reset*) ok "outside the untold allow list, the first connection is reset: $out" ;;
+*) fail "outside the untold allow list, the first connection: $out" ;; esac
+[ "$(grep -c "refused 10.78.2.3:8080.*not in the allow list" "$T/core.log")" = 1 ] &&
+	ok "the core refused it: $(grep -m1 "not in the allow list" "$T/core.log" | cut -c26-)" ||
+	fail "the core's refusals: $(grep -c "not in the allow list" "$T/core.log")"
+expect_path "outside the untold allow list, the next connection goes direct" 10.78.2.3 10.78.2.1
+expect_path "... and the one after" 10.78.2.3 10.78.2.1
+[ "$(grep -c "not in the allow list" "$T/core.log")" = 1 ] && ok "the core refused no more" ||
+	fail "the core refused $(grep -c "not in the allow list" "$T/core.log") times"
 
 # The WAN path to the core blackholed (no FIN, no RST: only keepalives tell).
 x $S nft -f - <<'NFT'

@@ -112,17 +112,6 @@ int tun_ep_init(struct tun_ep *ep, struct event_base *base, const tun_config *cf
 	return TUN_OK;
 }
 
-/* "ADDR:PORT" of sa into buf. */
-static void sa_format(const struct sockaddr *sa, char *buf, size_t len)
-{
-	tun_target t;
-
-	if (tun_target_from_sockaddr(&t, sa) == TUN_OK)
-		tun_target_format(&t, buf, len);
-	else
-		snprintf(buf, len, "(unknown address)");
-}
-
 /* ---- mux callbacks ------------------------------------------------------- */
 
 /* The mux has output: run the pump from the event loop. */
@@ -649,7 +638,7 @@ void tun_conn_accept(struct tun_ep *ep, int fd, const struct sockaddr *sa)
 	tun_conn *c;
 	char why[160], addr[80];
 
-	sa_format(sa, addr, sizeof(addr));
+	tun_sockaddr_format(sa, addr, sizeof(addr));
 	if (ep->npending >= CONN_MAX_PENDING && evict_oldest_handshake(ep, addr)) {
 		close(fd);
 		if (ep->cbs.on_error && now_us() - ep->evict_log_us >= 1000000) { /* once a second */

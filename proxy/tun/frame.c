@@ -134,6 +134,24 @@ char *tun_target_format(const tun_target *t, char *buf, size_t len)
 	return buf;
 }
 
+/* See frame.h. */
+void tun_sockaddr_format(const struct sockaddr *sa, char *buf, size_t len)
+{
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+	struct sockaddr_in s4 = { .sin_family = AF_INET };
+	tun_target t;
+
+	if (sa->sa_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
+		memcpy(&s4.sin_addr, &s6->sin6_addr.s6_addr[12], 4);
+		s4.sin_port = s6->sin6_port;
+		sa = (const struct sockaddr *)&s4;
+	}
+	if (tun_target_from_sockaddr(&t, sa) == TUN_OK)
+		tun_target_format(&t, buf, len);
+	else
+		snprintf(buf, len, "(unknown address)");
+}
+
 /* Write a frame header. */
 void tun_frame_header(uint8_t *hdr, uint8_t type, uint32_t sid, uint16_t len)
 {

@@ -36,6 +36,12 @@ typedef struct tun_frame {
 	} u;
 } tun_frame;
 
+/* "ADDR:PORT" of a socket address into buf ("[ADDR]:PORT" for IPv6; an
+ * IPv4-mapped one as IPv4: an IPv4 peer of a dual-stack listener), or
+ * "(unknown address)". */
+struct sockaddr;
+void tun_sockaddr_format(const struct sockaddr *sa, char *buf, size_t len);
+
 /* Largest encoded frame. */
 #define TUN_FRAME_MAX (PROTO_HDR_LEN + PROTO_MAX_PAYLOAD)
 
