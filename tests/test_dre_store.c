@@ -1,7 +1,7 @@
 /* test_dre_store.c: the segment store on its own, through real store
  * directories: reserved blocks, shrinking, the eviction horizon, pins, concurrent
- * writers, peer slots and knowledge files, and eviction's sweep of the index
- * (the sizing estimate: test_dre_sizing.c). */
+ * writers, and eviction's sweep of the index (the sizing estimate:
+ * test_dre_sizing.c; peer slots and knowledge files: test_dre_peers.c). */
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -20,6 +20,7 @@
 #include "../dre/dre_int.h"
 #include "../dre/store_int.h"
 #include "dre_util.h"
+#include "store_util.h"
 
 /* Bytes of .dat files in store directory dir. */
 static uint64_t dat_bytes(const char *dir)
@@ -38,28 +39,10 @@ static uint64_t dat_bytes(const char *dir)
 	return sum;
 }
 
-/* Store n new chunks of len random bytes (at most 4 KiB), each marked held
- * by peer slot `slot` unless it is negative; their tags into tags[0..n) if
- * given. */
-static void put_chunks(dre_store *st, dre_fp *fp, size_t len, int n, int slot, uint64_t *tags)
-{
-	uint8_t p[4096], h[32];
-	for (int i = 0; i < n; i++) {
-		t_fill_random(p, len);
-		dre_ent e;
-		assert_int_equal(dre_fp_sha256(fp, p, len, h), 0);
-		assert_true(dre_store_put_after(st, h, p, (uint32_t)len, 0, &e) >= 0);
-		if (slot >= 0)
-			dre_store_mark(st, dre_fp_tag(h), 1u << slot);
-		if (tags)
-			tags[i] = dre_fp_tag(h);
-	}
-}
-
 /* Store n random 4 KiB chunks. */
 static void put_random(dre_store *st, dre_fp *fp, int n)
 {
-	put_chunks(st, fp, 4096, n, -1, NULL);
+	t_put_chunks(st, fp, 4096, n, -1, NULL);
 }
 
 /* Bytes allocated to DIR/NNNNNNNN.dat of file num, its size in *size. */
@@ -539,216 +522,6 @@ static void test_idx_damaged(void **state)
 	t_rmstore(d);
 }
 
-#define DAY (24 * 3600)
-
-/* The knowledge file of peer id in store dir, into path (512 bytes). */
-static void peer_file(const char *dir, const uint8_t id[16], char *path)
-{
-	int k = snprintf(path, 512, "%s/peers/", dir);
-	for (int i = 0; i < 16; i++)
-		k += snprintf(path + k, 512 - (size_t)k, "%02x", id[i]);
-}
-
-/* Make the knowledge file of peer id in store dir `days` days old, as if
- * the peer was last seen then. */
-static void peer_age(const char *dir, const uint8_t id[16], int days)
-{
-	char path[512];
-	peer_file(dir, id, path);
-	struct timeval tv[2] = { { time(NULL) - (time_t)days * DAY, 0 } };
-	tv[1] = tv[0];
-	assert_int_equal(utimes(path, tv), 0);
-}
-
-/* Knowledge files in store dir's peers/. */
-static int peer_files(const char *dir)
-{
-	char path[512];
-	snprintf(path, sizeof path, "%s/peers", dir);
-	DIR *d = opendir(path);
-	assert_non_null(d);
-	int n = 0;
-	for (struct dirent *de; (de = readdir(d)) != NULL;)
-		n += strlen(de->d_name) == 32;
-	closedir(d);
-	return n;
-}
-
-/* Peer bits chunk tag carries. */
-static uint32_t held_by(dre_store *st, uint64_t tag)
-{
-	dre_ent e;
-	assert_true(dre_store_find(st, tag, &e));
-	return e.peers;
-}
-
-/* Peer slots: 32 peers (each holding one chunk of its own) take every slot,
- * and a 33rd is not tracked while all were used within DRE_PEER_IDLE_S.
- * Reopened with three peers last seen days ago, new peers take the slot
- * unused longest, except one held (dre_store_peer not put) however old:
- * what the old peer held is forgotten and its file deleted.  A new peer's
- * knowledge survives a reopen. */
-static void test_peer_slots(void **state)
-{
-	(void)state;
-	char d[64];
-	dre_store *st = t_store(d, 64u << 20);
-	dre_fp *fp = dre_fp_new();
-	enum { N = DRE_PEER_SLOTS };
-	uint8_t p[4096], h[32], id[N + 3][16];
-	uint64_t tag[N];
-	dre_store_stats ss;
-	for (int i = 0; i < N + 3; i++) {
-		memset(id[i], 0xa5, 16);
-		id[i][0] = (uint8_t)i;
-	}
-	for (int i = 0; i < N; i++) {
-		t_fill_random(p, sizeof p);
-		dre_ent e;
-		assert_int_equal(dre_fp_sha256(fp, p, sizeof p, h), 0);
-		assert_true(dre_store_put_after(st, h, p, sizeof p, 0, &e) >= 0);
-		tag[i] = dre_fp_tag(h);
-		int s = dre_store_peer(st, id[i]);
-		assert_int_equal(s, i);
-		dre_store_mark(st, tag[i], 1u << s);
-		dre_store_peer_put(st, s);
-	}
-	assert_int_equal(dre_store_peer(st, id[N]), -1);
-	dre_store_get_stats(st, &ss);
-	assert_true(ss.peers == N && ss.peers_held == 0 && ss.peers_untracked == 1 && ss.peers_reclaimed == 0);
-	assert_int_equal(dre_store_sync(st), 0);
-	dre_store_close(st);
-	assert_int_equal(peer_files(d), N);
-	peer_age(d, id[3], 3);
-	peer_age(d, id[5], 2);
-	peer_age(d, id[7], 4);
-	assert_non_null(st = t_reopen(d, 64u << 20));
-	int s7 = dre_store_peer(st, id[7]); /* held, and as if for 4 days */
-	assert_true(s7 >= 0);
-	st->peer_last[s7] -= 4 * DAY;
-	for (int i = 0; i < N; i++)
-		assert_int_not_equal(held_by(st, tag[i]), 0);
-	int s3 = dre_store_peer(st, id[N]); /* takes peer 3's slot: 7's is held */
-	assert_true(s3 >= 0 && s3 != s7);
-	assert_int_equal(held_by(st, tag[3]), 0);
-	int s5 = dre_store_peer(st, id[N + 1]); /* then 5's */
-	assert_true(s5 >= 0 && s5 != s3 && s5 != s7);
-	assert_int_equal(held_by(st, tag[5]), 0);
-	assert_int_equal(dre_store_peer(st, id[N + 2]), -1); /* nothing else unused for a day */
-	for (int i = 0; i < N; i++)
-		if (i != 3 && i != 5)
-			assert_int_not_equal(held_by(st, tag[i]), 0);
-	dre_store_get_stats(st, &ss);
-	assert_true(ss.peers == N && ss.peers_held == 3 && ss.peers_untracked == 1 && ss.peers_reclaimed == 2);
-	assert_int_equal(peer_files(d), N - 2);
-	dre_store_mark(st, tag[0], 1u << s3);
-	dre_store_peer_put(st, s3);
-	dre_store_peer_put(st, s5);
-	dre_store_peer_put(st, s7);
-	assert_int_equal(dre_store_sync(st), 0);
-	dre_store_close(st);
-	assert_int_equal(peer_files(d), N - 1); /* the new peer with knowledge */
-	assert_non_null(st = t_reopen(d, 64u << 20));
-	uint32_t bits = held_by(st, tag[0]);
-	assert_int_equal(__builtin_popcount(bits), 2);
-	int s = dre_store_peer(st, id[N]);
-	assert_true(s >= 0 && (bits & (1u << s)));
-	assert_int_equal(held_by(st, tag[3]), 0);
-	dre_store_close(st);
-	dre_fp_free(fp);
-	t_rmstore(d);
-}
-
-/* Bytes of the knowledge file of peer id in store dir (-1: none). */
-static long peer_file_size(const char *dir, const uint8_t id[16])
-{
-	char path[512];
-	struct stat sb;
-	peer_file(dir, id, path);
-	return stat(path, &sb) ? -1 : (long)sb.st_size;
-}
-
-/* Store n new chunks of 64 random bytes, each marked held by peer slot s;
- * their tags into tags[0..n) if given. */
-static void put_marked(dre_store *st, dre_fp *fp, int s, int n, uint64_t *tags)
-{
-	put_chunks(st, fp, 64, n, s, tags);
-}
-
-/* A peer's knowledge file is a journal: a sync appends the tags marked since
- * the last one and leaves what the file held as it was; a reopen finds every
- * mark.  Under churn (a small store evicting as it takes new chunks) the file
- * is rewritten from the index once it holds more than twice the index's
- * chunks plus DRE_PEER_SLACK tags, and what is live stays marked, also after
- * a torn last append, and what is appended after it. */
-static void test_peer_journal(void **state)
-{
-	(void)state;
-	char d[64], path[512];
-	dre_store *st = t_store(d, 4u << 20);
-	dre_fp *fp = dre_fp_new();
-	uint8_t id[16], first[8000], again[8000];
-	static uint64_t tags[1500];
-	memset(id, 0x5c, 16);
-	int s = dre_store_peer(st, id);
-	assert_true(s >= 0);
-	put_marked(st, fp, s, 1000, tags);
-	assert_int_equal(dre_store_sync(st), 0);
-	assert_int_equal(peer_file_size(d, id), 8000);
-	peer_file(d, id, path);
-	FILE *f = fopen(path, "r");
-	assert_non_null(f);
-	assert_int_equal(fread(first, 1, sizeof first, f), sizeof first);
-	fclose(f);
-	put_marked(st, fp, s, 500, tags + 1000);
-	assert_int_equal(dre_store_sync(st), 0);
-	assert_int_equal(peer_file_size(d, id), 12000);
-	assert_non_null(f = fopen(path, "r"));
-	assert_int_equal(fread(again, 1, sizeof again, f), sizeof again);
-	fclose(f);
-	assert_memory_equal(first, again, sizeof first);
-	dre_store_peer_put(st, s);
-	dre_store_close(st);
-	assert_non_null(st = t_reopen(d, 4u << 20));
-	for (int i = 0; i < 1500; i++)
-		assert_int_not_equal(held_by(st, tags[i]), 0);
-	assert_true((s = dre_store_peer(st, id)) >= 0);
-	long most = 0, marks = 0;
-	for (int round = 0; round < 15; round++) {
-		put_marked(st, fp, s, 10000, NULL);
-		marks += 10000;
-		assert_int_equal(dre_store_sync(st), 0);
-		long tags_now = peer_file_size(d, id) / 8;
-		dre_store_stats ss;
-		dre_store_get_stats(st, &ss);
-		assert_true(tags_now <= 2 * (long)ss.chunks + DRE_PEER_SLACK + 10000);
-		most = tags_now > most ? tags_now : most;
-	}
-	assert_true(most < 1500 + marks); /* rewritten at least once */
-	put_marked(st, fp, s, 1000, tags);
-	assert_int_equal(dre_store_sync(st), 0);
-	dre_store_peer_put(st, s);
-	dre_store_close(st);
-	assert_non_null(f = fopen(path, "a")); /* an append torn by a crash */
-	assert_int_equal(fwrite("\x01\x02\x03", 1, 3, f), 3);
-	fclose(f);
-	assert_non_null(st = t_reopen(d, 4u << 20));
-	for (int i = 0; i < 1000; i++)
-		assert_int_not_equal(held_by(st, tags[i]), 0);
-	assert_true((s = dre_store_peer(st, id)) >= 0); /* and what is appended after it */
-	put_marked(st, fp, s, 10, tags);
-	assert_int_equal(dre_store_sync(st), 0);
-	dre_store_peer_put(st, s);
-	dre_store_close(st);
-	assert_int_equal(peer_file_size(d, id) % 8, 0);
-	assert_non_null(st = t_reopen(d, 4u << 20));
-	for (int i = 0; i < 10; i++)
-		assert_int_not_equal(held_by(st, tags[i]), 0);
-	dre_store_close(st);
-	dre_fp_free(fp);
-	t_rmstore(d);
-}
-
 /* Evict the oldest data file, with the store's lock held by the caller: the
  * writer cannot sweep its entries out of the index until the lock is let
  * go.  Returns the evicted file's number. */
@@ -875,183 +648,6 @@ static void test_evict_sweep(void **state)
 	t_rmstore(d);
 }
 
-/* Every directory and file of dir (recursively) is its owner's alone. */
-static void assert_private(const char *dir, int *seen)
-{
-	DIR *d = opendir(dir);
-	assert_non_null(d);
-	for (struct dirent *de; (de = readdir(d)) != NULL;) {
-		char path[512];
-		struct stat sb;
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-		assert_int_equal(lstat(path, &sb), 0);
-		if (sb.st_mode & 077)
-			fail_msg("%s: mode %o", path, (unsigned)(sb.st_mode & 07777));
-		++*seen;
-		if (S_ISDIR(sb.st_mode))
-			assert_private(path, seen);
-	}
-	closedir(d);
-}
-
-/* A store holds the traffic it saw: under a umask that lets others read,
- * its directory (and the parents it had to make) and every file it writes
- * (data, identity, lock, limit, sizing, peer journals) are still its
- * owner's alone. */
-static void test_private_files(void **state)
-{
-	(void)state;
-	char d[64], sub[128];
-	mode_t old = umask(022);
-	strcpy(d, "/tmp/wanopt-test-XXXXXX");
-	assert_non_null(mkdtemp(d));
-	t_dir_note(d, 1);
-	snprintf(sub, sizeof sub, "%s/a/b/store", d); /* made with its parents */
-	dre_store *st = t_reopen(sub, 4u << 20);
-	assert_non_null(st);
-	dre_fp *fp = dre_fp_new();
-	uint8_t id[16];
-	static uint64_t tags[300];
-	memset(id, 0x3a, 16);
-	int s = dre_store_peer(st, id);
-	assert_true(s >= 0);
-	put_marked(st, fp, s, 300, tags);
-	assert_int_equal(dre_store_set_limit(st, 2u << 20), 0);
-	assert_int_equal(dre_store_sync(st), 0);
-	dre_store_peer_put(st, s);
-	dre_store_close(st);
-	struct stat sb;
-	assert_int_equal(stat(sub, &sb), 0);
-	assert_int_equal(sb.st_mode & 0777, 0700);
-	int seen = 0;
-	assert_private(d, &seen);
-	assert_true(seen >= 7);
-	umask(old);
-	dre_fp_free(fp);
-	t_rmstore(d);
-}
-
-/* The store's directory removed while in use (rm -rf): the next data file
- * makes it again, with the store's identity and lock; the store goes on
- * (nothing fails), says so in its stats, and opens again afterwards with
- * what it stored since. */
-static void test_dir_removed(void **state)
-{
-	(void)state;
-	char d[64], path[128];
-	dre_store *st = t_store(d, 4u << 20);
-	dre_fp *fp = dre_fp_new();
-	uint64_t tags[600];
-	put_chunks(st, fp, 4096, 300, -1, NULL);
-	assert_int_equal(dre_store_sync(st), 0);
-	t_rmtree(d);
-	put_chunks(st, fp, 4096, 600, -1, tags); /* rotates: the directory is made again */
-	dre_store_stats s;
-	dre_store_get_stats(st, &s);
-	assert_int_equal(s.dir_remade, 1);
-	snprintf(path, sizeof path, "%s/STORE", d);
-	struct stat sb;
-	assert_int_equal(stat(path, &sb), 0);
-	assert_int_equal(stat(d, &sb), 0);
-	assert_int_equal(sb.st_mode & 0777, 0700);
-	dre_ent e;
-	assert_true(dre_store_find(st, tags[599], &e));
-	assert_int_equal(dre_store_sync(st), 0);
-	dre_store_close(st);
-	assert_non_null(st = t_reopen(d, 4u << 20));
-	assert_true(dre_store_find(st, tags[599], &e));
-	dre_store_close(st);
-	dre_fp_free(fp);
-	t_rmstore(d);
-}
-
-/* A record gone bad in the middle of a data file the store recovers by
- * scanning (the active one, or one whose .idx is gone) costs that record
- * only: the scan goes on at the next sound one, and the file is kept whole.
- * Only a torn tail (nothing sound after it) is cut.  Before, the first bad
- * record cut the rest of the file. */
-static void test_rot_mid_file(void **state)
-{
-	(void)state;
-	char d[64], path[128];
-	dre_store *st = t_store(d, 0);
-	dre_fp *fp = dre_fp_new();
-	put_chunks(st, fp, 4096, 100, -1, NULL);
-	assert_int_equal(dre_store_sync(st), 0);
-	dre_store_close(st);
-	snprintf(path, sizeof path, "%s/00000001.dat", d);
-	struct stat sb;
-	assert_int_equal(stat(path, &sb), 0);
-	off_t size = sb.st_size;
-	FILE *f = fopen(path, "r+b");
-	assert_non_null(f);
-	long rec = 56 + 4096;
-	t_flip(f, 50 * rec + 56 + 100, 0x10); /* chunk 50's payload (no links: all records alike) */
-	fclose(f);
-	assert_int_equal(truncate(path, size - 1000), 0); /* and a torn tail */
-	assert_non_null(st = t_reopen(d, 0));
-	dre_store_stats s;
-	dre_store_get_stats(st, &s);
-	assert_int_equal(s.chunks, 98);
-	assert_int_equal(s.dropped_records, 2);
-	assert_int_equal(stat(path, &sb), 0);
-	assert_int_equal(sb.st_size, 99 * rec);
-	dre_store_close(st);
-	dre_fp_free(fp);
-	t_rmstore(d);
-}
-
-/* n random 4 KiB chunks through dre_store_add, as a stream's codec stores
- * them (it must not fail); their tags into tags[0..n) if given. */
-static void add_chunks(dre_store *st, dre_fp *fp, int n, uint64_t *tags)
-{
-	uint8_t p[4096], h[32];
-	for (int i = 0; i < n; i++) {
-		t_fill_random(p, sizeof p);
-		assert_int_equal(dre_fp_sha256(fp, p, sizeof p, h), 0);
-		assert_int_equal(dre_store_add(st, h, p, sizeof p, 0, 0, 0), 0);
-		if (tags)
-			tags[i] = dre_fp_tag(h);
-	}
-}
-
-/* The next data file cannot be made (here a directory in its way): the
- * chunks that wanted it are not stored, counted as I/O errors, and nothing
- * fails; the file before keeps its index (sealed once, not again with no
- * entries at each retry), and once the way is clear the store goes on. */
-static void test_new_file_fails(void **state)
-{
-	(void)state;
-	char d[64], path[128];
-	dre_store *st = t_store(d, 4u << 20);
-	dre_fp *fp = dre_fp_new();
-	snprintf(path, sizeof path, "%s/00000002.dat", d);
-	assert_int_equal(mkdir(path, 0700), 0);
-	uint64_t tags[600];
-	add_chunks(st, fp, 600, tags); /* 2.4 MB: past the first file's 1 MiB */
-	dre_store_stats s;
-	dre_store_get_stats(st, &s);
-	assert_true(s.io_errors > 0);
-	uint64_t chunks = s.chunks;
-	assert_true(chunks > 100 && chunks < 600);
-	assert_int_equal(rmdir(path), 0);
-	add_chunks(st, fp, 50, NULL);
-	dre_store_get_stats(st, &s);
-	assert_int_equal(s.chunks, chunks + 50);
-	assert_int_equal(dre_store_sync(st), 0);
-	dre_store_close(st);
-	assert_non_null(st = t_reopen(d, 4u << 20));
-	dre_store_get_stats(st, &s);
-	assert_int_equal(s.chunks, chunks + 50);
-	dre_ent e;
-	assert_true(dre_store_find(st, tags[0], &e));
-	dre_store_close(st);
-	dre_fp_free(fp);
-	t_rmstore(d);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1061,13 +657,7 @@ int main(void)
 		cmocka_unit_test(test_pins),
 		cmocka_unit_test(test_store_concurrent),
 		cmocka_unit_test(test_idx_damaged),
-		cmocka_unit_test(test_peer_slots),
-		cmocka_unit_test(test_peer_journal),
 		cmocka_unit_test(test_evict_sweep),
-		cmocka_unit_test(test_private_files),
-		cmocka_unit_test(test_dir_removed),
-		cmocka_unit_test(test_rot_mid_file),
-		cmocka_unit_test(test_new_file_fails),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
