@@ -135,6 +135,8 @@ static void px_daemon_on_hup(evutil_socket_t sig, short what, void *arg)
 		return;
 	}
 	log_set_level(conf_log_level(c));
+	for (size_t i = 0; conf_ignored(c, i); i++)
+		log_warn("%s", conf_ignored(c, i)); /* as at start: a key of the other role */
 	int n = conf_restart_keep(d->conf, c, keys, sizeof keys);
 	if (n)
 		log_warn("reload: %s changed; %s effect after a restart (running with the old value%s)", keys,

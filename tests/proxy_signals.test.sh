@@ -94,7 +94,11 @@ px_bg live live 127.0.0.1 "$LA" 5 --ready="$T/live.ready" --timeout=30
 px_bg slow slowget 127.0.0.1 "$LA" 4 $((8 * MB)) $((3 * MB)) --progress="$T/slow.p" --timeout=30
 px_wait_file "$T/live.ready" && px_wait_file "$T/slow.p"
 edge_conf 8M "$LA" "$LC"
+echo "workers = 2" >>"$T/edge.conf" # a core's key: warned about at reload too
 hup edge && ok "edge reloaded" || fail "edge reload: $(tail -n 2 "$T/edge.log")"
+grep -q "edge.conf:[0-9]*: 'workers' has no effect on an edge" "$T/edge.log" &&
+	ok "a core's key in the reloaded file is warned about: $(grep -m1 "'workers' has no effect" "$T/edge.log" | cut -c26-)" ||
+	fail "no warning at reload for a core's key in edge.conf"
 # the store shrinks a data file per event loop pass, then says so
 px_wait_count edge "store: size limit now" 1 10 &&
 	ok "store shrunk: $(grep "store: size limit now" "$T/edge.log" | tail -n 1 | cut -c26-)" ||
