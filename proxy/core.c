@@ -552,11 +552,31 @@ static void reload_allow(struct px_core *k, const struct conf *c)
 	}
 }
 
+/* On a worker's thread: read /etc/resolv.conf and /etc/hosts again (a
+ * reload); lookups in flight go again to the name servers now listed. */
+static void worker_redns(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	if (!w->dns) {
+		w->dns = evdns_base_new(w->env.base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
+		return;
+	}
+	evdns_base_clear_nameservers_and_suspend(w->dns);
+	evdns_base_clear_host_addresses(w->dns);
+	int rc = evdns_base_resolv_conf_parse(w->dns, DNS_OPTIONS_ALL, "/etc/resolv.conf");
+	evdns_base_resume(w->dns);
+	if (rc && w->idx == 0)
+		log_warn("reload: /etc/resolv.conf %s", rc == 1 ? "is missing: name servers asked: 127.0.0.1"
+			 : rc == 6 ? "lists no name server: asked: 127.0.0.1" : "does not read: no name servers");
+}
+
 static int core_reload(struct px_daemon *d, const struct conf *old, const struct conf *c, void *arg)
 {
 	struct px_core *k = arg;
 	px_node_reload(&k->node, c);
 	reload_allow(k, c);
+	for (int i = 0; i < k->nw; i++)
+		event_base_once(k->w[i].env.base, -1, EV_TIMEOUT, worker_redns, &k->w[i], NULL);
 	return 0; /* allow is read from the live configuration */
 }
 

@@ -52,7 +52,8 @@ static void px_daemon_usage(FILE *f, enum conf_role role)
 		   "configuration, or TLS files that do not load, print what is wrong (FILE:LINE\n"
 		   "where there is one) and exit with status 2.\n"
 		   "Logs go to stderr.  SIGHUP reloads (TLS files too: for tunnel connections\n"
-		   "made from then on), SIGTERM drains streams and exits.\n\n"
+		   "made from then on; a core also /etc/resolv.conf and /etc/hosts), SIGTERM\n"
+		   "drains streams and exits.\n\n"
 		   "Keys:\n", r, role == CONF_EDGE ? "forward, optimize and classify" : "allow",
 		   px_role_names[!role]);
 	conf_help(f, role);

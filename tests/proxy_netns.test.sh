@@ -33,12 +33,16 @@ N=we2e-$$
 C=$N-c R=$N-r S=$N-s
 ns_cleanup() {  # after px_cleanup stopped the daemons
 	for ns in $C $R $S; do ip netns del "$ns" 2>/dev/null || true; done
+	rm -rf "/etc/netns/$S"
 }
 CLEANUP_HOOK=ns_cleanup
 px_setup
 x() { ip netns exec "$@"; }
 
 for ns in $C $R $S; do ip netns add "$ns"; x "$ns" ip link set lo up; done
+# the core's /etc/hosts (ip netns exec mounts /etc/netns/NS/* over /etc/*)
+mkdir -p "/etc/netns/$S"
+echo "10.78.2.2 svc.wanopt.test" >"/etc/netns/$S/hosts"
 ip -n $C link add vc type veth peer name vr netns $R
 ip -n $R link add vt type veth peer name vs netns $S
 x $C ip addr add 10.78.1.2/24 dev vc; x $C ip addr add fd78:1::2/64 dev vc nodad
@@ -83,7 +87,7 @@ expect_path "no interception yet" 10.78.2.2 10.78.1.2
 core
 nsrun edge $R "$BIN" edge --peer=10.78.2.2:7000 --transparent=3129 --store="$T/edge.store" \
 	--tls_cert="$T/pki/edge.crt" --tls_key="$T/pki/edge.key" --tls_ca="$T/pki/ca.crt" --stats=127.0.0.1:9471 \
-	"--classify=cs1 [fd78:2::2]/128:8080"
+	"--classify=cs1 [fd78:2::2]/128:8080" "--forward=127.0.0.1:8090 -> svc.wanopt.test:8080"
 px_wait_count edge "tunnel up" 1 15
 x $R bash conf/intercept-nft.sh apply --mode=tproxy --port=3129 --iface=vr --dports=8080 2>/dev/null
 
@@ -156,6 +160,19 @@ grep -q "10.78.2.3:8080: going direct: outside the core's allow list" "$T/edge.l
 	ok "the edge said why it went direct" || fail "no 'outside the core's allow list' line in the edge log"
 [ "$(grep -c "not in the allow list" "$T/core.log")" = 0 ] && ok "the core refused nothing" ||
 	fail "the core refused: $(grep -m1 "not in the allow list" "$T/core.log")"
+# A forward to a host name the core resolves (its /etc/hosts); the name moved
+# to another address and the core reloaded: new streams go there.
+fpath() { x $R timeout -k 2 30 python3 "$PXTOOL" peer 127.0.0.1 8090 --timeout=10 2>&1 | sed 's/^ok //'; }
+got=$(fpath)
+case $got in *10.78.2.2) ok "forward to svc.wanopt.test: the server sees $got" ;; *) fail "forward to a name: '$got'" ;; esac
+echo "fd78:2::2 svc.wanopt.test" >"/etc/netns/$S/hosts"
+mark=$(px_count_log core "reloaded")
+kill -HUP "${PID[core]}"
+px_wait_count core "reloaded" $((mark + 1)) 10 || true
+sleep 0.2 # the workers read it again on their own loops
+got=$(fpath)
+case $got in fd78:2::2) ok "svc.wanopt.test moved in /etc/hosts, the core reloaded: the server sees $got" ;;
+*) fail "after /etc/hosts changed and a reload, the server sees '$got', expected fd78:2::2" ;; esac
 
 # ---- 2. fail open ----
 kill -KILL "${PID[core]}"
