@@ -29,6 +29,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "proto.h"
 
@@ -192,7 +193,18 @@ typedef struct tun_cbs {
 	/* An ALLOW frame from the peer: its len payload bytes, not checked
 	 * beyond their length (2 or more).  May be NULL (ignored). */
 	void (*on_allow)(tun_conn *c, void *arg, const uint8_t *p, size_t len);
+	/* Client: the peer's address for dial attempt `attempt` (successive
+	 * attempts rotate through what its name resolves to), in place of a
+	 * getaddrinfo that would hold the event loop while DNS answers: 0 with
+	 * *ss and *sl set; 1 while a first lookup runs (the dial is tried again
+	 * in TUN_RESOLVE_WAIT_MS, nothing reported); -1 with why filled (a
+	 * failed dial, reported through on_error).  NULL: getaddrinfo. */
+	int (*resolve)(void *arg, unsigned attempt, struct sockaddr_storage *ss, socklen_t *sl, char *why,
+		       size_t len);
 } tun_cbs;
+
+/* How soon a client dials again while its resolve hook waits for a lookup. */
+#define TUN_RESOLVE_WAIT_MS 50
 
 /* Most parallel TLS connections a client keeps to one server. */
 enum { TUN_MAX_CONNS = 16 };

@@ -22,6 +22,7 @@
 #include "daemon.h"
 #include "lag.h"
 #include "log.h"
+#include "names.h"
 #include "node.h"
 #include "pace.h"
 #include "tfo.h"
@@ -561,13 +562,7 @@ static void worker_redns(evutil_socket_t fd, short what, void *arg)
 		w->dns = evdns_base_new(w->env.base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
 		return;
 	}
-	evdns_base_clear_nameservers_and_suspend(w->dns);
-	evdns_base_clear_host_addresses(w->dns);
-	int rc = evdns_base_resolv_conf_parse(w->dns, DNS_OPTIONS_ALL, "/etc/resolv.conf");
-	evdns_base_resume(w->dns);
-	if (rc && w->idx == 0)
-		log_warn("reload: /etc/resolv.conf %s", rc == 1 ? "is missing: name servers asked: 127.0.0.1"
-			 : rc == 6 ? "lists no name server: asked: 127.0.0.1" : "does not read: no name servers");
+	px_dns_reread(w->dns, w->idx == 0 ? "reload: " : NULL);
 }
 
 static int core_reload(struct px_daemon *d, const struct conf *old, const struct conf *c, void *arg)

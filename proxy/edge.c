@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <event2/bufferevent.h>
+#include <event2/dns.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 
@@ -23,6 +24,7 @@
 #include "edge_int.h"
 #include "lag.h"
 #include "log.h"
+#include "names.h"
 #include "pace.h"
 #include "tfo.h"
 
@@ -32,6 +34,7 @@ struct fwd {
 	struct px_edge *e;
 	struct evconnlistener *l;
 	struct conf_forward rule;
+	struct px_name *target; /* rule.target kept resolved, for policy, class and going direct */
 };
 
 /* " (class ef)" for a class lane, else "". */
@@ -181,11 +184,28 @@ static unsigned edge_tunnels_up(void *arg)
 	return n;
 }
 
+/* tun_cbs.resolve: the core's address for a dial, from its name kept
+ * resolved in the background (the event loop never waits on DNS). */
+static int tun_resolve(void *arg, unsigned attempt, struct sockaddr_storage *ss, socklen_t *sl, char *why,
+		       size_t len)
+{
+	struct px_edge *e = ((struct px_edge_lane *)arg)->e;
+	if (!e->peer) {
+		snprintf(why, len, "stopping");
+		return -1;
+	}
+	int rc = px_name_get(e->peer, attempt, ss, sl);
+	if (rc < 0)
+		snprintf(why, len, "%s does not resolve", px_name_host(e->peer));
+	return rc;
+}
+
 /* Start the lanes: the main one, then one per dscp_tunnels class. */
 static int lanes_start(struct px_edge *e, const struct conf *c)
 {
 	tun_cbs cbs = { .on_up = tun_up, .on_down = tun_down, .on_stream = px_edge_on_stream,
-			.on_error = tun_error, .on_fd = tun_fd, .on_link = tun_link, .on_allow = tun_allow };
+			.on_error = tun_error, .on_fd = tun_fd, .on_link = tun_link, .on_allow = tun_allow,
+			.resolve = tun_resolve };
 	const struct conf_addr *p = conf_peer(c);
 	const uint8_t *cls;
 	size_t n = conf_dscp_tunnels(c, &cls);
@@ -407,7 +427,9 @@ static void fwd_accept(struct evconnlistener *l, evutil_socket_t fd, struct sock
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof ss;
 	char err[256];
-	int resolved = conf_addr_resolve(&f->rule.target, 0, &ss, &sl, err, sizeof err) == 0;
+	int resolved = px_name_get(f->target, 0, &ss, &sl) == 0; /* never waits on DNS */
+	if (!resolved)
+		snprintf(err, sizeof err, "%s does not resolve (yet)", f->rule.target.host);
 	const struct sockaddr *to = resolved ? (struct sockaddr *)&ss : NULL;
 	int policy = policy_of(conf_optimize_for(c, to, f->rule.target.port));
 	int dscp = client_class(e, fd, to, f->rule.target.port);
@@ -543,6 +565,8 @@ static int open_forwards(struct px_edge *e, const struct conf *c)
 		conf_addr_format(&f->rule.listen, la, sizeof la);
 		log_info("forward %s -> %s", la, conf_addr_format(&f->rule.target, ta, sizeof ta));
 		snprintf(what, sizeof what, "forward %s", la);
+		if (!(f->target = px_name_new(e->node.env.base, e->dns, &f->rule.target, what)))
+			return -1;
 		tfo_dscp_recv_on(evconnlistener_get_fd(f->l));
 		tun_lguard_watch(f->l, what, log_warn_cb, NULL);
 	}
@@ -553,6 +577,7 @@ static void close_forwards(struct px_edge *e)
 {
 	for (size_t i = 0; i < e->nfwd; i++) {
 		tun_lguard_free_listener(e->fwd[i]->l);
+		px_name_free(e->fwd[i]->target);
 		free(e->fwd[i]);
 	}
 	free(e->fwd);
@@ -601,6 +626,9 @@ static int edge_start(struct px_daemon *d, void *arg)
 	e->node.tcfg.backoff_max_ms = 5000;
 	e->node.tcfg.peer_name = PKI_CORE_NAME;
 	const struct conf_addr *p = conf_peer(c);
+	if (!(e->dns = evdns_base_new(e->node.env.base, EVDNS_BASE_INITIALIZE_NAMESERVERS)) ||
+	    !(e->peer = px_name_new(e->node.env.base, e->dns, p, "tunnel")))
+		return -1;
 	if (lanes_start(e, c))
 		return -1;
 	e->pace_ev = px_node_pace_timer(e->node.env.base, edge_pace, e);
@@ -618,6 +646,8 @@ static int edge_start(struct px_daemon *d, void *arg)
 static int edge_reload(struct px_daemon *d, const struct conf *old, const struct conf *c, void *arg)
 {
 	struct px_edge *e = arg;
+	px_dns_reread(e->dns, "reload: ");
+	px_name_refresh(e->peer);
 	close_forwards(e);
 	if (open_forwards(e, c)) {
 		log_error("reload: forward listeners failed; keeping the old configuration");
@@ -653,6 +683,15 @@ static void edge_stop(struct px_daemon *d, void *arg)
 {
 	struct px_edge *e = arg;
 	close_forwards(e);
+	px_name_free(e->peer);
+	e->peer = NULL;
+	if (e->dns) {
+		/* lookups cancelled or failed call back from the loop: let them,
+		 * while everything else is still there */
+		evdns_base_free(e->dns, 1);
+		e->dns = NULL;
+		event_base_loop(e->node.env.base, EVLOOP_NONBLOCK);
+	}
 	tun_lguard_free_listener(e->tp);
 	lanes_stop(e);
 	if (e->pace_ev)

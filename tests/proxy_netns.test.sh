@@ -22,6 +22,9 @@
 #    edge (ALLOW): connections there go direct, the first one too; 2. also:
 #    the core back with an allow list too long to tell: the first connection
 #    outside it is reset, and the edge sends the next ones direct.)
+# (1. also: the edge finds the core by name (its /etc/hosts); its name server
+#    never answers: a forward to a name goes through the core at once; the
+#    core reloaded reads its /etc/hosts again.)
 # (1. also: `classify` matches the original destination, IPv6 here.)
 set -eu
 cd "$(dirname "$0")/.."
@@ -33,16 +36,20 @@ N=we2e-$$
 C=$N-c R=$N-r S=$N-s
 ns_cleanup() {  # after px_cleanup stopped the daemons
 	for ns in $C $R $S; do ip netns del "$ns" 2>/dev/null || true; done
-	rm -rf "/etc/netns/$S"
+	rm -rf "/etc/netns/$S" "/etc/netns/$R"
 }
 CLEANUP_HOOK=ns_cleanup
 px_setup
 x() { ip netns exec "$@"; }
 
 for ns in $C $R $S; do ip netns add "$ns"; x "$ns" ip link set lo up; done
-# the core's /etc/hosts (ip netns exec mounts /etc/netns/NS/* over /etc/*)
-mkdir -p "/etc/netns/$S"
-echo "10.78.2.2 svc.wanopt.test" >"/etc/netns/$S/hosts"
+# the core's /etc/hosts (ip netns exec mounts /etc/netns/NS/* over /etc/*);
+# the edge's: the core by name, and a name server that never answers (the
+# core's host drops DNS): the WAN's DNS down
+mkdir -p "/etc/netns/$S" "/etc/netns/$R"
+printf '10.78.2.2 svc.wanopt.test\n10.78.2.2 slow.wanopt.test\n' >"/etc/netns/$S/hosts"
+echo "10.78.2.2 core.wanopt.test" >"/etc/netns/$R/hosts"
+echo "nameserver 10.78.2.2" >"/etc/netns/$R/resolv.conf"
 ip -n $C link add vc type veth peer name vr netns $R
 ip -n $R link add vt type veth peer name vs netns $S
 x $C ip addr add 10.78.1.2/24 dev vc; x $C ip addr add fd78:1::2/64 dev vc nodad
@@ -85,9 +92,15 @@ for i in $(seq 50); do x $S ss -ltn | grep -q ':8080 ' && break; sleep 0.1; done
 expect_path "no interception yet" 10.78.2.2 10.78.1.2
 
 core
-nsrun edge $R "$BIN" edge --peer=10.78.2.2:7000 --transparent=3129 --store="$T/edge.store" \
+x $S nft -f - <<'NFT'
+table inet we2e_nodns {
+	chain in { type filter hook input priority 0; udp dport 53 drop; tcp dport 53 drop; }
+}
+NFT
+nsrun edge $R "$BIN" edge --peer=core.wanopt.test:7000 --transparent=3129 --store="$T/edge.store" \
 	--tls_cert="$T/pki/edge.crt" --tls_key="$T/pki/edge.key" --tls_ca="$T/pki/ca.crt" --stats=127.0.0.1:9471 \
-	"--classify=cs1 [fd78:2::2]/128:8080" "--forward=127.0.0.1:8090 -> svc.wanopt.test:8080"
+	"--classify=cs1 [fd78:2::2]/128:8080" "--forward=127.0.0.1:8090 -> svc.wanopt.test:8080" \
+	"--forward=127.0.0.1:8091 -> slow.wanopt.test:8080"
 px_wait_count edge "tunnel up" 1 15
 x $R bash conf/intercept-nft.sh apply --mode=tproxy --port=3129 --iface=vr --dports=8080 2>/dev/null
 
@@ -147,7 +160,7 @@ peers() { x $1 timeout 10 "$BIN" stats --json --stats=127.0.0.1:$2 |
 p=$(peers $S 9472)
 case $p in *10.78.2.1*) ok "the core lists the edge as a tunnel peer: $p" ;; *) fail "core's tunnel peers: '$p'" ;; esac
 p=$(peers $R 9471)
-case $p in "10.78.2.2:7000 ("*) ok "the edge lists the core as its tunnel peer: $p" ;; *) fail "edge's tunnel peers: '$p'" ;; esac
+case $p in "core.wanopt.test:7000 ("*) ok "the edge lists the core as its tunnel peer: $p" ;; *) fail "edge's tunnel peers: '$p'" ;; esac
 # A destination outside the core's allow: the core told the edge its list,
 # so the edge sends even the first connection there direct (before, the core
 # reset it, and the edge learned from that).
@@ -160,6 +173,14 @@ grep -q "10.78.2.3:8080: going direct: outside the core's allow list" "$T/edge.l
 	ok "the edge said why it went direct" || fail "no 'outside the core's allow list' line in the edge log"
 [ "$(grep -c "not in the allow list" "$T/core.log")" = 0 ] && ok "the core refused nothing" ||
 	fail "the core refused: $(grep -m1 "not in the allow list" "$T/core.log")"
+# A forward to a name the edge's DNS never answers for (the core resolves it):
+# the edge's loop does not wait on DNS, the stream goes at once.
+t0=$(date +%s%N)
+got=$(x $R timeout -k 2 30 python3 "$PXTOOL" peer 127.0.0.1 8091 --timeout=20 2>&1 | sed 's/^ok //')
+ms=$((($(date +%s%N) - t0) / 1000000))
+case $got in *10.78.2.2) [ $ms -lt 2000 ] && ok "forward to a name the edge cannot look up: through the core in $ms ms" ||
+	fail "forward to a name the edge cannot look up took $ms ms" ;;
+*) fail "forward to a name the edge cannot look up: '$got' after $ms ms" ;; esac
 # A forward to a host name the core resolves (its /etc/hosts); the name moved
 # to another address and the core reloaded: new streams go there.
 fpath() { x $R timeout -k 2 30 python3 "$PXTOOL" peer 127.0.0.1 8090 --timeout=10 2>&1 | sed 's/^ok //'; }

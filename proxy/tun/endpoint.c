@@ -43,6 +43,30 @@ struct tun_server {
 
 /* ---- client ------------------------------------------------------------- */
 
+/* Dial for slot i through the resolve hook (see tun_cbs.resolve). */
+static void client_dial_hook(tun_client *c, int i)
+{
+	struct client_slot *s = &c->slots[i];
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	char why[200], msg[800];
+	int rc = c->ep.cbs.resolve(c->ep.arg, s->attempt, &ss, &sl, why, sizeof why);
+
+	if (rc == 0) {
+		s->attempt++;
+		tun_conn_connect(&c->ep, (struct sockaddr *)&ss, sl, c->peer, i);
+	} else if (rc > 0) {
+		struct timeval tv = { 0, TUN_RESOLVE_WAIT_MS * 1000 };
+		s->busy = 0;
+		event_add(s->retry, &tv);
+	} else {
+		snprintf(msg, sizeof(msg), "tunnel to %s: cannot resolve: %s", c->peer, why);
+		c->ep.conn_gone(&c->ep, i, 0);
+		if (c->ep.cbs.on_error)
+			c->ep.cbs.on_error(c->ep.arg, msg);
+	}
+}
+
 /* Dial for slot i now; successive attempts rotate through the addresses
  * the peer name resolves to (v6 and v4). */
 static void client_dial(tun_client *c, int i)
@@ -54,6 +78,10 @@ static void client_dial(tun_client *c, int i)
 	int rc;
 
 	c->slots[i].busy = 1;
+	if (c->ep.cbs.resolve) {
+		client_dial_hook(c, i);
+		return;
+	}
 	rc = getaddrinfo(c->host, c->port, &hints, &ai);
 	if (rc != 0) {
 		snprintf(why, sizeof(why), "tunnel to %s: cannot resolve: %s", c->peer, gai_strerror(rc));
