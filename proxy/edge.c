@@ -643,18 +643,41 @@ static int edge_start(struct px_daemon *d, void *arg)
 	return 0;
 }
 
+/* A reload's forwards: the listeners of c, or of old again if c's cannot
+ * listen (-1); the new targets start with the addresses the old ones with
+ * the same name had, while they are looked up again. */
+static int reopen_forwards(struct px_edge *e, const struct conf *c, const struct conf *old)
+{
+	size_t nold = e->nfwd;
+	struct px_name **names = calloc(nold ? nold : 1, sizeof *names);
+	for (size_t i = 0; names && i < nold; i++) { /* what the old targets resolved to */
+		names[i] = e->fwd[i]->target;
+		e->fwd[i]->target = NULL;
+	}
+	close_forwards(e);
+	int rc = open_forwards(e, c);
+	if (rc) {
+		log_error("reload: forward listeners failed; keeping the old configuration");
+		close_forwards(e);
+		open_forwards(e, old);
+	}
+	for (size_t i = 0; i < e->nfwd; i++)
+		for (size_t j = 0; names && j < nold; j++)
+			if (e->fwd[i]->target && names[j])
+				px_name_seed(e->fwd[i]->target, names[j]);
+	for (size_t j = 0; names && j < nold; j++)
+		px_name_free(names[j]);
+	free(names);
+	return rc ? -1 : 0;
+}
+
 static int edge_reload(struct px_daemon *d, const struct conf *old, const struct conf *c, void *arg)
 {
 	struct px_edge *e = arg;
 	px_dns_reread(e->dns, "reload: ");
 	px_name_refresh(e->peer);
-	close_forwards(e);
-	if (open_forwards(e, c)) {
-		log_error("reload: forward listeners failed; keeping the old configuration");
-		close_forwards(e);
-		open_forwards(e, old);
+	if (reopen_forwards(e, c, old))
 		return -1;
-	}
 	px_node_reload(&e->node, c); /* only once the reload is sure to be kept */
 	return 0;
 }

@@ -152,6 +152,15 @@ void px_name_refresh(struct px_name *n)
 	name_lookup(n);
 }
 
+void px_name_seed(struct px_name *n, const struct px_name *from)
+{
+	if (n->have || !from->have || strcmp(n->a.host, from->a.host) || n->a.port != from->a.port)
+		return;
+	memcpy(n->ss, from->ss, sizeof n->ss);
+	memcpy(n->sl, from->sl, sizeof n->sl);
+	n->have = from->have;
+}
+
 const char *px_name_host(const struct px_name *n)
 {
 	return n->a.host;

@@ -22,6 +22,10 @@ struct px_name *px_name_new(struct event_base *base, struct evdns_base *dns, con
 int px_name_get(const struct px_name *n, unsigned i, struct sockaddr_storage *ss, socklen_t *sl);
 /* Look n up again now (a reload); the addresses held stay until it answers. */
 void px_name_refresh(struct px_name *n);
+/* If n has no address yet and from is the same host and port, n starts
+ * with from's addresses (a reload made n anew: a name server out of reach
+ * then must not cost what was known). */
+void px_name_seed(struct px_name *n, const struct px_name *from);
 /* n's host, as given. */
 const char *px_name_host(const struct px_name *n);
 /* Stop and free n (a lookup in flight is cancelled); NULL is fine. */

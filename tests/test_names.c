@@ -1,8 +1,9 @@
 /* test_names.c: names kept resolved in the background (proxy/names.c) with
  * a real evdns base: a numeric address at once, a name from the hosts file,
  * a name server that never answers (the lookup runs without holding the
- * loop; freed while it runs, nothing leaks) and one that refuses (the name
- * fails, is looked up again, and a reread of resolv.conf works). */
+ * loop; freed while it runs, nothing leaks) or answers too late (the name
+ * fails), and a name made anew by a reload starting with what the old one
+ * had. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <setjmp.h>
@@ -151,12 +152,53 @@ static void test_failure(void **state)
 	close(fd);
 }
 
+/* A name made anew (a reload) while its lookup cannot answer starts with
+ * the addresses the old one had, for the same host and port only. */
+static void test_seed(void **state)
+{
+	(void)state;
+	struct event_base *base = event_base_new();
+	uint16_t port;
+	int fd = silent_server(&port);
+	struct evdns_base *dns = dns_at(base, port, "30");
+	char hosts[] = "/tmp/wanopt-test-hosts-XXXXXX";
+	int hfd = mkstemp(hosts);
+	assert_true(hfd >= 0);
+	const char line[] = "192.0.2.10 seed.wanopt.test\n";
+	assert_int_equal(write(hfd, line, sizeof line - 1), (ssize_t)(sizeof line - 1));
+	close(hfd);
+	assert_int_equal(evdns_base_load_hosts(dns, hosts), 0);
+	unlink(hosts);
+	struct conf_addr a = { "seed.wanopt.test", 873 }, b = { "seed.wanopt.test", 874 };
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	struct px_name *old = px_name_new(base, dns, &a, "test");
+	assert_int_equal(run_until_answer(base, old, 1000), 0);
+	evdns_base_clear_host_addresses(dns); /* from now on only the silent server */
+	struct px_name *other = px_name_new(base, dns, &b, "test"), *anew = px_name_new(base, dns, &a, "test");
+	assert_int_equal(px_name_get(anew, 0, &ss, &sl), 1);
+	px_name_seed(other, old); /* another port: nothing taken */
+	assert_int_equal(px_name_get(other, 0, &ss, &sl), 1);
+	px_name_seed(anew, old);
+	assert_int_equal(px_name_get(anew, 0, &ss, &sl), 0);
+	assert_int_equal(((struct sockaddr_in *)&ss)->sin_addr.s_addr, inet_addr("192.0.2.10"));
+	assert_int_equal(ntohs(((struct sockaddr_in *)&ss)->sin_port), 873);
+	px_name_free(old);
+	px_name_free(other);
+	px_name_free(anew);
+	evdns_base_free(dns, 1);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	event_base_free(base);
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_numeric_and_hosts),
 		cmocka_unit_test(test_silent_server),
 		cmocka_unit_test(test_failure),
+		cmocka_unit_test(test_seed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
