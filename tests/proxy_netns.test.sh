@@ -37,6 +37,7 @@ C=$N-c R=$N-r S=$N-s
 ns_cleanup() {  # after px_cleanup stopped the daemons
 	for ns in $C $R $S; do ip netns del "$ns" 2>/dev/null || true; done
 	rm -rf "/etc/netns/$S" "/etc/netns/$R"
+	rmdir /etc/netns 2>/dev/null || true # if this test made it
 }
 CLEANUP_HOOK=ns_cleanup
 px_setup
