@@ -85,7 +85,7 @@ static void tun_allow(tun_conn *c, void *arg, const uint8_t *p, size_t len)
 	else if (!a)
 		log_info("tunnel %s: the core's allow list is too long to tell: an intercepted connection it refuses"
 			 " is reset, and the next ones there go direct for %d s", tun_conn_peer(c), EDGE_REFUSED_S);
-	else if (a)
+	else
 		log_info("tunnel %s: the core's allow list has %zu entries: intercepted connections outside it go direct",
 			 tun_conn_peer(c), conf_acl_count(a));
 	conf_acl_free(e->core_allow);

@@ -43,13 +43,25 @@ struct tun_server {
 
 /* ---- client ------------------------------------------------------------- */
 
+/* Slot i's dial failed before connecting: the peer's name did not resolve
+ * (why); redial after the backoff, and report it. */
+static void client_unresolved(tun_client *c, int i, const char *why)
+{
+	char msg[800];
+
+	snprintf(msg, sizeof(msg), "tunnel to %s: cannot resolve: %s", c->peer, why);
+	c->ep.conn_gone(&c->ep, i, 0);
+	if (c->ep.cbs.on_error)
+		c->ep.cbs.on_error(c->ep.arg, msg);
+}
+
 /* Dial for slot i through the resolve hook (see tun_cbs.resolve). */
 static void client_dial_hook(tun_client *c, int i)
 {
 	struct client_slot *s = &c->slots[i];
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof ss;
-	char why[200], msg[800];
+	char why[200];
 	int rc = c->ep.cbs.resolve(c->ep.arg, s->attempt, &ss, &sl, why, sizeof why);
 
 	if (rc == 0) {
@@ -60,10 +72,7 @@ static void client_dial_hook(tun_client *c, int i)
 		s->busy = 0;
 		event_add(s->retry, &tv);
 	} else {
-		snprintf(msg, sizeof(msg), "tunnel to %s: cannot resolve: %s", c->peer, why);
-		c->ep.conn_gone(&c->ep, i, 0);
-		if (c->ep.cbs.on_error)
-			c->ep.cbs.on_error(c->ep.arg, msg);
+		client_unresolved(c, i, why);
 	}
 }
 
@@ -74,7 +83,6 @@ static void client_dial(tun_client *c, int i)
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
 	struct addrinfo *ai, *pick;
 	unsigned n = 0;
-	char why[512];
 	int rc;
 
 	c->slots[i].busy = 1;
@@ -84,10 +92,7 @@ static void client_dial(tun_client *c, int i)
 	}
 	rc = getaddrinfo(c->host, c->port, &hints, &ai);
 	if (rc != 0) {
-		snprintf(why, sizeof(why), "tunnel to %s: cannot resolve: %s", c->peer, gai_strerror(rc));
-		c->ep.conn_gone(&c->ep, i, 0);
-		if (c->ep.cbs.on_error)
-			c->ep.cbs.on_error(c->ep.arg, why);
+		client_unresolved(c, i, gai_strerror(rc));
 		return;
 	}
 	for (pick = ai; pick; pick = pick->ai_next)
