@@ -84,7 +84,8 @@ static void tun_allow(tun_conn *c, void *arg, const uint8_t *p, size_t len)
 		log_warn("tunnel %s: the core's allow list does not read (%s): not used", tun_conn_peer(c), why);
 	else if (!a)
 		log_info("tunnel %s: the core's allow list is too long to tell: an intercepted connection it refuses"
-			 " is reset, and the next ones there go direct for %d s", tun_conn_peer(c), EDGE_REFUSED_S);
+			 " goes direct once refused, and the next ones there from the start for %d s",
+			 tun_conn_peer(c), EDGE_REFUSED_S);
 	else
 		log_info("tunnel %s: the core's allow list has %zu entries: intercepted connections outside it go direct",
 			 tun_conn_peer(c), conf_acl_count(a));
@@ -249,115 +250,7 @@ static tun_stream *lane_open(struct px_edge *e, int dscp, const tun_open_info *o
 	return tun_client_open(e->lane[0].tc, oi, &px_relay_stream_cbs, NULL, rc);
 }
 
-/* Turn an accepted client connection away with a RST: a plain close would
- * read as an empty but complete answer (an empty download, an empty file). */
-static void reset_client(evutil_socket_t fd)
-{
-	struct linger lg = { 1, 0 };
-	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-	evutil_closesocket(fd);
-}
-
-/* A client connection turned away (reset), counted. */
-static void refuse(struct px_edge *e, evutil_socket_t fd)
-{
-	stats_add(px_daemon_stats(e->node.d), STATS_CONN_REFUSED, 1);
-	reset_client(fd);
-}
-
-#define DIRECT_CONNECT_SECS 10
-
-/* A direct connection being dialed: the client waits (unread) until the
- * target accepts, so a refusal reaches it as a reset, not as a clean close. */
-struct direct_dial {
-	struct px_edge *e;
-	evutil_socket_t fd, out;
-	char src[128], dname[300];
-};
-
-static void splice_direct(struct px_edge *e, evutil_socket_t fd, evutil_socket_t out, const char *src,
-			  const char *dname);
-
-static void direct_dialed(evutil_socket_t out, short what, void *arg)
-{
-	struct direct_dial *dd = arg;
-	struct px_relay_env *env = &dd->e->node.env;
-	char err[256] = "timed out";
-	if ((what & EV_TIMEOUT) || tfo_connect_result(out, err, sizeof err) < 0) {
-		log_warn("%s -> %s: direct connection failed: %s", dd->src, dd->dname, err);
-		reset_client(dd->fd); /* counted as gone direct */
-		evutil_closesocket(out);
-	} else {
-		splice_direct(dd->e, dd->fd, out, dd->src, dd->dname);
-	}
-	free(dd);
-	if (--env->active == 0 && env->on_idle)
-		env->on_idle(env);
-}
-
-/* The class of a client connection to dst:port: its own when it arrived
- * marked, else that of the first classify rule for dst:port, else unmarked
- * (0, or -1 when its packets' class could not be read).  dst may be NULL. */
-static int client_class(const struct px_edge *e, evutil_socket_t fd, const struct sockaddr *dst, uint16_t port)
-{
-	int own = tfo_dscp_peer(fd);
-	if (own > 0)
-		return own;
-	int rule = conf_classify(px_daemon_conf(e->d), dst, port);
-	return rule >= 0 ? rule : own;
-}
-
-/* Go direct to dst in class dscp (client_class): the fail-open path.  The
- * splice starts once the target accepted (counted as active meanwhile, so a
- * drain waits for it). */
-static void go_direct(struct px_edge *e, evutil_socket_t fd, int dscp, const struct sockaddr *dst,
-		      socklen_t dlen, const char *src, const char *dname)
-{
-	char err[256];
-	stats_add(px_daemon_stats(e->node.d), STATS_CONN_DIRECT, 1);
-	if (dscp > 0) /* the direct connection keeps the client's class, both ways */
-		tfo_dscp_set(fd, dscp, err, sizeof err);
-	int out = tfo_dial(dst, dlen, conf_bypass_mark(px_daemon_conf(e->node.d)), dscp, err, sizeof err);
-	struct direct_dial *dd = out < 0 ? NULL : calloc(1, sizeof *dd);
-	struct timeval tv = { DIRECT_CONNECT_SECS, 0 };
-	if (dd) {
-		*dd = (struct direct_dial){ .e = e, .fd = fd, .out = out };
-		snprintf(dd->src, sizeof dd->src, "%s", src);
-		snprintf(dd->dname, sizeof dd->dname, "%s", dname);
-		e->node.env.active++;
-		if (!event_base_once(e->node.env.base, out, EV_WRITE, direct_dialed, dd, &tv))
-			return;
-		e->node.env.active--;
-		free(dd);
-		snprintf(err, sizeof err, "out of memory");
-	}
-	log_warn("%s -> %s: direct connection failed: %s", src, dname, err);
-	refuse(e, fd);
-	if (out >= 0)
-		evutil_closesocket(out);
-}
-
-/* Join the client fd and the connected target socket out. */
-static void splice_direct(struct px_edge *e, evutil_socket_t fd, evutil_socket_t out, const char *src,
-			  const char *dname)
-{
-	struct bufferevent *a = bufferevent_socket_new(e->node.env.base, fd, BEV_OPT_CLOSE_ON_FREE);
-	struct bufferevent *b = bufferevent_socket_new(e->node.env.base, out, BEV_OPT_CLOSE_ON_FREE);
-	if (!a || !b) {
-		if (a)
-			bufferevent_free(a);
-		else
-			evutil_closesocket(fd);
-		if (b)
-			bufferevent_free(b);
-		else
-			evutil_closesocket(out);
-		return;
-	}
-	px_splice_new(&e->node.env, a, b, src, dname);
-}
-
-/* Carry an accepted client connection in class dscp (client_class) to
+/* Carry an accepted client connection in class dscp (px_edge_class) to
  * target t through the tunnel.  A TUN_E* code, with fd untouched, when no
  * tunnel connection takes new streams (none up, only ones the core sent
  * GOAWAY on, as while it drains, or all at their max_streams): the caller
@@ -393,6 +286,8 @@ static int go_tunnel(struct px_edge *e, evutil_socket_t fd, int dscp, const tun_
 		return 0;
 	}
 	struct px_relay *r = px_relay_new(&e->node.env, bev, s, policy, src, dname, 0);
+	if (r && transparent) /* should the core refuse it, it goes direct with what it sent */
+		px_relay_keep_first(r);
 	if (r)
 		px_relay_opened(r, dscp);
 	return 0;
@@ -432,16 +327,16 @@ static void fwd_accept(struct evconnlistener *l, evutil_socket_t fd, struct sock
 		snprintf(err, sizeof err, "%s does not resolve (yet)", f->rule.target.host);
 	const struct sockaddr *to = resolved ? (struct sockaddr *)&ss : NULL;
 	int policy = policy_of(conf_optimize_for(c, to, f->rule.target.port));
-	int dscp = client_class(e, fd, to, f->rule.target.port);
+	int dscp = px_edge_class(e, fd, to, f->rule.target.port);
 	if (e->draining) {
-		refuse(e, fd);
+		px_edge_refuse(e, fd);
 		return;
 	}
 	int why = TUN_EDOWN;
 	if (policy != PROTO_POLICY_PASSTHROUGH && edge_tunnels_up(e)) {
 		if (tun_target_parse(&t, f->rule.target.host, f->rule.target.port)) {
 			log_warn("%s -> %s: bad target", src, dname);
-			refuse(e, fd);
+			px_edge_refuse(e, fd);
 			return;
 		}
 		if ((why = go_tunnel(e, fd, dscp, &t, policy, 0, src)) == 0)
@@ -450,14 +345,14 @@ static void fwd_accept(struct evconnlistener *l, evutil_socket_t fd, struct sock
 	/* passthrough, or no tunnel connection takes new streams */
 	if (policy == PROTO_POLICY_PASSTHROUGH || conf_fail_open(c) == CONF_FAIL_DIRECT) {
 		if (resolved) {
-			go_direct(e, fd, dscp, (struct sockaddr *)&ss, sl, src, dname);
+			px_edge_go_direct(e, fd, dscp, (struct sockaddr *)&ss, sl, src, dname, NULL);
 			return;
 		}
 		log_warn("%s -> %s: cannot go direct: %s", src, dname, err);
 	} else {
 		log_warn("%s -> %s: refused: %s (fail_open = refuse)", src, dname, why_no_tunnel(why));
 	}
-	refuse(e, fd);
+	px_edge_refuse(e, fd);
 }
 
 /* Slot of destination dst in e->refused. */
@@ -469,13 +364,16 @@ static size_t refused_slot(const char *dst)
 	return h % EDGE_REFUSED_SLOTS;
 }
 
-/* The core reset a stream to dst: its allow list refuses it. */
-static void edge_not_allowed(struct px_relay_env *env, const char *dst)
+/* The core reset a stream to dst: its allow list refuses it.  h: an
+ * intercepted client connection with all it sent, to go direct. */
+static void edge_not_allowed(struct px_relay_env *env, const char *dst, struct px_relay_handoff *h)
 {
 	struct px_edge *e = (struct px_edge *)((char *)env - offsetof(struct px_edge, node.env));
 	size_t i = refused_slot(dst);
 	snprintf(e->refused[i].dst, sizeof e->refused[i].dst, "%s", dst);
 	e->refused[i].until_us = px_mono_us() + EDGE_REFUSED_S * 1000000ull;
+	if (h)
+		px_edge_take_refused(e, h);
 }
 
 /* Whether the core refused dst lately (an intercepted connection there then goes direct). */
@@ -490,25 +388,23 @@ static void tp_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	struct px_edge *e = arg;
 	const struct conf *c = px_daemon_conf(e->d);
 	struct sockaddr_storage dst;
-	socklen_t dl = sizeof dst;
+	socklen_t dl;
 	char src[96], dname[96], err[256];
 	tfo_addr_str(peer, src, sizeof src);
-	/* REDIRECT leaves a NAT record; TPROXY keeps the destination as our address */
-	if (tfo_icpt_orig_dst(fd, TFO_ICPT_REDIRECT, &dst, &dl, err, sizeof err) &&
-	    tfo_icpt_orig_dst(fd, TFO_ICPT_TPROXY, &dst, &dl, err, sizeof err)) {
+	if (px_edge_orig_dst(fd, &dst, &dl, err, sizeof err)) {
 		log_warn("%s: no original destination: %s", src, err);
-		refuse(e, fd);
+		px_edge_refuse(e, fd);
 		return;
 	}
 	tfo_addr_str((struct sockaddr *)&dst, dname, sizeof dname);
 	if (tfo_icpt_is_self((struct sockaddr *)&dst, conf_transparent_port(c)) || e->draining) {
 		log_warn("%s -> %s: refused: connection to the interception port itself", src, dname);
-		refuse(e, fd);
+		px_edge_refuse(e, fd);
 		return;
 	}
 	uint16_t port = tfo_addr_port((struct sockaddr *)&dst);
 	int policy = policy_of(conf_optimize_for(c, (struct sockaddr *)&dst, port));
-	int dscp = client_class(e, fd, (struct sockaddr *)&dst, port);
+	int dscp = px_edge_class(e, fd, (struct sockaddr *)&dst, port);
 	tun_target t;
 	char tname[300] = "";
 	int why = TUN_EDOWN, bad = tun_target_from_sockaddr(&t, (struct sockaddr *)&dst);
@@ -517,19 +413,19 @@ static void tp_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	if (policy != PROTO_POLICY_PASSTHROUGH && e->core_allow &&
 	    !conf_acl_match(e->core_allow, (struct sockaddr *)&dst, port)) {
 		log_info("%s -> %s: going direct: outside the core's allow list", src, dname);
-		go_direct(e, fd, dscp, (struct sockaddr *)&dst, dl, src, dname);
+		px_edge_go_direct(e, fd, dscp, (struct sockaddr *)&dst, dl, src, dname, NULL);
 		return;
 	}
 	if (policy != PROTO_POLICY_PASSTHROUGH && !bad && edge_refused(e, tname)) {
 		log_info("%s -> %s: going direct: the core's allow list refuses it", src, dname);
-		go_direct(e, fd, dscp, (struct sockaddr *)&dst, dl, src, dname);
+		px_edge_go_direct(e, fd, dscp, (struct sockaddr *)&dst, dl, src, dname, NULL);
 		return;
 	}
 	if (policy == PROTO_POLICY_PASSTHROUGH || !edge_tunnels_up(e) || bad ||
 	    (why = go_tunnel(e, fd, dscp, &t, policy, 1, src))) {
 		if (policy != PROTO_POLICY_PASSTHROUGH)
 			log_info("%s -> %s: %s: going direct (fail open)", src, dname, why_no_tunnel(why));
-		go_direct(e, fd, dscp, (struct sockaddr *)&dst, dl, src, dname);
+		px_edge_go_direct(e, fd, dscp, (struct sockaddr *)&dst, dl, src, dname, NULL);
 	}
 }
 

@@ -2,11 +2,15 @@
 #ifndef WANOPT_EDGE_INT_H
 #define WANOPT_EDGE_INT_H
 
+#include <sys/socket.h>
+
 #include "node.h"
 #include "warm.h"
 
+struct evbuffer;
 struct evconnlistener;
 struct fwd;
+struct px_relay_handoff;
 
 /* A set of tunnel connections to the core: the main one (lane 0, `tunnels`
  * connections) or one of a dscp_tunnels class (one connection), its sockets
@@ -45,6 +49,28 @@ struct px_edge {
 	uint8_t *core_allow_wire;
 	size_t core_allow_len;
 };
+
+/* edge_direct.c */
+/* Turn client connection fd away with a reset, counted as refused. */
+void px_edge_refuse(struct px_edge *e, evutil_socket_t fd);
+/* The class of a client connection to dst:port: its own when it arrived
+ * marked, else that of the first classify rule for dst:port, else unmarked
+ * (0, or -1 when its packets' class could not be read).  dst may be NULL. */
+int px_edge_class(const struct px_edge *e, evutil_socket_t fd, const struct sockaddr *dst, uint16_t port);
+/* Send client connection fd direct to dst in class dscp (px_edge_class):
+ * fail open, passthrough.  The splice starts once the target accepted
+ * (counted as active meanwhile, so a drain waits for it); the client is
+ * reset if it does not.  first: bytes already read from the client, sent
+ * ahead of its next ones (taken and freed), or NULL. */
+void px_edge_go_direct(struct px_edge *e, evutil_socket_t fd, int dscp, const struct sockaddr *dst,
+		       socklen_t dlen, const char *src, const char *dname, struct evbuffer *first);
+/* The original destination of intercepted connection fd: REDIRECT leaves a
+ * NAT record, TPROXY keeps it as the socket's own address.  0, or -1 with
+ * err set. */
+int px_edge_orig_dst(evutil_socket_t fd, struct sockaddr_storage *dst, socklen_t *dl, char *err, size_t errlen);
+/* An intercepted connection the core's allow list refused, with what the
+ * edge read of it (relay hand_over): direct, those bytes first. */
+void px_edge_take_refused(struct px_edge *e, struct px_relay_handoff *h);
 
 /* tun_cbs.on_stream (arg: the lane): the core opened a stream towards us (warm pushes). */
 void px_edge_on_stream(tun_conn *c, tun_stream *s, const tun_open_info *o, void *arg);

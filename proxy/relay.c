@@ -110,8 +110,8 @@ static void relay_free(struct px_relay *r, int rst, const char *why)
 	px_relay_stats_sync(r);
 	stats_stream_summary(r->st, sum, sizeof sum);
 	if (why)
-		log_info("close %s -> %s (%s): reset: %s; %s in %.3f s", r->src, r->dst, policy_name(r->policy),
-			 why, sum, since(r->t0_us));
+		log_info("close %s -> %s (%s): %s%s; %s in %.3f s", r->src, r->dst, policy_name(r->policy),
+			 r->handed ? "" : "reset: ", why, sum, since(r->t0_us));
 	else
 		log_info("close %s -> %s (%s): %s in %.3f s", r->src, r->dst, policy_name(r->policy), sum,
 			 since(r->t0_us));
@@ -141,6 +141,7 @@ static void relay_free(struct px_relay *r, int rst, const char *why)
 		evbuffer_free(r->pend);
 	if (r->gather)
 		evbuffer_free(r->gather);
+	px_relay_first_drop(r);
 	stats_stream_close(r->st);
 	atomic_fetch_sub(&backlog, r->backlog);
 	if (r->watch)
@@ -409,6 +410,7 @@ static void lan_event_cb(struct bufferevent *bev, short what, void *arg)
 static void ts_data(tun_stream *s, void *arg, const void *buf, size_t len)
 {
 	struct px_relay *r = arg;
+	px_relay_first_drop(r); /* the peer took the stream */
 	stats_stream_add(r->st, STATS_WAN_IN, len);
 	r->held += len;
 	r->ask_since_us = 0; /* the peer is sending: a LEARN waited for is on its way */
@@ -454,6 +456,7 @@ static void ts_data(tun_stream *s, void *arg, const void *buf, size_t len)
 static void ts_close(tun_stream *s, void *arg)
 {
 	struct px_relay *r = arg;
+	px_relay_first_drop(r);
 	r->wan_eof = 1;
 	credit_and_ack(r);
 	finish_lan(r);
@@ -473,12 +476,35 @@ static const char *rst_meaning(int code)
 	return code >= 0 && code <= PROTO_RST_MAX && m[code] ? m[code] : "unknown";
 }
 
+/* The peer refused r's target before dialing it, and r kept every byte its
+ * client sent (px_relay_keep_first): hand the client connection with them
+ * to on_not_allowed, and release r.  0 (r untouched) if it cannot. */
+static int hand_over(struct px_relay *r)
+{
+	int fd = bufferevent_getfd(r->bev);
+	struct evbuffer *in = bufferevent_get_input(r->bev);
+	if (!r->first || fd < 0 || r->coding || evbuffer_add_buffer(r->first, in) || bufferevent_setfd(r->bev, -1))
+		return 0;
+	struct px_relay_handoff h = { .fd = fd, .first = r->first, .src = r->src };
+	char why[96];
+	snprintf(why, sizeof why, "target not in the core's allow list: handed over with the %zu bytes read",
+		 evbuffer_get_length(r->first));
+	r->first = NULL;
+	r->handed = 1;
+	r->env->on_not_allowed(r->env, r->dst, &h); /* first: it counts as active before r stops */
+	relay_free(r, 0, why);
+	return 1;
+}
+
 static void ts_reset(tun_stream *s, void *arg, int code)
 {
 	struct px_relay *r = arg;
 	char why[128];
-	if (code == PROTO_RST_NOT_ALLOWED && r->env->on_not_allowed)
-		r->env->on_not_allowed(r->env, r->dst);
+	if (code == PROTO_RST_NOT_ALLOWED && r->env->on_not_allowed) {
+		if (hand_over(r))
+			return;
+		r->env->on_not_allowed(r->env, r->dst, NULL);
+	}
 	if (code == PROTO_RST_TUNNEL_DOWN)
 		snprintf(why, sizeof why, "stream reset: the tunnel went down (code %d)", code);
 	else
@@ -506,6 +532,7 @@ static void ts_writable(tun_stream *s, void *arg)
 static void ts_ask(tun_stream *s, void *arg, uint64_t seq)
 {
 	struct px_relay *r = arg;
+	px_relay_first_drop(r);
 	if (!r->enc) { /* nothing we sent on it could be asked for */
 		tun_conn *c = tun_stream_conn(s);
 		log_warn("tunnel %s: %s -> %s: an ASK on a stream without DRE", c ? tun_conn_peer(c) : "?", r->src, r->dst);
@@ -529,6 +556,7 @@ static void ts_ask(tun_stream *s, void *arg, uint64_t seq)
 static void ts_ack(tun_stream *s, void *arg, uint64_t seq)
 {
 	struct px_relay *r = arg;
+	px_relay_first_drop(r);
 	if (!r->enc)
 		return;
 	if (r->coding && seq > r->ack_pending)

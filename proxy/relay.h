@@ -20,6 +20,8 @@ struct event_base;
 struct bufferevent;
 struct stats;
 struct px_coder;
+struct px_relay_handoff;
+struct evbuffer;
 
 /* What every relay of a node (or of one worker thread) shares. */
 struct px_relay_env {
@@ -31,8 +33,20 @@ struct px_relay_env {
 	struct px_coder *coder; /* codes slow links' bulk off the loop (made on first use) */
 	void (*on_idle)(struct px_relay_env *env); /* active dropped to 0 (drain) */
 	/* the peer reset a stream to dst (as px_relay_new was given it): its
-	 * allow list refuses that target (NULL: not told) */
-	void (*on_not_allowed)(struct px_relay_env *env, const char *dst);
+	 * allow list refuses that target (NULL: not told).  h: the client
+	 * connection handed over to go elsewhere (px_relay_keep_first), which
+	 * the callee then owns, or NULL: the client was reset */
+	void (*on_not_allowed)(struct px_relay_env *env, const char *dst, struct px_relay_handoff *h);
+};
+
+/* A client connection whose stream the peer refused before it dialed the
+ * target (PROTO_RST_NOT_ALLOWED: nothing reached the target), with every
+ * byte the client sent so far, in order: what was read (`first`) and what
+ * was not (still in the socket).  The client was sent nothing. */
+struct px_relay_handoff {
+	int fd;                 /* the client's socket: the callee closes it */
+	struct evbuffer *first; /* the bytes read from it: the callee frees it */
+	const char *src;        /* px_relay_new's src */
 };
 
 struct px_relay;
@@ -54,6 +68,15 @@ unsigned px_relay_rests_take(unsigned *freed);
  * both are released and NULL returned. */
 struct px_relay *px_relay_new(struct px_relay_env *env, struct bufferevent *bev, tun_stream *s,
 			      int policy, const char *src, const char *dst, int connecting);
+/* Keep a copy of the LAN bytes r reads, up to PX_RELAY_FIRST_MAX, until
+ * the peer shows it took the stream (anything from it on the stream: data,
+ * an acknowledgement, an ASK, a CLOSE).  Should the peer refuse the
+ * stream's target first, on_not_allowed gets the client connection to send
+ * elsewhere (the edge: direct) instead of a reset.  Past the limit the copy
+ * is dropped and a refusal resets the client, as without it.  Call right
+ * after px_relay_new, before the loop runs. */
+#define PX_RELAY_FIRST_MAX (256u << 10)
+void px_relay_keep_first(struct px_relay *r);
 /* Call once r is set up: logs its one line at open, "open SRC -> DST
  * (POLICY[, CODER][, class C])", and names the class in its stats listing;
  * the class shown when dscp > 0. */
@@ -84,7 +107,8 @@ void px_relay_attach(struct px_relay *r, tun_stream *s);
 
 /* Splice two sockets directly (fail open, passthrough): a pair of
  * bufferevents pointing at each other with watermarks.  b may still be
- * connecting.  Takes ownership of both. */
+ * connecting, and its output may hold the client's first bytes already
+ * (counted as sent up).  Takes ownership of both. */
 int px_splice_new(struct px_relay_env *env, struct bufferevent *a, struct bufferevent *b,
 		  const char *src, const char *dst);
 

@@ -59,6 +59,7 @@ struct px_relay {
 	size_t held;              /* tunnel bytes received, credit not yet returned */
 	struct evbuffer *pend;    /* tunnel bytes arrived while decoding was paused */
 	struct evbuffer *gather;  /* encoder output held while a LAN burst lasts (see pump) */
+	struct evbuffer *first;   /* px_relay_keep_first: the LAN bytes read so far (NULL: not kept) */
 	size_t gather_lan;        /* LAN bytes read since `gather` was last sent */
 	size_t unflushed;         /* LAN bytes read since the encoder was last flushed */
 	uint64_t acked;           /* frames we acknowledged to the peer */
@@ -81,6 +82,7 @@ struct px_relay {
 	unsigned lan_bulk : 1;    /* the LAN socket has the bulk receive buffer (lanbuf.c) */
 	unsigned coding : 1;      /* `job` is with the coder: the encoder is not ours */
 	unsigned used_coder : 1;  /* it has had a job (its first one logged) */
+	unsigned handed : 1;      /* its client went to on_not_allowed (hand_over) */
 	uint32_t direct;          /* pump_direct's read size: DIRECT_MIN .. READ_CHUNK */
 	uint64_t ack_pending;     /* an ACK that came while coding (applied after) */
 	struct px_relay_job job;
@@ -120,10 +122,17 @@ int px_relay_wan_out(void *arg, const void *buf, size_t len);
  * 0 or -1. */
 int px_relay_gather_push(struct px_relay *r);
 
+/* A copy of the n LAN bytes at p, just read, into r->first if it is kept
+ * (px_relay_keep_first); past PX_RELAY_FIRST_MAX the copy is dropped. */
+void px_relay_first_add(struct px_relay *r, const void *p, size_t n);
+/* The peer took the stream (or the copy is no longer wanted): drop it. */
+void px_relay_first_drop(struct px_relay *r);
+
 /* relay_job.c: a slow link's bulk coded on the coder thread */
 /* Whether r's pump should hand its reading and coding to the coder: a
  * stream with an encoder (full or lz) on a link of up to DRE_LINK_MID_BPS (zstd 9 or 16) with a bulk of
- * input waiting (in `in` and its socket); a short message is coded at once. */
+ * input waiting (in `in` and its socket); a short message is coded at once,
+ * and so is everything while r keeps a copy of its first bytes. */
 int px_relay_job_wanted(struct px_relay *r, struct evbuffer *in);
 /* Start r's job: all of `in` goes into the encoder's space first, then it
  * reads the socket.  1: started (r->coding); 0: the pump codes inline (`in`

@@ -38,8 +38,8 @@ int px_relay_job_wanted(struct px_relay *r, struct evbuffer *in)
 {
 	int fd = bufferevent_getfd(r->bev), q = 0;
 	if (!r->enc || !r->link_bps || r->link_bps > DRE_LINK_MID_BPS ||
-	    r->lan_eof || r->connecting || fd < 0)
-		return 0;
+	    r->lan_eof || r->connecting || fd < 0 || r->first)
+		return 0; /* (the job's reads would bypass the copy kept of the first bytes) */
 	size_t n = evbuffer_get_length(in);
 	return n >= JOB_MIN || (ioctl(fd, FIONREAD, &q) == 0 && q > 0 && n + (size_t)q >= JOB_MIN);
 }

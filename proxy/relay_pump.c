@@ -61,10 +61,12 @@ static int feed(struct px_relay *r, struct evbuffer *in, size_t n)
 	int k = evbuffer_peek(in, (ssize_t)n, NULL, v, 16);
 	if (k < 0 || k > 16) {
 		const unsigned char *p = evbuffer_pullup(in, (ssize_t)n);
+		px_relay_first_add(r, p, n);
 		return r->enc ? dre_enc_write(r->enc, p, n, px_relay_wan_out, r) : px_relay_wan_out(r, p, n);
 	}
 	for (int i = 0; i < k && n; i++) {
 		size_t m = v[i].iov_len < n ? v[i].iov_len : n;
+		px_relay_first_add(r, v[i].iov_base, m);
 		int rc = r->enc ? dre_enc_write(r->enc, v[i].iov_base, m, px_relay_wan_out, r) : px_relay_wan_out(r, v[i].iov_base, m);
 		if (rc)
 			return rc;
@@ -96,6 +98,27 @@ static int lz_budget_spent(struct px_relay *r, uint64_t *lz0, int reset)
 	if (reset)
 		*lz0 = in;
 	return in - *lz0 >= FRAME_MAX_SLOW;
+}
+
+void px_relay_keep_first(struct px_relay *r)
+{
+	if (r && !r->first)
+		r->first = evbuffer_new(); /* none: a refusal resets the client, as before */
+}
+
+void px_relay_first_add(struct px_relay *r, const void *p, size_t n)
+{
+	if (!r->first)
+		return;
+	if (evbuffer_get_length(r->first) + n > PX_RELAY_FIRST_MAX || evbuffer_add(r->first, p, n))
+		px_relay_first_drop(r);
+}
+
+void px_relay_first_drop(struct px_relay *r)
+{
+	if (r->first)
+		evbuffer_free(r->first);
+	r->first = NULL;
 }
 
 uint64_t px_relay_lz_in(dre_enc *e)
@@ -188,6 +211,7 @@ static const char *pump_direct(struct px_relay *r, int *code)
 		}
 		if (n <= 0)
 			return NULL;
+		px_relay_first_add(r, dst, (size_t)n);
 		int rc = dre_enc_commit(r->enc, (size_t)n, px_relay_wan_out, r);
 		if (rc)
 			return dre_strerror(rc);

@@ -132,6 +132,7 @@ int px_splice_new(struct px_relay_env *env, struct bufferevent *a, struct buffer
 	sp->b[0] = a;
 	sp->b[1] = b;
 	snprintf(sp->name, sizeof sp->name, "%s -> %s", src, dst);
+	sp->bytes[0] = evbuffer_get_length(bufferevent_get_output(b)); /* the client's, read before */
 	for (int i = 0; i < 2; i++) {
 		bufferevent_setcb(sp->b[i], sp_read, sp_write, sp_event, sp);
 		bufferevent_setwatermark(sp->b[i], EV_WRITE, LOWAT, 0);
