@@ -6,8 +6,9 @@
 # 1. Edge SIGHUP with a new edge.conf (forward B dropped, C added, A kept;
 #    store_size shrunk below the store's fill): an interactive session and a
 #    bulk download through A run across the reload and stay byte-exact; C
-#    works, B is gone, A takes new connections; the store limit and evictions
-#    show in the stats.
+#    works, B is gone, A takes new connections, and every connection to A
+#    during 15 more reloads is taken; the store limit and evictions show in
+#    the stats.
 # 2. Core SIGHUP with a narrower allow: a live stream goes on, new streams to
 #    the target are refused; reverting it lets them through again.
 # 3. A broken edge.conf on SIGHUP: logged, the running configuration kept;
@@ -105,6 +106,14 @@ px_wait_count edge "store: size limit now" 1 10 &&
 	fail "no end of the store shrink in the log"
 expect "new forward C after the reload" pxt get 127.0.0.1 "$LC" 5 $MB
 expect "kept forward A takes new connections" pxt put 127.0.0.1 "$LA" 6 $MB
+# connections arriving while the edge reloads again and again: a forward
+# the new file keeps keeps its listener, so every one is taken
+px_bg churn churn 127.0.0.1 "$LA" 4 4 --timeout=10
+n=0
+while [ $n -lt 15 ] && px_alive churn && hup edge; do n=$((n + 1)); done
+px_bg_wait churn 20
+[ "$BG_RC" = 0 ] && [ $n -ge 10 ] && ok "connections to A during $n reloads: $BG_OUT" ||
+	fail "connections to A during $n reloads: $BG_OUT"
 out=$(pxt get 127.0.0.1 "$LB" 7 $MB --timeout=5 2>&1) || true
 case $out in refused*) ok "dropped forward B refuses connections: $out" ;; *) fail "dropped forward B: $out" ;; esac
 px_bg_wait live 20

@@ -28,6 +28,7 @@ connections with DSCP N.
 """
 import argparse
 import errno
+import collections
 import functools
 import hashlib
 import os
@@ -437,6 +438,33 @@ def cmd_many(a):
                   "%d/%d streams byte-exact, %d bytes" % (a.count - len(bad), a.count, total))
 
 
+def cmd_churn(a):
+    """a.threads clients, each connecting again and again for a.secs and
+    echoing 100 bytes a connection: ok only if every connection was taken
+    and echoed intact (none refused, reset or short)."""
+    counts = collections.Counter()
+    lock = threading.Lock()
+    end = time.monotonic() + a.secs
+
+    def one(i):
+        k = 0
+        while time.monotonic() < end:
+            outcome, _ = do_echo(a.host, a.port, a.seed + i * 1000 + k % 1000, 100, a.timeout)
+            k += 1
+            with lock:
+                counts[outcome] += 1
+
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(a.threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(a.secs + a.timeout + 5)
+    total = sum(counts.values())
+    detail = "%d connections in %.1f s: %s" % (total, a.secs, ", ".join(
+        "%s %d" % kv for kv in sorted(counts.items())))
+    return report("ok" if total and counts["ok"] == total else "error", detail)
+
+
 def cmd_stall(a):
     """A slow receiver: stallget requests a download and reads nothing for
     a.stall seconds; stallput uploads to a server that reads nothing for
@@ -566,6 +594,12 @@ def main():
     q.add_argument("seed", type=int)
     q.add_argument("--sizes", default="0,1,1024,65536,300000,1048576,3000000")
     q.set_defaults(fn=cmd_many)
+    q = sub.add_parser("churn")
+    hp(q)
+    q.add_argument("threads", type=int)
+    q.add_argument("secs", type=float)
+    q.add_argument("--seed", type=int, default=1)
+    q.set_defaults(fn=cmd_churn)
     q = sub.add_parser("live")
     hp(q)
     q.add_argument("seconds", type=float)
