@@ -205,12 +205,13 @@ enum proto_len {
 
 #define PROTO_ALLOW_UNTOLD 0xffffu /* ALLOW count: the list is not told (too long) */
 
+/* REFUSED, NOT_ALLOWED and CONNECT are sent only before the target got any
+ * of the stream's bytes: the edge may send the client's bytes elsewhere
+ * (px_relay_untouched).  A peer must keep it so. */
 enum proto_reset {
 	PROTO_RST_CANCEL = 0,        /* the owner went away (client closed, error on its side) */
 	PROTO_RST_REFUSED = 1,       /* stream not accepted: too many streams, going away */
-	PROTO_RST_NOT_ALLOWED = 2,   /* target outside the core's allow list; sent only before
-				      * the target is dialed (nothing reached it: the edge may
-				      * replay the client's bytes elsewhere) */
+	PROTO_RST_NOT_ALLOWED = 2,   /* target outside the core's allow list */
 	PROTO_RST_CONNECT = 3,       /* the dialing side could not connect to the target */
 	PROTO_RST_TARGET = 4,        /* the target connection failed after connecting */
 	PROTO_RST_CODEC = 5,         /* DRE/LZ decoding failed on this stream */

@@ -69,7 +69,7 @@ static void tun_link(tun_conn *c, void *arg)
 /* The core told its allow list (an ALLOW frame, on each connection and after
  * its reloads): intercepted connections outside it go direct at once.  A
  * list not told, or one that does not read, is dropped: the core's refusals
- * teach the edge then (edge_not_allowed). */
+ * teach the edge then (edge_reset_early). */
 static void tun_allow(tun_conn *c, void *arg, const uint8_t *p, size_t len)
 {
 	struct px_edge *e = ((struct px_edge_lane *)arg)->e;
@@ -364,14 +364,17 @@ static size_t refused_slot(const char *dst)
 	return h % EDGE_REFUSED_SLOTS;
 }
 
-/* The core reset a stream to dst: its allow list refuses it.  h: an
- * intercepted client connection with all it sent, to go direct. */
-static void edge_not_allowed(struct px_relay_env *env, const char *dst, struct px_relay_handoff *h)
+/* The core reset a stream to dst before dst got any of it: if its allow
+ * list refuses dst, the next connections there go direct from the start.
+ * h: an intercepted client connection with all it sent, to go direct. */
+static void edge_reset_early(struct px_relay_env *env, const char *dst, int code, struct px_relay_handoff *h)
 {
 	struct px_edge *e = (struct px_edge *)((char *)env - offsetof(struct px_edge, node.env));
-	size_t i = refused_slot(dst);
-	snprintf(e->refused[i].dst, sizeof e->refused[i].dst, "%s", dst);
-	e->refused[i].until_us = px_mono_us() + EDGE_REFUSED_S * 1000000ull;
+	if (code == PROTO_RST_NOT_ALLOWED) {
+		size_t i = refused_slot(dst);
+		snprintf(e->refused[i].dst, sizeof e->refused[i].dst, "%s", dst);
+		e->refused[i].until_us = px_mono_us() + EDGE_REFUSED_S * 1000000ull;
+	}
 	if (h)
 		px_edge_take_refused(e, h);
 }
@@ -533,7 +536,7 @@ static int edge_start(struct px_daemon *d, void *arg)
 	e->node.retune = edge_retune;
 	e->node.relink = edge_relink;
 	e->node.retls = edge_retls;
-	e->node.env.on_not_allowed = edge_not_allowed;
+	e->node.env.on_refused = edge_reset_early;
 	e->node.role = e;
 	if (px_node_start(&e->node, d, PROTO_ROLE_EDGE))
 		return -1;

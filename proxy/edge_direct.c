@@ -2,8 +2,8 @@
  * edge_direct.c: the edge's client connections that do not go through the
  * tunnel: turned away with a reset, or sent direct to their destination (fail
  * open, passthrough, outside the core's allow list), including an
- * intercepted connection the core refused after the edge had read some of it
- * (px_edge_take_refused): what it read goes to the destination first.
+ * intercepted connection the core reset before its destination got any of it
+ * (px_edge_take_refused): what the edge read of it goes there first.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +17,7 @@
 #include "daemon.h"
 #include "edge_int.h"
 #include "log.h"
+#include "proto.h"
 #include "relay.h"
 #include "tfo.h"
 
@@ -147,16 +148,17 @@ void px_edge_take_refused(struct px_edge *e, struct px_relay_handoff *h)
 	socklen_t dl;
 	char dname[96], err[256];
 	size_t n = evbuffer_get_length(h->first);
+	const char *why = h->code == PROTO_RST_NOT_ALLOWED ? "the core's allow list refuses it"
+			  : h->code == PROTO_RST_CONNECT  ? "the core cannot connect to it"
+							  : "the core did not take the stream";
 	if (e->draining || px_edge_orig_dst(h->fd, &dst, &dl, err, sizeof err)) {
-		log_warn("%s: refused by the core's allow list, cannot go direct: %s", h->src,
-			 e->draining ? "draining" : err);
+		log_warn("%s: %s, and it cannot go direct: %s", h->src, why, e->draining ? "draining" : err);
 		px_edge_refuse(e, h->fd);
 		evbuffer_free(h->first);
 		return;
 	}
 	tfo_addr_str((struct sockaddr *)&dst, dname, sizeof dname);
-	log_info("%s -> %s: going direct: the core's allow list refuses it (the %zu bytes read go first)", h->src,
-		 dname, n);
+	log_info("%s -> %s: going direct: %s (the %zu bytes read go first)", h->src, dname, why, n);
 	uint16_t port = tfo_addr_port((struct sockaddr *)&dst);
 	px_edge_go_direct(e, h->fd, px_edge_class(e, h->fd, (struct sockaddr *)&dst, port), (struct sockaddr *)&dst,
 			  dl, h->src, dname, h->first);

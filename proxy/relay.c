@@ -476,22 +476,28 @@ static const char *rst_meaning(int code)
 	return code >= 0 && code <= PROTO_RST_MAX && m[code] ? m[code] : "unknown";
 }
 
-/* The peer refused r's target before dialing it, and r kept every byte its
- * client sent (px_relay_keep_first): hand the client connection with them
- * to on_not_allowed, and release r.  0 (r untouched) if it cannot. */
-static int hand_over(struct px_relay *r)
+int px_relay_untouched(int code)
+{
+	return code == PROTO_RST_NOT_ALLOWED || code == PROTO_RST_CONNECT || code == PROTO_RST_REFUSED;
+}
+
+/* The peer reset r's stream with code before its target got any of it, and
+ * r kept every byte its client sent (px_relay_keep_first): hand the client
+ * connection with them to on_refused, and release r.  0 (r untouched) if
+ * it cannot. */
+static int hand_over(struct px_relay *r, int code)
 {
 	int fd = bufferevent_getfd(r->bev);
 	struct evbuffer *in = bufferevent_get_input(r->bev);
 	if (!r->first || fd < 0 || r->coding || evbuffer_add_buffer(r->first, in) || bufferevent_setfd(r->bev, -1))
 		return 0;
-	struct px_relay_handoff h = { .fd = fd, .first = r->first, .src = r->src };
-	char why[96];
-	snprintf(why, sizeof why, "target not in the core's allow list: handed over with the %zu bytes read",
-		 evbuffer_get_length(r->first));
+	struct px_relay_handoff h = { .fd = fd, .first = r->first, .src = r->src, .code = code };
+	char why[160];
+	snprintf(why, sizeof why, "stream reset by peer: %s (code %d): handed over with the %zu bytes read",
+		 rst_meaning(code), code, evbuffer_get_length(r->first));
 	r->first = NULL;
 	r->handed = 1;
-	r->env->on_not_allowed(r->env, r->dst, &h); /* first: it counts as active before r stops */
+	r->env->on_refused(r->env, r->dst, code, &h); /* first: it counts as active before r stops */
 	relay_free(r, 0, why);
 	return 1;
 }
@@ -500,10 +506,10 @@ static void ts_reset(tun_stream *s, void *arg, int code)
 {
 	struct px_relay *r = arg;
 	char why[128];
-	if (code == PROTO_RST_NOT_ALLOWED && r->env->on_not_allowed) {
-		if (hand_over(r))
+	if (px_relay_untouched(code) && r->env->on_refused) {
+		if (hand_over(r, code))
 			return;
-		r->env->on_not_allowed(r->env, r->dst, NULL);
+		r->env->on_refused(r->env, r->dst, code, NULL);
 	}
 	if (code == PROTO_RST_TUNNEL_DOWN)
 		snprintf(why, sizeof why, "stream reset: the tunnel went down (code %d)", code);

@@ -32,21 +32,29 @@ struct px_relay_env {
 	unsigned active;        /* relays alive on this env */
 	struct px_coder *coder; /* codes slow links' bulk off the loop (made on first use) */
 	void (*on_idle)(struct px_relay_env *env); /* active dropped to 0 (drain) */
-	/* the peer reset a stream to dst (as px_relay_new was given it): its
-	 * allow list refuses that target (NULL: not told).  h: the client
-	 * connection handed over to go elsewhere (px_relay_keep_first), which
-	 * the callee then owns, or NULL: the client was reset */
-	void (*on_not_allowed)(struct px_relay_env *env, const char *dst, struct px_relay_handoff *h);
+	/* the peer reset a stream to dst (as px_relay_new was given it) before
+	 * its target got any of it (px_relay_untouched(code): not allowed,
+	 * cannot connect, stream not taken).  h: the client connection handed
+	 * over to go elsewhere (px_relay_keep_first), which the callee then
+	 * owns, or NULL: the client is reset */
+	void (*on_refused)(struct px_relay_env *env, const char *dst, int code, struct px_relay_handoff *h);
 };
 
-/* A client connection whose stream the peer refused before it dialed the
- * target (PROTO_RST_NOT_ALLOWED: nothing reached the target), with every
- * byte the client sent so far, in order: what was read (`first`) and what
- * was not (still in the socket).  The client was sent nothing. */
+/* Whether a stream reset with code never reached its target: the peer
+ * refused it by its allow list, could not connect to the target, or did not
+ * take the stream (limits, draining, GOAWAY).  Its client's bytes may then
+ * go elsewhere. */
+int px_relay_untouched(int code);
+
+/* A client connection whose stream the peer reset before the target got
+ * any of it (px_relay_untouched), with every byte the client sent so far,
+ * in order: what was read (`first`) and what was not (still in the
+ * socket).  The client was sent nothing. */
 struct px_relay_handoff {
 	int fd;                 /* the client's socket: the callee closes it */
 	struct evbuffer *first; /* the bytes read from it: the callee frees it */
 	const char *src;        /* px_relay_new's src */
+	int code;               /* the reset's code */
 };
 
 struct px_relay;
@@ -70,9 +78,9 @@ struct px_relay *px_relay_new(struct px_relay_env *env, struct bufferevent *bev,
 			      int policy, const char *src, const char *dst, int connecting);
 /* Keep a copy of the LAN bytes r reads, up to PX_RELAY_FIRST_MAX, until
  * the peer shows it took the stream (anything from it on the stream: data,
- * an acknowledgement, an ASK, a CLOSE).  Should the peer refuse the
- * stream's target first, on_not_allowed gets the client connection to send
- * elsewhere (the edge: direct) instead of a reset.  Past the limit the copy
+ * an acknowledgement, an ASK, a CLOSE).  Should the peer reset the stream
+ * before its target got any of it, on_refused gets the client connection
+ * to send elsewhere (the edge: direct) instead of a reset.  Past the limit the copy
  * is dropped and a refusal resets the client, as without it.  Call right
  * after px_relay_new, before the loop runs. */
 #define PX_RELAY_FIRST_MAX (256u << 10)

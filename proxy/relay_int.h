@@ -82,7 +82,7 @@ struct px_relay {
 	unsigned lan_bulk : 1;    /* the LAN socket has the bulk receive buffer (lanbuf.c) */
 	unsigned coding : 1;      /* `job` is with the coder: the encoder is not ours */
 	unsigned used_coder : 1;  /* it has had a job (its first one logged) */
-	unsigned handed : 1;      /* its client went to on_not_allowed (hand_over) */
+	unsigned handed : 1;      /* its client went to on_refused (hand_over) */
 	uint32_t direct;          /* pump_direct's read size: DIRECT_MIN .. READ_CHUNK */
 	uint64_t ack_pending;     /* an ACK that came while coding (applied after) */
 	struct px_relay_job job;

@@ -2,7 +2,7 @@
  * (px_relay_keep_first, proxy/relay_pump.c) until the peer takes the stream:
  * every byte in order up to PX_RELAY_FIRST_MAX, dropped past it, and no
  * slow-link coding job (which would read the socket around the copy) while
- * it is kept. */
+ * it is kept; and which resets hand the copy on. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +18,7 @@
 #include <event2/event.h>
 
 #include "../proxy/relay_int.h"
+#include "proto.h"
 
 /* n bytes of a pattern that tells every offset from seed apart. */
 static uint8_t *pattern(size_t n, uint32_t seed)
@@ -81,11 +82,26 @@ static void test_no_job(void **state)
 	event_base_free(base);
 }
 
+/* The resets after which the client's bytes may go elsewhere: those sent
+ * before the target got anything, and only those. */
+static void test_untouched(void **state)
+{
+	assert_true(px_relay_untouched(PROTO_RST_NOT_ALLOWED));
+	assert_true(px_relay_untouched(PROTO_RST_CONNECT));
+	assert_true(px_relay_untouched(PROTO_RST_REFUSED));
+	assert_false(px_relay_untouched(PROTO_RST_CANCEL));
+	assert_false(px_relay_untouched(PROTO_RST_TARGET));
+	assert_false(px_relay_untouched(PROTO_RST_CODEC));
+	assert_false(px_relay_untouched(PROTO_RST_INTERNAL));
+	assert_false(px_relay_untouched(PROTO_RST_TUNNEL_DOWN));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_copy),
 		cmocka_unit_test(test_no_job),
+		cmocka_unit_test(test_untouched),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
