@@ -151,8 +151,9 @@ void px_edge_take_refused(struct px_edge *e, struct px_relay_handoff *h)
 	const char *why = h->code == PROTO_RST_NOT_ALLOWED ? "the core's allow list refuses it"
 			  : h->code == PROTO_RST_CONNECT  ? "the core cannot connect to it"
 							  : "the core did not take the stream";
-	if (e->draining || px_edge_orig_dst(h->fd, &dst, &dl, err, sizeof err)) {
-		log_warn("%s: %s, and it cannot go direct: %s", h->src, why, e->draining ? "draining" : err);
+	/* (draining too: the client connection came before the drain) */
+	if (px_edge_orig_dst(h->fd, &dst, &dl, err, sizeof err)) {
+		log_warn("%s: %s, and it cannot go direct: %s", h->src, why, err);
 		px_edge_refuse(e, h->fd);
 		evbuffer_free(h->first);
 		return;
