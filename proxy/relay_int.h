@@ -39,6 +39,8 @@ struct px_relay_job {
 	int rc;                   /* a DRE error, or 0 */
 	int err;                  /* a read error (errno), or 0 */
 	unsigned full : 1;        /* it read DIRECT_MAX: the sender is ahead of us */
+	unsigned copy_over : 1;   /* `copy` passed PX_RELAY_FIRST_MAX: the first bytes are not all kept */
+	struct evbuffer *copy;    /* while the relay keeps its first bytes: what the job read (job_apply adds it) */
 };
 
 struct px_relay {
@@ -131,13 +133,15 @@ void px_relay_first_drop(struct px_relay *r);
 /* relay_job.c: a slow link's bulk coded on the coder thread */
 /* Whether r's pump should hand its reading and coding to the coder: a
  * stream with an encoder (full or lz) on a link of up to DRE_LINK_MID_BPS (zstd 9 or 16) with a bulk of
- * input waiting (in `in` and its socket); a short message is coded at once,
- * and so is everything while r keeps a copy of its first bytes. */
+ * input waiting (in `in` and its socket); a short message is coded at once. */
 int px_relay_job_wanted(struct px_relay *r, struct evbuffer *in);
 /* Start r's job: all of `in` goes into the encoder's space first, then it
  * reads the socket.  1: started (r->coding); 0: the pump codes inline (`in`
  * holds more than room, or no coder); -1: out of memory. */
 int px_relay_job_start(struct px_relay *r, struct evbuffer *in, size_t room);
+/* A job is back (r->coding cleared): what it read joins r's copy of its
+ * first bytes if r still keeps one (dropped if that passes the limit). */
+void px_relay_job_copy_back(struct px_relay *r);
 /* The peer asked for frame seq: 1 when a job will answer it (queued behind
  * the job under way), 0 when the caller answers at once (a stream that
  * never used the coder), -1 when out of memory. */

@@ -38,8 +38,8 @@ int px_relay_job_wanted(struct px_relay *r, struct evbuffer *in)
 {
 	int fd = bufferevent_getfd(r->bev), q = 0;
 	if (!r->enc || !r->link_bps || r->link_bps > DRE_LINK_MID_BPS ||
-	    r->lan_eof || r->connecting || fd < 0 || r->first)
-		return 0; /* (the job's reads would bypass the copy kept of the first bytes) */
+	    r->lan_eof || r->connecting || fd < 0)
+		return 0;
 	size_t n = evbuffer_get_length(in);
 	return n >= JOB_MIN || (ioctl(fd, FIONREAD, &q) == 0 && q > 0 && n + (size_t)q >= JOB_MIN);
 }
@@ -84,6 +84,16 @@ static int job_out(void *arg, const void *buf, size_t len)
 	return 0;
 }
 
+/* The job read n bytes at p (coder thread): into its copy of them while the
+ * relay keeps its first bytes (px_relay_keep_first), up to the limit. */
+static void job_copy(struct px_relay_job *j, const void *p, size_t n)
+{
+	if (!j->copy || j->copy_over)
+		return;
+	if (evbuffer_get_length(j->copy) + n > PX_RELAY_FIRST_MAX || evbuffer_add(j->copy, p, n))
+		j->copy_over = 1;
+}
+
 /* The job, on the coder thread.  A LEARN: code the frame asked for.  Else
  * commit what the loop placed, then read and code until lz_max of new data,
  * room of output, DIRECT_MAX read, or an empty socket. */
@@ -115,6 +125,7 @@ static void job_run(struct px_coder_job *cj)
 			j->err = errno;
 		if (n <= 0)
 			return; /* end of file: libevent's next read reports it */
+		job_copy(j, dst, (size_t)n);
 		if ((j->rc = dre_enc_commit(j->enc, (size_t)n, job_out, j)))
 			return;
 		j->got += (size_t)n;
@@ -125,6 +136,18 @@ static void job_run(struct px_coder_job *cj)
 	j->full = j->got >= DIRECT_MAX;
 }
 
+void px_relay_job_copy_back(struct px_relay *r)
+{
+	struct px_relay_job *j = &r->job;
+	if (!j->copy)
+		return;
+	if (j->copy_over || (r->first && (evbuffer_add_buffer(r->first, j->copy) ||
+					  evbuffer_get_length(r->first) > PX_RELAY_FIRST_MAX)))
+		px_relay_first_drop(r);
+	evbuffer_drain(j->copy, evbuffer_get_length(j->copy));
+	j->copy_over = 0;
+}
+
 /* Apply a finished job on the loop: counters, output into the stream,
  * errors, a deferred ACK.  0, or -1 if r was released. */
 static int job_apply(struct px_relay *r)
@@ -133,6 +156,7 @@ static int job_apply(struct px_relay *r)
 	r->coding = 0;
 	r->direct = j->direct;
 	px_relay_lan_took(r, j->got);
+	px_relay_job_copy_back(r);
 	size_t n = j->out_len;
 	j->out_len = 0;
 	if (n && px_relay_wan_out(r, j->out, n)) {
@@ -239,7 +263,14 @@ int px_relay_job_start(struct px_relay *r, struct evbuffer *in, size_t room)
 		uint8_t *dst = dre_enc_space(r->enc, pre, &space);
 		if (!dst || evbuffer_remove(in, dst, pre) != (int)pre)
 			return -1;
+		px_relay_first_add(r, dst, pre);
 		px_relay_lan_took(r, pre);
+	}
+	if (!r->first && j->copy) { /* the peer took the stream: no more copies */
+		evbuffer_free(j->copy);
+		j->copy = NULL;
+	} else if (r->first && !j->copy && !(j->copy = evbuffer_new())) {
+		px_relay_first_drop(r); /* a refusal then resets the client, as without it */
 	}
 	job_init(r);
 	j->pre = pre;
@@ -265,6 +296,9 @@ void px_relay_job_rest(struct px_relay *r)
 	free(r->job.out);
 	r->job.out = NULL;
 	r->job.out_cap = 0;
+	if (r->job.copy)
+		evbuffer_free(r->job.copy);
+	r->job.copy = NULL;
 	free(r->asks);
 	r->asks = NULL;
 	r->nasks = r->asks_cap = 0;

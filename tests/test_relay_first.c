@@ -1,21 +1,16 @@
 /* test_relay_first.c: the copy a relay keeps of its client's first bytes
  * (px_relay_keep_first, proxy/relay_pump.c) until the peer takes the stream:
- * every byte in order up to PX_RELAY_FIRST_MAX, dropped past it, and no
- * slow-link coding job (which would read the socket around the copy) while
- * it is kept; and which resets hand the copy on. */
+ * every byte in order up to PX_RELAY_FIRST_MAX, dropped past it; and which
+ * resets hand the copy on.  A coding job's reads: test_relay_job.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <sys/socket.h>
 
 #include <cmocka.h>
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/event.h>
 
 #include "../proxy/relay_int.h"
 #include "proto.h"
@@ -54,34 +49,6 @@ static void test_copy(void **state)
 	free(p);
 }
 
-/* A bulk waiting on a slow link wants a coding job, but not while the first
- * bytes are kept, and again once they are dropped (the peer took the stream). */
-static void test_no_job(void **state)
-{
-	int sv[2];
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
-	struct event_base *base = event_base_new();
-	struct px_relay r = { .link_bps = 1544000 };
-	dre_enc_opts o = { .no_dedup = 1, .link_bps = r.link_bps };
-	r.enc = dre_enc_new(NULL, &o);
-	r.bev = bufferevent_socket_new(base, sv[0], BEV_OPT_CLOSE_ON_FREE);
-	assert_non_null(r.enc);
-	assert_non_null(r.bev);
-	uint8_t *p = pattern(64 << 10, 8);
-	assert_int_equal(write(sv[1], p, 64 << 10), 64 << 10);
-	struct evbuffer *in = bufferevent_get_input(r.bev);
-	assert_true(px_relay_job_wanted(&r, in));
-	px_relay_keep_first(&r);
-	assert_false(px_relay_job_wanted(&r, in));
-	px_relay_first_drop(&r);
-	assert_true(px_relay_job_wanted(&r, in));
-	free(p);
-	dre_enc_free(r.enc);
-	bufferevent_free(r.bev);
-	close(sv[1]);
-	event_base_free(base);
-}
-
 /* The resets after which the client's bytes may go elsewhere: those sent
  * before the target got anything, and only those. */
 static void test_untouched(void **state)
@@ -100,7 +67,6 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_copy),
-		cmocka_unit_test(test_no_job),
 		cmocka_unit_test(test_untouched),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,8 +3,9 @@
  * thread: which pumps hand over (a bulk waiting, a link of up to 20 Mbit/s),
  * that a job starts only when all the input libevent already read fits the
  * stream's room (else the job would read the socket's next bytes ahead of
- * it), and that a job's output decodes to that input, then the socket's
- * bytes, in order. */
+ * it), that a job's output decodes to that input, then the socket's
+ * bytes, in order, and that what a job reads joins the copy of a stream's
+ * first bytes kept for a refusal. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -58,6 +59,7 @@ static int teardown(void **state)
 {
 	struct fix *f = *state;
 	px_relay_job_drop(&f->r);
+	px_relay_first_drop(&f->r);
 	px_relay_env_close(&f->env);
 	dre_enc_free(f->r.enc);
 	bufferevent_free(f->r.bev);
@@ -175,11 +177,63 @@ static void test_order(void **state)
 	free(b);
 }
 
+/* Run a job of the fixture's relay over `in` (all of it) and the socket,
+ * until it is back; without the relay's return (no stream here). */
+static void run_job(struct fix *f, struct evbuffer *in)
+{
+	assert_int_equal(px_relay_job_start(&f->r, in, 1 << 20), 1);
+	back = 0;
+	f->r.job.cj.done = job_back;
+	for (int t = 0; t < 5000 && !back; t++) {
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		usleep(1000);
+	}
+	assert_true(back);
+	f->r.coding = 0;
+}
+
+/* A relay keeping its first bytes (px_relay_keep_first) still codes a slow
+ * link's bulk on the coder thread, and the copy gets what libevent had read
+ * then what the job read, in order; past the limit it is dropped. */
+static void test_first_copy(void **state)
+{
+	struct fix *f = *state;
+	struct evbuffer *in = bufferevent_get_input(f->r.bev);
+	enum { IN = 5000, SOCK = 40000 };
+	uint8_t *a = pattern(IN, 4), *b = pattern(SOCK, 5);
+	px_relay_keep_first(&f->r);
+	px_relay_first_add(&f->r, "GET", 3);
+	read_in(in, a, IN);
+	assert_int_equal(write(f->peer, b, SOCK), SOCK);
+	assert_true(px_relay_job_wanted(&f->r, in));
+	run_job(f, in);
+	assert_int_equal(f->r.job.got, SOCK);
+	px_relay_job_copy_back(&f->r);
+	assert_non_null(f->r.first);
+	assert_int_equal(evbuffer_get_length(f->r.first), 3 + IN + SOCK);
+	const uint8_t *p = evbuffer_pullup(f->r.first, -1);
+	assert_memory_equal(p, "GET", 3);
+	assert_memory_equal(p + 3, a, IN);
+	assert_memory_equal(p + 3 + IN, b, SOCK);
+	/* the next job's bytes would pass the limit: the copy goes */
+	uint8_t *c = pattern(PX_RELAY_FIRST_MAX - 3 - IN - SOCK, 6);
+	px_relay_first_add(&f->r, c, PX_RELAY_FIRST_MAX - 3 - IN - SOCK);
+	assert_non_null(f->r.first);
+	assert_int_equal(write(f->peer, b, SOCK), SOCK);
+	run_job(f, in);
+	px_relay_job_copy_back(&f->r);
+	assert_null(f->r.first);
+	free(a);
+	free(b);
+	free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_wanted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_order, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_first_copy, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
