@@ -489,7 +489,9 @@ static int hand_over(struct px_relay *r, int code)
 {
 	int fd = bufferevent_getfd(r->bev);
 	struct evbuffer *in = bufferevent_get_input(r->bev);
-	if (!r->first || fd < 0 || r->coding || evbuffer_add_buffer(r->first, in) || bufferevent_setfd(r->bev, -1))
+	if (r->first)
+		px_relay_job_take_back(r); /* what a job read is the client's too */
+	if (!r->first || fd < 0 || evbuffer_add_buffer(r->first, in) || bufferevent_setfd(r->bev, -1))
 		return 0;
 	struct px_relay_handoff h = { .fd = fd, .first = r->first, .src = r->src, .code = code };
 	char why[160];

@@ -139,6 +139,10 @@ int px_relay_job_wanted(struct px_relay *r, struct evbuffer *in);
  * reads the socket.  1: started (r->coding); 0: the pump codes inline (`in`
  * holds more than room, or no coder); -1: out of memory. */
 int px_relay_job_start(struct px_relay *r, struct evbuffer *in, size_t room);
+/* Take r's job back now, without its return (waiting for it if it runs):
+ * what it read joins r's copy of its first bytes, its output is dropped.
+ * For a stream the peer reset, whose client goes elsewhere. */
+void px_relay_job_take_back(struct px_relay *r);
 /* A job is back (r->coding cleared): what it read joins r's copy of its
  * first bytes if r still keeps one (dropped if that passes the limit). */
 void px_relay_job_copy_back(struct px_relay *r);

@@ -304,6 +304,19 @@ void px_relay_job_rest(struct px_relay *r)
 	r->nasks = r->asks_cap = 0;
 }
 
+void px_relay_job_take_back(struct px_relay *r)
+{
+	if (!r->coding)
+		return;
+	int ran = r->env->coder ? px_coder_cancel(r->env->coder, &r->job.cj) : 0;
+	r->coding = 0;
+	if (ran && !r->job.learn) {
+		px_relay_lan_took(r, r->job.got);
+		px_relay_job_copy_back(r);
+	}
+	r->job.out_len = 0;
+}
+
 void px_relay_job_drop(struct px_relay *r)
 {
 	if (r->coding && r->env->coder) /* (no coder: freed at exit, its jobs dropped) */

@@ -228,12 +228,42 @@ static void test_first_copy(void **state)
 	free(c);
 }
 
+/* A refusal while a job runs takes the job back at once: whatever it got
+ * to read joins the copy after what libevent had read, the rest stays in
+ * the socket, nothing is lost or doubled. */
+static void test_first_take_back(void **state)
+{
+	struct fix *f = *state;
+	struct evbuffer *in = bufferevent_get_input(f->r.bev);
+	enum { IN = 5000, SOCK = 40000 };
+	uint8_t *a = pattern(IN, 7), *b = pattern(SOCK, 8), *rest = malloc(SOCK);
+	px_relay_keep_first(&f->r);
+	read_in(in, a, IN);
+	assert_int_equal(write(f->peer, b, SOCK), SOCK);
+	assert_int_equal(px_relay_job_start(&f->r, in, 1 << 20), 1);
+	px_relay_job_take_back(&f->r);
+	assert_false(f->r.coding);
+	size_t got = f->r.job.got; /* 0 if it was taken back before it ran */
+	assert_int_equal(evbuffer_get_length(f->r.first), IN + got);
+	const uint8_t *p = evbuffer_pullup(f->r.first, -1);
+	assert_memory_equal(p, a, IN);
+	assert_memory_equal(p + IN, b, got);
+	ssize_t n = read(bufferevent_getfd(f->r.bev), rest, SOCK);
+	assert_int_equal(got + (size_t)(n > 0 ? n : 0), SOCK);
+	if (n > 0)
+		assert_memory_equal(rest, b + got, (size_t)n);
+	free(a);
+	free(b);
+	free(rest);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_wanted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_order, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_first_copy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_first_take_back, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
