@@ -5,6 +5,7 @@
  * Host-name targets are resolved asynchronously and checked after resolution,
  * before any byte reaches them.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -467,6 +468,30 @@ static int worker_count(const struct conf *c)
 	return n > WORKERS_MAX ? WORKERS_MAX : (int)n;
 }
 
+/* -1 (err set) if a socket of another process listens on tunnel address l
+ * already.  The workers' listeners share the port with SO_REUSEPORT, which
+ * lets any process of the same user share it too: a second core started on
+ * the same address ran silently, and each new edge connection went to one
+ * of the two at random.  A bind without it fails then. */
+static int listen_taken(const struct conf_addr *l, char *err, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	int one = 1;
+	if (!l->port || conf_addr_resolve(l, 1, &ss, &sl, err, len))
+		return 0; /* (port 0: ours alone; a bad address: the listener says why) */
+	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one); /* as the listener: TIME_WAIT is no owner */
+	int e = bind(fd, (struct sockaddr *)&ss, sl) ? errno : 0;
+	close(fd);
+	if (e != EADDRINUSE)
+		return 0;
+	snprintf(err, len, "address already in use (another wanopt core?)");
+	return -1;
+}
+
 static int core_start(struct px_daemon *d, void *arg)
 {
 	struct px_core *k = arg;
@@ -484,6 +509,11 @@ static int core_start(struct px_daemon *d, void *arg)
 		return -1;
 	k->node.tcfg.refuse_name = PKI_CORE_NAME; /* a core's certificate posing as an edge's */
 	k->nw = worker_count(c);
+	char err[256], la[CONF_HOST_MAX + 16];
+	if (listen_taken(conf_listen(c), err, sizeof err)) {
+		log_error("tunnel listener %s: %s", conf_addr_format(conf_listen(c), la, sizeof la), err);
+		return -1;
+	}
 	if (!(k->w = calloc((size_t)k->nw, sizeof *k->w)))
 		return -1;
 	for (int i = 0; i < k->nw; i++) {
@@ -501,7 +531,6 @@ static int core_start(struct px_daemon *d, void *arg)
 		k->w[i].threaded = 1;
 	}
 	struct conf_addr l = *conf_listen(c);
-	char la[CONF_HOST_MAX + 16];
 	l.port = tun_server_port(k->w[0].srv);
 	log_info("core %s: tunnel listener on %s, %d worker%s", k->node.name, conf_addr_format(&l, la, sizeof la),
 		 k->nw, k->nw > 1 ? "s" : "");

@@ -83,6 +83,21 @@ hup() {  # name: SIGHUP and wait for the outcome line
 core_conf 127.0.0.0/8
 edge_conf 1G "$LA" "$LB"
 start_core
+# a second core on the same tunnel address (its own store and stats) exits at
+# once: the workers share the port, which must not take another process in
+"$BIN" core -c "$T/core.conf" --store="$T/core2.store" --stats=127.0.0.1:"$(px_port)" >"$T/core2.log" 2>&1 &
+p2=$!
+for i in $(seq 50); do kill -0 $p2 2>/dev/null || break; sleep 0.1; done
+if kill -0 $p2 2>/dev/null; then
+	kill -KILL $p2
+	fail "a second core on the same tunnel address runs: $(tail -n 1 "$T/core2.log")"
+else
+	rc=0
+	wait $p2 || rc=$?
+	[ $rc != 0 ] && grep -q "address already in use (another wanopt core?)" "$T/core2.log" &&
+		ok "a second core on the same tunnel address exits ($rc): $(grep -m1 "already in use" "$T/core2.log" | cut -c26-)" ||
+		fail "a second core on the same tunnel address: status $rc, $(tail -n 1 "$T/core2.log")"
+fi
 start_edge
 expect "forward A before the reload" pxt get 127.0.0.1 "$LA" 1 $MB
 expect "forward B before the reload" pxt get 127.0.0.1 "$LB" 2 $MB
