@@ -60,6 +60,7 @@ x $S ip addr add 10.78.2.2/24 dev vs; x $S ip addr add fd78:2::2/64 dev vs nodad
 x $S ip addr add 10.78.2.3/24 dev vs # the server too, outside the core's allow
 x $S ip addr add 10.78.2.4/24 dev vs # ... and again
 x $S ip addr add 10.78.2.5/24 dev vs # in the core's allow, but it cannot connect there (part 5)
+x $S ip addr add fd78:2::5/64 dev vs nodad # ... and by IPv6
 for pair in "$C vc" "$R vr" "$R vt" "$S vs"; do set -- $pair; x "$1" ip link set "$2" up; done
 x $C ip route add default via 10.78.1.1; x $C ip -6 route add default via fd78:1::1
 x $S ip route add default via 10.78.2.1; x $S ip -6 route add default via fd78:2::1
@@ -221,7 +222,7 @@ grep -q "going direct (fail open)" "$T/edge.log" && ok "the edge logged the fail
 
 # The core comes back with an allow list too long for an ALLOW frame (over
 # 16 KiB: 2,100 more entries): the edge learns from the core's refusal.
-{ echo "allow = 10.78.2.2/32, [fd78:2::2]/128, 10.78.2.5/32"
+{ echo "allow = 10.78.2.2/32, [fd78:2::2]/128, 10.78.2.5/32, [fd78:2::5]/128"
   for i in $(seq 0 2099); do echo "allow = 10.99.$((i / 256)).$((i % 256))/32"; done; } >"$T/core-long.conf"
 core -c "$T/core-long.conf"
 px_wait_count edge "tunnel up" 2 15 && ok "the tunnel came back" || fail "the tunnel did not come back"
@@ -248,10 +249,15 @@ expect_path "... and the one after" 10.78.2.3 10.78.2.1
 # connections there rejected): the connection goes direct, what it sent first.
 x $S nft -f - <<'NFT'
 table inet we2e_noreach {
-	chain out { type filter hook output priority 0; ip daddr 10.78.2.5 tcp dport 8080 reject with tcp reset; }
+	chain out {
+		type filter hook output priority 0;
+		ip daddr 10.78.2.5 tcp dport 8080 reject with tcp reset;
+		ip6 daddr fd78:2::5 tcp dport 8080 reject with tcp reset;
+	}
 }
 NFT
 expect_path "the core cannot connect: the connection goes direct" 10.78.2.5 10.78.2.1
+expect_path "... and by IPv6" fd78:2::5 fd78:2::1
 grep -q "10.78.2.5:8080: going direct: the core cannot connect to it (the [0-9]* bytes read go first)" "$T/edge.log" &&
 	ok "... the edge says why: $(grep -m1 "the core cannot connect to it" "$T/edge.log" | cut -c26-)" ||
 	fail "no 'the core cannot connect to it' line in the edge log"
