@@ -160,6 +160,7 @@ void px_edge_take_refused(struct px_edge *e, struct px_relay_handoff *h)
 	}
 	tfo_addr_str((struct sockaddr *)&dst, dname, sizeof dname);
 	log_info("%s -> %s: going direct: %s (the %zu bytes read go first)", h->src, dname, why, n);
+	stats_add(px_daemon_stats(e->node.d), STATS_CONN_HANDED, 1);
 	uint16_t port = tfo_addr_port((struct sockaddr *)&dst);
 	px_edge_go_direct(e, h->fd, px_edge_class(e, h->fd, (struct sockaddr *)&dst, port), (struct sockaddr *)&dst,
 			  dl, h->src, dname, h->first);

@@ -464,6 +464,10 @@ static const struct prom_plain prom_plains[] = {
 	{ "refused_connections_total", "counter",
 	  "Connections an edge refused (no tunnel and fail_open = refuse, or no way there), since start.",
 	  STATS_CONN_REFUSED },
+	{ "handed_back_connections_total", "counter",
+	  "Of the direct connections, intercepted ones the core turned back before their destination got"
+	  " anything (not allowed, no connection there, stream not taken), since start.",
+	  STATS_CONN_HANDED },
 };
 
 /* The node-wide metrics. */
@@ -777,9 +781,9 @@ static void json_fill(FILE *f, struct stats *s)
 		G(STATS_TUNNEL_RTT_US), G(STATS_TUNNELS_UP), G(STATS_TLS_NOT_AFTER));
 	json_tunnels(f, s);
 	fprintf(f, "]},\"loop_lag_max_us\":%llu,\"lan_bulk_buffers\":{\"held\":%llu,\"given\":%llu},"
-		"\"connections\":{\"direct\":%llu,\"refused\":%llu},\"streams\":[",
+		"\"connections\":{\"direct\":%llu,\"refused\":%llu,\"handed_back\":%llu},\"streams\":[",
 		G(STATS_LOOP_LAG_MAX_US), G(STATS_LAN_BULK), G(STATS_LAN_BULK_GIVEN), G(STATS_CONN_DIRECT),
-		G(STATS_CONN_REFUSED));
+		G(STATS_CONN_REFUSED), G(STATS_CONN_HANDED));
 	for (size_t i = 0; rows && i < n; i++) {
 		if (i)
 			fputc(',', f);

@@ -34,6 +34,7 @@ struct scli_page {
 	double fill, size, evict, rtt, up, uptime, warm_file, warm_wan, lag;
 	double bulk, bulk_given; /* LAN sockets with the bulk receive buffer: now, since start */
 	double direct, refused;  /* edge: connections not through the tunnel, since start */
+	double handed;           /* ... of the direct ones, turned back by the core */
 	double reads_mapped, read_cost[2]; /* how the store reads runs; per MiB through windows, mappings */
 	double pins, pin_over, pin_forced; /* frames in flight keeping store files; most bytes over; forced */
 	double hit_ratio, larger[3], new_bytes; /* the store's, and the estimate for 2x, 4x, 8x */
@@ -182,6 +183,7 @@ static void scli_total_sample(struct scli_page *pg, const struct scli_sample *sm
 		M("tls_cert_expiry_timestamp_seconds", cert_exp), M("store_pins", pins),
 		M("store_pinned_over_max_bytes", pin_over), M("store_pins_forced_total", pin_forced),
 		M("direct_connections_total", direct), M("refused_connections_total", refused),
+		M("handed_back_connections_total", handed),
 #undef M
 	};
 	int out = !strcmp(sm->dir, "out");
@@ -289,8 +291,8 @@ static void scli_print(const struct scli_page *pg, const char *addr)
 		printf("%u tunnel peer(s) with a certificate expiring within %d days; the first: %s, %s %.0f days\n",
 		       pg->peer_exp.n, STATS_CERT_WARN_DAYS, pg->peer_exp.peer, first > 0 ? "in" : "EXPIRED", fabs(first) / 86400);
 	if (pg->direct > 0 || pg->refused > 0) /* passthrough, or the tunnel was down */
-		printf("connections not through the tunnel since start: %.0f direct, %.0f refused\n", pg->direct,
-		       pg->refused);
+		printf("connections not through the tunnel since start: %.0f direct (%.0f turned back by the core),"
+		       " %.0f refused\n", pg->direct, pg->handed, pg->refused);
 	if (pg->bulk_given > 0) /* LAN senders faster than us (lanbuf.c) */
 		printf("bulk LAN receive buffers: %.0f held now, %.0f given since start\n", pg->bulk, pg->bulk_given);
 	putchar('\n');

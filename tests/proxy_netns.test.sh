@@ -262,6 +262,9 @@ grep -q "10.78.2.5:8080: going direct: the core cannot connect to it (the [0-9]*
 	ok "... the edge says why: $(grep -m1 "the core cannot connect to it" "$T/edge.log" | cut -c26-)" ||
 	fail "no 'the core cannot connect to it' line in the edge log"
 x $S nft delete table inet we2e_noreach
+h=$(estat 'j["connections"]["handed_back"]')
+[ "$h" = 4 ] && ok "the edge's stats count the 4 connections the core turned back" ||
+	fail "connections turned back in the edge's stats: $h, expected 4"
 expect_path "... and once it can, through the core again" 10.78.2.5 10.78.2.2
 
 # The WAN path to the core blackholed (no FIN, no RST: only keepalives tell).
