@@ -56,9 +56,9 @@ enum stats_gauge {
 				      * through the tunnel (passthrough, fail open), since start */
 	STATS_CONN_REFUSED,          /* edge: connections refused (no tunnel and fail_open = refuse, or
 				      * no way to their destination), since start */
-	STATS_CONN_HANDED,           /* edge: of STATS_CONN_DIRECT, intercepted connections the core
-				      * turned back before their destination got anything (their first
-				      * bytes went direct), since start */
+	STATS_CONN_HANDED,           /* edge: of STATS_CONN_DIRECT, connections the core turned back
+				      * before their destination got anything (their first bytes went
+				      * direct), since start */
 	STATS_NGAUGE
 };
 

@@ -254,9 +254,11 @@ static tun_stream *lane_open(struct px_edge *e, int dscp, const tun_open_info *o
  * target t through the tunnel.  A TUN_E* code, with fd untouched, when no
  * tunnel connection takes new streams (none up, only ones the core sent
  * GOAWAY on, as while it drains, or all at their max_streams): the caller
- * then fails open or refuses. */
+ * then fails open or refuses.  direct (or NULL): where the connection goes,
+ * with what the client sent, should the core turn the stream back before
+ * its target got anything. */
 static int go_tunnel(struct px_edge *e, evutil_socket_t fd, int dscp, const tun_target *t, int policy,
-		     int transparent, const char *src)
+		     int transparent, const char *src, const struct sockaddr *direct, socklen_t dlen)
 {
 	char dname[300], err[128];
 	tun_open_info oi = { .policy = (uint8_t)policy, .target = *t };
@@ -286,8 +288,8 @@ static int go_tunnel(struct px_edge *e, evutil_socket_t fd, int dscp, const tun_
 		return 0;
 	}
 	struct px_relay *r = px_relay_new(&e->node.env, bev, s, policy, src, dname, 0);
-	if (r && transparent) /* should the core refuse it, it goes direct with what it sent */
-		px_relay_keep_first(r);
+	if (r && direct)
+		px_relay_keep_first(r, direct, dlen);
 	if (r)
 		px_relay_opened(r, dscp);
 	return 0;
@@ -339,7 +341,9 @@ static void fwd_accept(struct evconnlistener *l, evutil_socket_t fd, struct sock
 			px_edge_refuse(e, fd);
 			return;
 		}
-		if ((why = go_tunnel(e, fd, dscp, &t, policy, 0, src)) == 0)
+		/* with fail_open = direct, a stream the core turns back goes direct too */
+		int back = resolved && conf_fail_open(c) == CONF_FAIL_DIRECT;
+		if ((why = go_tunnel(e, fd, dscp, &t, policy, 0, src, back ? to : NULL, sl)) == 0)
 			return;
 	}
 	/* passthrough, or no tunnel connection takes new streams */
@@ -425,7 +429,7 @@ static void tp_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 		return;
 	}
 	if (policy == PROTO_POLICY_PASSTHROUGH || !edge_tunnels_up(e) || bad ||
-	    (why = go_tunnel(e, fd, dscp, &t, policy, 1, src))) {
+	    (why = go_tunnel(e, fd, dscp, &t, policy, 1, src, (struct sockaddr *)&dst, dl))) {
 		if (policy != PROTO_POLICY_PASSTHROUGH)
 			log_info("%s -> %s: %s: going direct (fail open)", src, dname, why_no_tunnel(why));
 		px_edge_go_direct(e, fd, dscp, (struct sockaddr *)&dst, dl, src, dname, NULL);

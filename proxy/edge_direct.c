@@ -1,9 +1,9 @@
 /*
  * edge_direct.c: the edge's client connections that do not go through the
  * tunnel: turned away with a reset, or sent direct to their destination (fail
- * open, passthrough, outside the core's allow list), including an
- * intercepted connection the core reset before its destination got any of it
- * (px_edge_take_refused): what the edge read of it goes there first.
+ * open, passthrough, outside the core's allow list), including a connection
+ * the core reset before its destination got any of it (px_edge_take_refused):
+ * what the edge read of it goes there first.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,24 +144,15 @@ int px_edge_orig_dst(evutil_socket_t fd, struct sockaddr_storage *dst, socklen_t
 
 void px_edge_take_refused(struct px_edge *e, struct px_relay_handoff *h)
 {
-	struct sockaddr_storage dst;
-	socklen_t dl;
-	char dname[96], err[256];
-	size_t n = evbuffer_get_length(h->first);
+	char dname[96];
 	const char *why = h->code == PROTO_RST_NOT_ALLOWED ? "the core's allow list refuses it"
 			  : h->code == PROTO_RST_CONNECT  ? "the core cannot connect to it"
 							  : "the core did not take the stream";
 	/* (draining too: the client connection came before the drain) */
-	if (px_edge_orig_dst(h->fd, &dst, &dl, err, sizeof err)) {
-		log_warn("%s: %s, and it cannot go direct: %s", h->src, why, err);
-		px_edge_refuse(e, h->fd);
-		evbuffer_free(h->first);
-		return;
-	}
-	tfo_addr_str((struct sockaddr *)&dst, dname, sizeof dname);
-	log_info("%s -> %s: going direct: %s (the %zu bytes read go first)", h->src, dname, why, n);
+	tfo_addr_str(h->to, dname, sizeof dname);
+	log_info("%s -> %s: going direct: %s (the %zu bytes read go first)", h->src, dname, why,
+		 evbuffer_get_length(h->first));
 	stats_add(px_daemon_stats(e->node.d), STATS_CONN_HANDED, 1);
-	uint16_t port = tfo_addr_port((struct sockaddr *)&dst);
-	px_edge_go_direct(e, h->fd, px_edge_class(e, h->fd, (struct sockaddr *)&dst, port), (struct sockaddr *)&dst,
-			  dl, h->src, dname, h->first);
+	px_edge_go_direct(e, h->fd, px_edge_class(e, h->fd, h->to, tfo_addr_port(h->to)), h->to, h->tolen, h->src,
+			  dname, h->first);
 }

@@ -68,9 +68,10 @@ void px_edge_go_direct(struct px_edge *e, evutil_socket_t fd, int dscp, const st
  * NAT record, TPROXY keeps it as the socket's own address.  0, or -1 with
  * err set. */
 int px_edge_orig_dst(evutil_socket_t fd, struct sockaddr_storage *dst, socklen_t *dl, char *err, size_t errlen);
-/* An intercepted connection the core reset before its destination got any
- * of it (px_relay_untouched: not allowed, cannot connect, stream not taken),
- * with what the edge read of it (relay hand_over): direct, those bytes
+/* A client connection the core reset before its destination got any of it
+ * (px_relay_untouched: not allowed, cannot connect, stream not taken), with
+ * what the edge read of it (relay hand_over): direct to h->to (the original
+ * destination, or a fail_open = direct forward's target), those bytes
  * first. */
 void px_edge_take_refused(struct px_edge *e, struct px_relay_handoff *h);
 

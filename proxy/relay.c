@@ -493,7 +493,8 @@ static int hand_over(struct px_relay *r, int code)
 		px_relay_job_take_back(r); /* what a job read is the client's too */
 	if (!r->first || fd < 0 || evbuffer_add_buffer(r->first, in) || bufferevent_setfd(r->bev, -1))
 		return 0;
-	struct px_relay_handoff h = { .fd = fd, .first = r->first, .src = r->src, .code = code };
+	struct px_relay_handoff h = { .fd = fd, .first = r->first, .src = r->src, .code = code,
+				      .to = (struct sockaddr *)&r->first_to, .tolen = r->first_tolen };
 	char why[160];
 	snprintf(why, sizeof why, "stream reset by peer: %s (code %d): handed over with the %zu bytes read",
 		 rst_meaning(code), code, evbuffer_get_length(r->first));

@@ -12,6 +12,7 @@
 #define WANOPT_RELAY_H
 
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "dre.h"
 #include "tun.h"
@@ -55,6 +56,8 @@ struct px_relay_handoff {
 	struct evbuffer *first; /* the bytes read from it: the callee frees it */
 	const char *src;        /* px_relay_new's src */
 	int code;               /* the reset's code */
+	const struct sockaddr *to; /* px_relay_keep_first's */
+	socklen_t tolen;
 };
 
 struct px_relay;
@@ -80,11 +83,11 @@ struct px_relay *px_relay_new(struct px_relay_env *env, struct bufferevent *bev,
  * the peer shows it took the stream (anything from it on the stream: data,
  * an acknowledgement, an ASK, a CLOSE).  Should the peer reset the stream
  * before its target got any of it, on_refused gets the client connection
- * to send elsewhere (the edge: direct) instead of a reset.  Past the limit the copy
- * is dropped and a refusal resets the client, as without it.  Call right
- * after px_relay_new, before the loop runs. */
+ * to send to `to` (the edge: direct) instead of a reset.  Past the limit
+ * the copy is dropped and a refusal resets the client, as without it.  Call
+ * right after px_relay_new, before the loop runs. */
 #define PX_RELAY_FIRST_MAX (256u << 10)
-void px_relay_keep_first(struct px_relay *r);
+void px_relay_keep_first(struct px_relay *r, const struct sockaddr *to, socklen_t tolen);
 /* Call once r is set up: logs its one line at open, "open SRC -> DST
  * (POLICY[, CODER][, class C])", and names the class in its stats listing;
  * the class shown when dscp > 0. */

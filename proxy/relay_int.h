@@ -62,6 +62,8 @@ struct px_relay {
 	struct evbuffer *pend;    /* tunnel bytes arrived while decoding was paused */
 	struct evbuffer *gather;  /* encoder output held while a LAN burst lasts (see pump) */
 	struct evbuffer *first;   /* px_relay_keep_first: the LAN bytes read so far (NULL: not kept) */
+	struct sockaddr_storage first_to; /* ... and where they may go instead */
+	socklen_t first_tolen;
 	size_t gather_lan;        /* LAN bytes read since `gather` was last sent */
 	size_t unflushed;         /* LAN bytes read since the encoder was last flushed */
 	uint64_t acked;           /* frames we acknowledged to the peer */

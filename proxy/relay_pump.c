@@ -100,10 +100,13 @@ static int lz_budget_spent(struct px_relay *r, uint64_t *lz0, int reset)
 	return in - *lz0 >= FRAME_MAX_SLOW;
 }
 
-void px_relay_keep_first(struct px_relay *r)
+void px_relay_keep_first(struct px_relay *r, const struct sockaddr *to, socklen_t tolen)
 {
-	if (r && !r->first)
-		r->first = evbuffer_new(); /* none: a refusal resets the client, as before */
+	if (!r || r->first || tolen > sizeof r->first_to)
+		return;
+	memcpy(&r->first_to, to, tolen);
+	r->first_tolen = tolen;
+	r->first = evbuffer_new(); /* none: a refusal resets the client, as before */
 }
 
 void px_relay_first_add(struct px_relay *r, const void *p, size_t n)

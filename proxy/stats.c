@@ -465,8 +465,8 @@ static const struct prom_plain prom_plains[] = {
 	  "Connections an edge refused (no tunnel and fail_open = refuse, or no way there), since start.",
 	  STATS_CONN_REFUSED },
 	{ "handed_back_connections_total", "counter",
-	  "Of the direct connections, intercepted ones the core turned back before their destination got"
-	  " anything (not allowed, no connection there, stream not taken), since start.",
+	  "Of the direct connections, those the core turned back before their destination got anything"
+	  " (not allowed, no connection there, stream not taken), since start.",
 	  STATS_CONN_HANDED },
 };
 

@@ -5,6 +5,8 @@
 #                                                                +==> core 127.0.0.1:P --> server
 #   client --> edge e2 127.0.0.1:L2 (fail_open = direct) ==TLS==+         (e2 direct: ----> server)
 #
+# 0. A forward of e2 to a target outside the core's allow: the core turns
+#    the stream back, and e2 (fail_open = direct) sends it direct.
 # 1. SIGKILL of the core in the middle of a slow download (e1) and of an
 #    interactive echo session (e2): both client connections are reset
 #    promptly (never left hanging, never ended with a clean EOF that would
@@ -28,17 +30,26 @@ cd "$(dirname "$0")/.."
 . tests/proxy/lib.sh
 px_setup
 
-P=$(px_port) S1=$(px_port) S2=$(px_port) S3=$(px_port) L1=$(px_port) L2=$(px_port)
+P=$(px_port) S1=$(px_port) S2=$(px_port) S3=$(px_port) L1=$(px_port) L2=$(px_port) L3=$(px_port)
 px_server srv
 SRV=$(cat "$T/srv.port")
+px_server srv6 ::1 # outside the core's allow
+SRV6=$(cat "$T/srv6.port")
 core() { px_core core "$P" "$S1" --allow=127.0.0.0/8; }
 core
 px_edge e1 "$P" "$S2" "--forward=127.0.0.1:$L1 -> 127.0.0.1:$SRV"
-px_edge e2 "$P" "$S3" "--forward=127.0.0.1:$L2 -> 127.0.0.1:$SRV" --fail_open=direct
+px_edge e2 "$P" "$S3" "--forward=127.0.0.1:$L2 -> 127.0.0.1:$SRV" "--forward=127.0.0.1:$L3 -> [::1]:$SRV6" \
+	--fail_open=direct
 MB=$((1 << 20))
 
 expect "through e1 before the failure" pxt get 127.0.0.1 "$L1" 1 $MB
 expect "through e2 before the failure" pxt get 127.0.0.1 "$L2" 2 $MB
+# a forward whose target the core refuses: with fail_open = direct, e2 sends
+# it direct, what the client sent first
+expect "e2 forward outside the core's allow goes direct (fail_open = direct)" pxt put 127.0.0.1 "$L3" 3 $((100 << 10))
+grep -q "going direct: the core's allow list refuses it (the [0-9]* bytes read go first)" "$T/e2.log" &&
+	ok "... the edge says so: $(grep -m1 "the core's allow list refuses it" "$T/e2.log" | cut -c26-)" ||
+	fail "no hand-over line in e2's log"
 
 # A stream cut by the failure must end with a reset within `within` seconds.
 check_reset() {  # what within

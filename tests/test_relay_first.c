@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 
 #include <cmocka.h>
 #include <event2/buffer.h>
@@ -29,11 +30,14 @@ static uint8_t *pattern(size_t n, uint32_t seed)
 static void test_copy(void **state)
 {
 	struct px_relay r = { 0 };
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(80) };
 	uint8_t *p = pattern(PX_RELAY_FIRST_MAX + 1, 7);
 	px_relay_first_add(&r, p, 100);
 	assert_null(r.first);
-	px_relay_keep_first(&r);
+	px_relay_keep_first(&r, (struct sockaddr *)&to, sizeof to);
 	assert_non_null(r.first);
+	assert_int_equal(r.first_tolen, sizeof to);
+	assert_memory_equal(&r.first_to, &to, sizeof to);
 	px_relay_first_add(&r, p, 5);
 	px_relay_first_add(&r, p + 5, 0);
 	px_relay_first_add(&r, p + 5, PX_RELAY_FIRST_MAX - 105);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
 
 #include <cmocka.h>
 #include <event2/buffer.h>
@@ -201,7 +202,8 @@ static void test_first_copy(void **state)
 	struct evbuffer *in = bufferevent_get_input(f->r.bev);
 	enum { IN = 5000, SOCK = 40000 };
 	uint8_t *a = pattern(IN, 4), *b = pattern(SOCK, 5);
-	px_relay_keep_first(&f->r);
+	struct sockaddr_in to = { .sin_family = AF_INET };
+	px_relay_keep_first(&f->r, (struct sockaddr *)&to, sizeof to);
 	px_relay_first_add(&f->r, "GET", 3);
 	read_in(in, a, IN);
 	assert_int_equal(write(f->peer, b, SOCK), SOCK);
@@ -237,7 +239,8 @@ static void test_first_take_back(void **state)
 	struct evbuffer *in = bufferevent_get_input(f->r.bev);
 	enum { IN = 5000, SOCK = 40000 };
 	uint8_t *a = pattern(IN, 7), *b = pattern(SOCK, 8), *rest = malloc(SOCK);
-	px_relay_keep_first(&f->r);
+	struct sockaddr_in to = { .sin_family = AF_INET };
+	px_relay_keep_first(&f->r, (struct sockaddr *)&to, sizeof to);
 	read_in(in, a, IN);
 	assert_int_equal(write(f->peer, b, SOCK), SOCK);
 	assert_int_equal(px_relay_job_start(&f->r, in, 1 << 20), 1);
