@@ -132,6 +132,28 @@ static void job_back(struct px_coder_job *cj)
 	back = 1;
 }
 
+/* Wait until the job started is back: its return on the loop, without the
+ * relay's (no stream here). */
+static void wait_job(struct fix *f)
+{
+	back = 0;
+	f->r.job.cj.done = job_back;
+	for (int t = 0; t < 5000 && !back; t++) {
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		usleep(1000);
+	}
+	assert_true(back);
+	f->r.coding = 0;
+}
+
+/* Run a job of the fixture's relay over `in` (all of it) and the socket,
+ * until it is back. */
+static void run_job(struct fix *f, struct evbuffer *in)
+{
+	assert_int_equal(px_relay_job_start(&f->r, in, 1 << 20), 1);
+	wait_job(f);
+}
+
 /* Input beyond the room: no job, nothing taken.  Within it: the job takes
  * all of `in`, then reads the socket; its output, and the encoder's rest,
  * decode to both in order. */
@@ -149,15 +171,7 @@ static void test_order(void **state)
 	assert_int_equal(px_relay_job_start(&f->r, in, 1 << 20), 1);
 	assert_true(f->r.coding);
 	assert_int_equal(evbuffer_get_length(in), 0);
-	/* its return on the loop, without the relay's (no stream here) */
-	back = 0;
-	f->r.job.cj.done = job_back;
-	for (int t = 0; t < 5000 && !back; t++) {
-		event_base_loop(f->base, EVLOOP_NONBLOCK);
-		usleep(1000);
-	}
-	assert_true(back);
-	f->r.coding = 0;
+	wait_job(f);
 	struct px_relay_job *j = &f->r.job;
 	assert_int_equal(j->rc, 0);
 	assert_int_equal(j->pre, IN);
@@ -176,21 +190,6 @@ static void test_order(void **state)
 	free(dec.p);
 	free(a);
 	free(b);
-}
-
-/* Run a job of the fixture's relay over `in` (all of it) and the socket,
- * until it is back; without the relay's return (no stream here). */
-static void run_job(struct fix *f, struct evbuffer *in)
-{
-	assert_int_equal(px_relay_job_start(&f->r, in, 1 << 20), 1);
-	back = 0;
-	f->r.job.cj.done = job_back;
-	for (int t = 0; t < 5000 && !back; t++) {
-		event_base_loop(f->base, EVLOOP_NONBLOCK);
-		usleep(1000);
-	}
-	assert_true(back);
-	f->r.coding = 0;
 }
 
 /* A relay keeping its first bytes (px_relay_keep_first) still codes a slow
