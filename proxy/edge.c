@@ -696,13 +696,8 @@ static void edge_stop(struct px_daemon *d, void *arg)
 	close_forwards(e);
 	px_name_free(e->peer);
 	e->peer = NULL;
-	if (e->dns) {
-		/* lookups cancelled or failed call back from the loop: let them,
-		 * while everything else is still there */
-		evdns_base_free(e->dns, 1);
-		e->dns = NULL;
-		event_base_loop(e->node.env.base, EVLOOP_NONBLOCK);
-	}
+	px_dns_free(e->dns, e->node.env.base); /* first: its callbacks come while all else is there */
+	e->dns = NULL;
 	tun_lguard_free_listener(e->tp);
 	lanes_stop(e);
 	if (e->pace_ev)

@@ -180,6 +180,14 @@ void px_name_free(struct px_name *n)
 	free(n);
 }
 
+void px_dns_free(struct evdns_base *dns, struct event_base *base)
+{
+	if (!dns)
+		return;
+	evdns_base_free(dns, 1);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+}
+
 void px_dns_reread(struct evdns_base *dns, const char *prefix)
 {
 	evdns_base_clear_nameservers_and_suspend(dns);

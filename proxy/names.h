@@ -31,6 +31,11 @@ const char *px_name_host(const struct px_name *n);
 /* Stop and free n (a lookup in flight is cancelled); NULL is fine. */
 void px_name_free(struct px_name *n);
 
+/* Free dns, failing its lookups in flight, and run base's loop once so
+ * that their callbacks come (cancelled or failed lookups call back from the
+ * loop; without it libevent keeps their requests).  NULL is fine. */
+void px_dns_free(struct evdns_base *dns, struct event_base *base);
+
 /* Read /etc/resolv.conf and /etc/hosts into dns again (a reload): name
  * servers replaced, hosts entries dropped and read again; lookups in flight
  * go again.  A warning is logged (prefix first; none if prefix is NULL)
