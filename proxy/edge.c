@@ -390,6 +390,18 @@ static int edge_refused(const struct px_edge *e, const char *dst)
 	return e->refused[i].until_us > px_mono_us() && !strcmp(e->refused[i].dst, dst);
 }
 
+/* The original destination of intercepted connection fd: REDIRECT leaves a
+ * NAT record, TPROXY keeps it as the socket's own address.  0, or -1 with
+ * err set. */
+static int orig_dst(evutil_socket_t fd, struct sockaddr_storage *dst, socklen_t *dl, char *err, size_t errlen)
+{
+	*dl = sizeof *dst;
+	if (!tfo_icpt_orig_dst(fd, TFO_ICPT_REDIRECT, dst, dl, err, errlen))
+		return 0;
+	*dl = sizeof *dst;
+	return tfo_icpt_orig_dst(fd, TFO_ICPT_TPROXY, dst, dl, err, errlen);
+}
+
 static void tp_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *peer, int plen, void *arg)
 {
 	struct px_edge *e = arg;
@@ -398,7 +410,7 @@ static void tp_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	socklen_t dl;
 	char src[96], dname[96], err[256];
 	tfo_addr_str(peer, src, sizeof src);
-	if (px_edge_orig_dst(fd, &dst, &dl, err, sizeof err)) {
+	if (orig_dst(fd, &dst, &dl, err, sizeof err)) {
 		log_warn("%s: no original destination: %s", src, err);
 		px_edge_refuse(e, fd);
 		return;

@@ -132,16 +132,6 @@ void px_edge_go_direct(struct px_edge *e, evutil_socket_t fd, int dscp, const st
 		evbuffer_free(first);
 }
 
-int px_edge_orig_dst(evutil_socket_t fd, struct sockaddr_storage *dst, socklen_t *dl, char *err, size_t errlen)
-{
-	socklen_t room = sizeof *dst;
-	*dl = room;
-	if (!tfo_icpt_orig_dst(fd, TFO_ICPT_REDIRECT, dst, dl, err, errlen))
-		return 0;
-	*dl = room;
-	return tfo_icpt_orig_dst(fd, TFO_ICPT_TPROXY, dst, dl, err, errlen);
-}
-
 void px_edge_take_refused(struct px_edge *e, struct px_relay_handoff *h)
 {
 	char dname[96];

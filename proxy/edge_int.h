@@ -64,10 +64,6 @@ int px_edge_class(const struct px_edge *e, evutil_socket_t fd, const struct sock
  * ahead of its next ones (taken and freed), or NULL. */
 void px_edge_go_direct(struct px_edge *e, evutil_socket_t fd, int dscp, const struct sockaddr *dst,
 		       socklen_t dlen, const char *src, const char *dname, struct evbuffer *first);
-/* The original destination of intercepted connection fd: REDIRECT leaves a
- * NAT record, TPROXY keeps it as the socket's own address.  0, or -1 with
- * err set. */
-int px_edge_orig_dst(evutil_socket_t fd, struct sockaddr_storage *dst, socklen_t *dl, char *err, size_t errlen);
 /* A client connection the core reset before its destination got any of it
  * (px_relay_untouched: not allowed, cannot connect, stream not taken), with
  * what the edge read of it (relay hand_over): direct to h->to (the original
