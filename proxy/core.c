@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include <event2/bufferevent.h>
-#include <event2/dns.h>
 #include <event2/event.h>
 #include <event2/util.h>
 
@@ -23,6 +22,7 @@
 #include "daemon.h"
 #include "lag.h"
 #include "log.h"
+#include "dns.h"
 #include "names.h"
 #include "node.h"
 #include "pace.h"
@@ -43,7 +43,7 @@ struct worker {
 	pthread_t th;
 	struct px_relay_env env;
 	tun_server *srv;
-	struct evdns_base *dns;
+	struct px_dns *dns;
 	tun_conn **conns; /* connections up, for warm pushes */
 	size_t nconns, capconns;
 	struct px_warm warm;
@@ -346,7 +346,7 @@ static void core_stream(tun_conn *c, tun_stream *s, const tun_open_info *o, void
 		char port[8];
 		snprintf(port, sizeof port, "%u", o->target.port);
 		struct evutil_addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
-		evdns_getaddrinfo(k->dns, rs->name, port, &hints, resolved, rs);
+		px_dns_lookup(k->dns, rs->name, port, &hints, resolved, rs);
 		return;
 	}
 	struct sockaddr_storage ss;
@@ -414,7 +414,7 @@ static int worker_init(struct px_core *k, struct worker *w, struct event_base *b
 	w->env.coder = NULL; /* its own, on its own loop */
 	w->env.active = 0;
 	w->env.on_idle = worker_idle;
-	if (!(w->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS)))
+	if (!(w->dns = px_dns_new(base, w->idx == 0)))
 		log_warn("no DNS resolver configured: host-name targets will fail");
 	tun_cbs cbs = { .on_up = conn_up, .on_down = conn_down, .on_stream = core_stream,
 			.on_error = conn_error, .on_fd = worker_fd, .on_link = conn_link_changed };
@@ -588,7 +588,7 @@ static void worker_redns(evutil_socket_t fd, short what, void *arg)
 {
 	struct worker *w = arg;
 	if (!w->dns) {
-		w->dns = evdns_base_new(w->env.base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
+		w->dns = px_dns_new(w->env.base, w->idx == 0);
 		return;
 	}
 	px_dns_reread(w->dns, w->idx == 0 ? "reload: " : NULL);

@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include <event2/bufferevent.h>
-#include <event2/dns.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 
@@ -24,6 +23,7 @@
 #include "edge_int.h"
 #include "lag.h"
 #include "log.h"
+#include "dns.h"
 #include "names.h"
 #include "pace.h"
 #include "tfo.h"
@@ -564,7 +564,7 @@ static int edge_start(struct px_daemon *d, void *arg)
 	e->node.tcfg.backoff_max_ms = 5000;
 	e->node.tcfg.peer_name = PKI_CORE_NAME;
 	const struct conf_addr *p = conf_peer(c);
-	if (!(e->dns = evdns_base_new(e->node.env.base, EVDNS_BASE_INITIALIZE_NAMESERVERS)) ||
+	if (!(e->dns = px_dns_new(e->node.env.base, 1)) ||
 	    !(e->peer = px_name_new(e->node.env.base, e->dns, p, "tunnel")))
 		return -1;
 	if (lanes_start(e, c))

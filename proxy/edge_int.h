@@ -31,7 +31,7 @@ struct px_edge {
 	int nlane;
 	struct fwd **fwd;
 	size_t nfwd;
-	struct evdns_base *dns;     /* lookups of the core's and forward targets' names (names.c) */
+	struct px_dns *dns;         /* lookups of the core's and forward targets' names (names.c) */
 	struct px_name *peer;       /* the core's address (`peer`), kept resolved */
 	struct evconnlistener *tp;  /* transparent listener */
 	struct px_warm warm;

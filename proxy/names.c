@@ -3,8 +3,8 @@
  * event loop never waits on DNS (a forward's target is resolved for its
  * optimize/classify rules and for going direct; with the name server across
  * a WAN that is down, a blocking lookup held every stream for seconds).
- * Lookups go through libevent's evdns (resolv.conf, hosts); the result is
- * kept and looked up again periodically.
+ * Lookups go through the daemon's resolver (dns.c: libevent's evdns, from
+ * resolv.conf and hosts); the result is kept and looked up again periodically.
  */
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -16,6 +16,7 @@
 #include <event2/event.h>
 #include <event2/util.h>
 
+#include "dns.h"
 #include "log.h"
 #include "names.h"
 
@@ -25,7 +26,7 @@ struct lookup {
 };
 
 struct px_name {
-	struct evdns_base *dns;
+	struct px_dns *dns;
 	struct conf_addr a;
 	char what[CONF_HOST_MAX + 48];
 	struct event *timer;
@@ -94,7 +95,7 @@ static void name_lookup(struct px_name *n)
 	lk->n = n;
 	n->lk = lk;
 	snprintf(port, sizeof port, "%u", n->a.port);
-	struct evdns_getaddrinfo_request *r = evdns_getaddrinfo(n->dns, n->a.host, port, &hints, name_done, lk);
+	struct evdns_getaddrinfo_request *r = px_dns_lookup(n->dns, n->a.host, port, &hints, name_done, lk);
 	if (n->lk == lk) /* not answered at once */
 		n->req = r;
 }
@@ -115,7 +116,7 @@ static int name_numeric(struct px_name *n)
 	return 0;
 }
 
-struct px_name *px_name_new(struct event_base *base, struct evdns_base *dns, const struct conf_addr *a,
+struct px_name *px_name_new(struct event_base *base, struct px_dns *dns, const struct conf_addr *a,
 			    const char *what)
 {
 	struct px_name *n = calloc(1, sizeof *n);
@@ -178,23 +179,4 @@ void px_name_free(struct px_name *n)
 	if (n->timer)
 		event_free(n->timer);
 	free(n);
-}
-
-void px_dns_free(struct evdns_base *dns, struct event_base *base)
-{
-	if (!dns)
-		return;
-	evdns_base_free(dns, 1);
-	event_base_loop(base, EVLOOP_NONBLOCK);
-}
-
-void px_dns_reread(struct evdns_base *dns, const char *prefix)
-{
-	evdns_base_clear_nameservers_and_suspend(dns);
-	evdns_base_clear_host_addresses(dns);
-	int rc = evdns_base_resolv_conf_parse(dns, DNS_OPTIONS_ALL, "/etc/resolv.conf");
-	evdns_base_resume(dns);
-	if (rc && prefix)
-		log_warn("%s/etc/resolv.conf %s", prefix, rc == 1 ? "is missing: name servers asked: 127.0.0.1"
-			 : rc == 6 ? "lists no name server: asked: 127.0.0.1" : "does not read: no name servers");
 }

@@ -14,6 +14,8 @@
 #    answer comes, and survives (it used freed memory here once, and died).
 # 3. The tunnel going down with lookups pending (the edge SIGKILLed): the
 #    core survives; a new edge then carries transfers again.
+# 4. resolv.conf changed under the running core (no reload): its next
+#    lookups ask the name servers now listed, as the C library's would.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/proxy/lib.sh
@@ -21,21 +23,26 @@ px_setup
 command -v unshare >/dev/null || { echo "SKIP: no unshare"; exit 0; }
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (a mount namespace for resolv.conf)"; exit 0; }
 
-P=$(px_port) S1=$(px_port) S2=$(px_port) L=$(px_port) D=$(px_port)
+P=$(px_port) S1=$(px_port) S2=$(px_port) L=$(px_port) D=$(px_port) NX=$(px_port)
 px_server srv
 SRV=$(cat "$T/srv.port")
 MB=$((1 << 20))
 
 cat >"$T/dns.py" <<'PY'
-# Answers every A query with 127.0.0.1 after 1.5 s (AAAA: no address).
+# dns.py PORT [nx]: answers every A query with 127.0.0.1 after 1.5 s (AAAA:
+# no address); with nx, every query at once with "no such name".
 import socket, struct, sys, threading, time
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind(("127.0.0.1", int(sys.argv[1])))
+nx = sys.argv[2:] == ["nx"]
 def answer(q, addr):
-    time.sleep(1.5)
     i = 12
     while q[i]:
         i += q[i] + 1
+    if nx:
+        s.sendto(q[:2] + struct.pack(">HHHHH", 0x8183, 1, 0, 0, 0) + q[12:i + 5], addr)
+        return
+    time.sleep(1.5)
     qtype = struct.unpack(">H", q[i + 1:i + 3])[0]
     ans, an = b"", 0
     if qtype == 1:
@@ -96,4 +103,22 @@ for i in 1 2 3; do
 done
 edge
 expect "download through a new edge" pxt get 127.0.0.1 "$L" 4 $MB
+
+# ---- 4. resolv.conf changed under the running core ----
+# Rewritten in place: the core's bind mount shows the same file changed, as
+# a DHCP client's or an administrator's edit would.
+timeout 300 python3 "$T/dns.py" "$NX" nx >"$T/dnsnx.log" 2>&1 &
+PID[dnsnx]=$!
+printf 'nameserver 127.0.0.1:%s\noptions timeout:5 attempts:1\n' "$NX" >"$T/resolv.conf"
+sleep 1.2 # the core looks at the file at most once a second
+out=$(pxt get 127.0.0.1 "$L" 5 $MB --timeout=10 2>&1) || true
+case $out in
+short*|reset*) ok "with the name server changed to one that knows no such name: $out" ;;
+*) fail "with the name server changed to one that knows no such name, expected a reset, got '$out'" ;;
+esac
+px_wait_count core "/etc/resolv.conf changed" 1 5 && ok "the core logged the change" ||
+	fail "no log line at the core about the changed resolv.conf"
+printf 'nameserver 127.0.0.1:%s\noptions timeout:5 attempts:1\n' "$D" >"$T/resolv.conf"
+sleep 1.2
+expect "download with the first name server listed again" pxt get 127.0.0.1 "$L" 6 $MB
 px_done

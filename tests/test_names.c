@@ -21,6 +21,7 @@
 #include <event2/dns.h>
 #include <event2/event.h>
 
+#include "../proxy/dns.h"
 #include "../proxy/names.h"
 
 /* A UDP socket on 127.0.0.1 that never answers; its port into *port. */
@@ -77,28 +78,30 @@ static void test_numeric_and_hosts(void **state)
 	uint16_t port;
 	int fd = silent_server(&port);
 	struct evdns_base *dns = dns_at(base, port, "5");
+	struct px_dns *pd = px_dns_wrap(dns);
+	assert_non_null(pd);
 	struct sockaddr_storage ss;
 	socklen_t sl;
 	struct conf_addr v4 = { "192.0.2.7", 445 }, v6 = { "2001:db8::7", 873 }, lh = { "localhost", 80 };
 
-	struct px_name *a = px_name_new(base, dns, &v4, "test");
+	struct px_name *a = px_name_new(base, pd, &v4, "test");
 	assert_int_equal(px_name_get(a, 0, &ss, &sl), 0); /* at once, no DNS */
 	assert_int_equal(ss.ss_family, AF_INET);
 	assert_int_equal(ntohs(((struct sockaddr_in *)&ss)->sin_port), 445);
-	struct px_name *b = px_name_new(base, dns, &v6, "test");
+	struct px_name *b = px_name_new(base, pd, &v6, "test");
 	assert_int_equal(px_name_get(b, 3, &ss, &sl), 0);
 	assert_int_equal(ss.ss_family, AF_INET6);
 	assert_int_equal(sl, sizeof(struct sockaddr_in6));
 	/* the hosts file answers without the (silent) name server */
 	evdns_base_load_hosts(dns, NULL);
-	struct px_name *c = px_name_new(base, dns, &lh, "test");
+	struct px_name *c = px_name_new(base, pd, &lh, "test");
 	assert_int_equal(run_until_answer(base, c, 1000), 0);
 	assert_int_equal(px_name_get(c, 0, &ss, &sl), 0);
 	assert_int_equal(ntohs(((struct sockaddr_in *)&ss)->sin_port), 80);
 	px_name_free(a);
 	px_name_free(b);
 	px_name_free(c);
-	evdns_base_free(dns, 1);
+	px_dns_free(pd, base);
 	event_base_free(base);
 	close(fd);
 }
@@ -112,12 +115,14 @@ static void test_silent_server(void **state)
 	uint16_t port;
 	int fd = silent_server(&port);
 	struct evdns_base *dns = dns_at(base, port, "30");
+	struct px_dns *pd = px_dns_wrap(dns);
+	assert_non_null(pd);
 	struct conf_addr n = { "nowhere.wanopt.test", 80 };
 	struct sockaddr_storage ss;
 	socklen_t sl;
 
 	double t0 = now_s();
-	struct px_name *p = px_name_new(base, dns, &n, "test");
+	struct px_name *p = px_name_new(base, pd, &n, "test");
 	assert_true(now_s() - t0 < 0.1); /* did not wait for an answer */
 	assert_int_equal(run_until_answer(base, p, 300), 1);
 	assert_int_equal(px_name_get(p, 0, &ss, &sl), 1); /* still the first lookup */
@@ -127,7 +132,7 @@ static void test_silent_server(void **state)
 	struct timeval tv = { 0, 50000 };
 	event_base_loopexit(base, &tv);
 	event_base_dispatch(base); /* the cancelled lookup calls back */
-	evdns_base_free(dns, 1);
+	px_dns_free(pd, base);
 	event_base_free(base);
 	close(fd);
 }
@@ -141,12 +146,14 @@ static void test_failure(void **state)
 	uint16_t port;
 	int fd = silent_server(&port);
 	struct evdns_base *dns = dns_at(base, port, "0.2");
+	struct px_dns *pd = px_dns_wrap(dns);
+	assert_non_null(pd);
 	struct conf_addr n = { "nowhere.wanopt.test", 80 };
-	struct px_name *p = px_name_new(base, dns, &n, "test");
+	struct px_name *p = px_name_new(base, pd, &n, "test");
 	assert_int_equal(run_until_answer(base, p, 3000), -1);
 	px_name_refresh(p); /* a new lookup in flight */
 	px_name_free(p);
-	px_dns_free(dns, base); /* as a stopping edge or core does */
+	px_dns_free(pd, base); /* as a stopping edge or core does */
 	event_base_free(base);
 	close(fd);
 }
@@ -160,6 +167,8 @@ static void test_seed(void **state)
 	uint16_t port;
 	int fd = silent_server(&port);
 	struct evdns_base *dns = dns_at(base, port, "30");
+	struct px_dns *pd = px_dns_wrap(dns);
+	assert_non_null(pd);
 	char hosts[] = "/tmp/wanopt-test-hosts-XXXXXX";
 	int hfd = mkstemp(hosts);
 	assert_true(hfd >= 0);
@@ -171,10 +180,10 @@ static void test_seed(void **state)
 	struct conf_addr a = { "seed.wanopt.test", 873 }, b = { "seed.wanopt.test", 874 };
 	struct sockaddr_storage ss;
 	socklen_t sl;
-	struct px_name *old = px_name_new(base, dns, &a, "test");
+	struct px_name *old = px_name_new(base, pd, &a, "test");
 	assert_int_equal(run_until_answer(base, old, 1000), 0);
 	evdns_base_clear_host_addresses(dns); /* from now on only the silent server */
-	struct px_name *other = px_name_new(base, dns, &b, "test"), *anew = px_name_new(base, dns, &a, "test");
+	struct px_name *other = px_name_new(base, pd, &b, "test"), *anew = px_name_new(base, pd, &a, "test");
 	assert_int_equal(px_name_get(anew, 0, &ss, &sl), 1);
 	px_name_seed(other, old); /* another port: nothing taken */
 	assert_int_equal(px_name_get(other, 0, &ss, &sl), 1);
@@ -185,8 +194,7 @@ static void test_seed(void **state)
 	px_name_free(old);
 	px_name_free(other);
 	px_name_free(anew);
-	evdns_base_free(dns, 1);
-	event_base_loop(base, EVLOOP_NONBLOCK);
+	px_dns_free(pd, base);
 	event_base_free(base);
 	close(fd);
 }
