@@ -621,10 +621,41 @@ static void commit_forwards(struct px_edge *e, const struct conf *c, struct fwd 
 	e->nfwd = n;
 }
 
-/* A reload's forward listeners, kept open where c listens where they did
- * (closing and opening one again refused the connections arriving meanwhile
- * and reset those in its backlog: 139 of 6,023 connections over 60 reloads
- * in 3.5 s), taking c's rule; c's new ones opened first, so that if one
+/* Whether f listens at ss (getsockname: what it bound, not the name it was
+ * given, whose address may have moved since). */
+static int fwd_listens_at(const struct fwd *f, const struct sockaddr_storage *ss)
+{
+	struct sockaddr_storage have;
+	socklen_t hl = sizeof have;
+	if (getsockname(evconnlistener_get_fd(f->l), (struct sockaddr *)&have, &hl))
+		return 0;
+	return evutil_sockaddr_cmp((const struct sockaddr *)ss, (const struct sockaddr *)&have, 1) == 0;
+}
+
+/* The old forward, not yet in kept[0..i), listening where c's rule r
+ * resolves to now; NULL if none (or r does not resolve: fwd_open says). */
+static struct fwd *fwd_kept(struct px_edge *e, const struct conf_forward *r, struct fwd **kept, size_t i)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	char err[256];
+	if (conf_addr_resolve(&r->listen, 1, &ss, &sl, err, sizeof err))
+		return NULL;
+	for (size_t j = 0; j < e->nfwd; j++) {
+		int taken = 0;
+		for (size_t k = 0; k < i; k++)
+			taken |= kept[k] == e->fwd[j];
+		if (!taken && fwd_listens_at(e->fwd[j], &ss))
+			return e->fwd[j];
+	}
+	return NULL;
+}
+
+/* A reload's forward listeners, kept open where c's listen addresses,
+ * resolved now, are those they are bound to (closing and opening one again
+ * refused the connections arriving meanwhile and reset those in its
+ * backlog: 139 of 6,023 connections over 60 reloads in 3.5 s), taking c's
+ * rule; c's new ones opened first, so that if one
  * cannot listen nothing changed (-1); the rest closed.  A target that
  * changed is looked up anew, starting with the addresses an old forward to
  * the same name had; one that did not is looked up again. */
@@ -637,14 +668,7 @@ static int reopen_forwards(struct px_edge *e, const struct conf *c)
 	for (size_t i = 0; i < n && !rc; i++) {
 		const struct conf_forward *r = conf_forward(c, i);
 		char what[CONF_HOST_MAX + 32];
-		for (size_t j = 0; j < nold && !kept[i]; j++) {
-			struct fwd *f = e->fwd[j];
-			int taken = 0;
-			for (size_t k = 0; k < i; k++)
-				taken |= kept[k] == f;
-			if (!taken && same_addr(&f->rule.listen, &r->listen))
-				kept[i] = f;
-		}
+		kept[i] = fwd_kept(e, r, kept, i);
 		if (!kept[i])
 			rc = (nf[i] = fwd_open(e, r)) ? 0 : -1;
 		else if (!same_addr(&kept[i]->rule.target, &r->target))

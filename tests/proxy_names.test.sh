@@ -16,6 +16,10 @@
 #    core survives; a new edge then carries transfers again.
 # 4. resolv.conf changed under the running core (no reload): its next
 #    lookups ask the name servers now listed, as the C library's would.
+# 5. A forward's listen name that moved (a second edge, in a mount namespace
+#    of its own with a hosts file of the test's): on reload the edge listens
+#    at the new address and no longer at the old; a listen address written
+#    another way that resolves to where it listens keeps its listener.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/proxy/lib.sh
@@ -23,7 +27,7 @@ px_setup
 command -v unshare >/dev/null || { echo "SKIP: no unshare"; exit 0; }
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (a mount namespace for resolv.conf)"; exit 0; }
 
-P=$(px_port) S1=$(px_port) S2=$(px_port) L=$(px_port) D=$(px_port) NX=$(px_port)
+P=$(px_port) S1=$(px_port) S2=$(px_port) L=$(px_port) D=$(px_port) NX=$(px_port) S3=$(px_port) L2=$(px_port)
 px_server srv
 SRV=$(cat "$T/srv.port")
 MB=$((1 << 20))
@@ -121,4 +125,38 @@ px_wait_count core "/etc/resolv.conf changed" 1 5 && ok "the core logged the cha
 printf 'nameserver 127.0.0.1:%s\noptions timeout:5 attempts:1\n' "$D" >"$T/resolv.conf"
 sleep 1.2
 expect "download with the first name server listed again" pxt get 127.0.0.1 "$L" 6 $MB
+
+# ---- 5. a forward's listen name moved ----
+printf '127.0.0.1 localhost\n127.0.0.2 fwd.wanopt.test\n' >"$T/hosts"
+cat >"$T/nsedge" <<SH
+#!/bin/sh
+exec unshare -m --propagation private sh -c 'mount --bind "$T/hosts" /etc/hosts && exec "\$0" "\$@"' "$ABSBIN" "\$@"
+SH
+chmod +x "$T/nsedge"
+echo "forward = fwd.wanopt.test:$L2 -> 127.0.0.1:$SRV" >"$T/edge2.conf"
+BIN="$T/nsedge"
+px_edge edge2 "$P" "$S3" -c "$T/edge2.conf"
+BIN=$REALBIN
+hup2() {  # SIGHUP edge2 and wait for its "reloaded" line
+	local r0 i
+	r0=$(px_count_log edge2 "reloaded")
+	kill -HUP "${PID[edge2]}"
+	for i in $(seq 50); do
+		[ "$(px_count_log edge2 "reloaded")" -gt "$r0" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+expect "download through the forward at fwd.wanopt.test (127.0.0.2)" pxt get 127.0.0.2 "$L2" 7 $MB
+printf '127.0.0.1 localhost\n127.0.0.3 fwd.wanopt.test\n' >"$T/hosts"
+hup2 && ok "edge reloaded with fwd.wanopt.test moved to 127.0.0.3" || fail "edge2 did not reload"
+expect "download through the forward at its new address" pxt get 127.0.0.3 "$L2" 8 $MB
+out=$(pxt get 127.0.0.2 "$L2" 9 $MB --timeout=5 2>&1) && fail "the old address still listens: $out" ||
+	ok "the old address no longer listens: $out"
+kept0=$(px_count_log edge2 "(listening still)")
+echo "forward = 127.0.0.3:$L2 -> 127.0.0.1:$SRV" >"$T/edge2.conf"
+hup2 && ok "edge reloaded with the listen address written as 127.0.0.3" || fail "edge2 did not reload"
+[ "$(px_count_log edge2 "(listening still)")" -gt "$kept0" ] && ok "its listener was kept" ||
+	fail "the listener at 127.0.0.3 was opened again: $(grep -F "forward 127.0.0.3" "$T/edge2.log" | tail -n 1)"
+expect "download through the kept listener" pxt get 127.0.0.3 "$L2" 10 $MB
 px_done
