@@ -115,6 +115,7 @@ static int evict_oldest(dre_store *st)
 	st->evicted_bytes += f.ent_bytes;
 	st->evicted_chunks += f.ents;
 	dre_sizing_file_gone(st, f.num, f.size);
+	uint64_t on_disk = dre_store_room_evicted(st, &f);
 	dre_store_close_file(st, &f);
 	memmove(st->files, st->files + 1, (st->nfiles - 1) * sizeof *st->files);
 	st->nfiles--;
@@ -123,17 +124,18 @@ static int evict_oldest(dre_store *st)
 		dre_store_sweep(st, f.num, f.size, NULL);
 	/* Deleted by the writer, after the lock is released.  A crash before
 	 * that leaves a file of valid chunks, evicted again at the next open. */
-	dre_wq_unlink(st, f.num);
+	dre_wq_unlink(st, f.num, on_disk);
 	return 0;
 }
 
 int dre_store_enforce_limit(dre_store *st)
 {
-	while (st->disk_bytes > st->limit && st->disk_bytes > 0) {
+	uint64_t bound = dre_store_bound(st);
+	while (st->disk_bytes > bound && st->disk_bytes > 0) {
 		if (st->nfiles == 1 && st->files[0].size == 0)
 			break;
 		if (st->files[0].pins) { /* a frame in flight may need its chunks back */
-			uint64_t over = st->disk_bytes - st->limit;
+			uint64_t over = st->disk_bytes - bound;
 			if (over <= DRE_PIN_SLACK) {
 				if (over > st->pin_over_max)
 					st->pin_over_max = over;
@@ -170,7 +172,7 @@ void dre_store_unpin(dre_store *st, uint32_t file)
 	if (f && f->pins)
 		f->pins--;
 	/* the store may be over its bound for this pin alone: back within it */
-	if (f == st->files && !f->pins && !st->readonly && st->disk_bytes > st->limit)
+	if (f == st->files && !f->pins && !st->readonly && st->disk_bytes > dre_store_bound(st))
 		dre_store_enforce_limit(st); /* an error shows at the next store operation */
 	pthread_mutex_unlock(&st->mu);
 }

@@ -645,6 +645,7 @@ void dre_store_get_stats(dre_store *st, dre_store_stats *s)
 	s->data_bytes = st->data_bytes;
 	s->disk_bytes = st->disk_bytes;
 	s->size_limit = dre_store_target(st);
+	s->room = st->room != UINT64_MAX ? st->room : 0;
 	s->index_bytes = dre_idx_bytes(&st->idx) + st->act.cap + st->nfiles * sizeof *st->files;
 	s->files = st->nfiles;
 	s->evicted_chunks = st->evicted_chunks;
@@ -707,6 +708,7 @@ dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, s
 	uint64_t saved = o->size_limit ? 0 : st->limit_saved;
 	st->limit = o->size_limit ? o->size_limit : saved ? saved : DEFAULT_LIMIT;
 	st->file_max = dre_store_file_max(st->limit);
+	st->room = UINT64_MAX; /* until the writer measures (room.c) */
 	if (!(st->dir = strdup(dir)) || dre_idx_init(&st->idx, 1u << 16)) {
 		dre_seterr(err, errlen, "out of memory");
 		goto fail;

@@ -62,6 +62,7 @@ struct dre_sfile {
 	uint64_t map_len;
 	uint64_t ents, ent_bytes; /* index entries that point here, and their payload bytes */
 	uint32_t pins; /* dre_store_pin holds on it (evict.c) */
+	uint64_t lost; /* bytes whose write failed (a full disk): counted in size, not on disk */
 };
 
 /* What a larger store would buy (sizing.c). */
@@ -142,6 +143,12 @@ struct dre_store {
 	uint64_t limit, file_max;
 	uint64_t limit_saved;        /* the limit DIR/limit holds (0: none) */
 	uint64_t shrink_to;          /* the target of a shrink under way (0: none) */
+	/* What the file system leaves the store (room.c): below limit when it
+	 * has less room than that, else UINT64_MAX; the bound kept to is the
+	 * lower of the two.  lost_bytes: live files' bytes whose writes failed;
+	 * unlink_bytes: evicted files' bytes the writer has yet to delete. */
+	uint64_t room, lost_bytes, unlink_bytes;
+	uint64_t room_written;       /* writer only: bytes written since room was measured */
 	int created;                 /* this open made the store (a new STORE file) */
 	dre_idx idx;
 	uint32_t live_from;      /* entries of files numbered below this were evicted... */
@@ -275,6 +282,25 @@ int dre_store_remake_dir(dre_store *st);
 /* Evict (evict.c) until the data files fit the size bound; lock held.  0 or
  * an error from opening the next file. */
 int dre_store_enforce_limit(dre_store *st);
+/* The bound eviction keeps the store to: its limit, or less if its file
+ * system has less room (lock held). */
+static inline uint64_t dre_store_bound(const dre_store *st)
+{
+	return st->room < st->limit ? st->room : st->limit;
+}
+/* After a data write of len bytes to file num by the writer (rc: 0 or the
+ * errno of its failure), with the file system's figures in *fs if it
+ * measured them (else NULL): note a failed write's bytes as lost, and work
+ * out the room the file system leaves the store (room.c).  Lock held. */
+struct statvfs;
+void dre_store_room_note(dre_store *st, uint32_t num, size_t len, int rc, const struct statvfs *fs);
+/* Whether the writer should measure the file system after writing len
+ * bytes with result rc (every DRE_ROOM_EVERY bytes, and on a failure).
+ * Writer thread only. */
+int dre_store_room_due(dre_store *st, size_t len, int rc);
+/* An evicted file's figures leave the room's (lock held); returns the bytes
+ * it holds on disk, which dre_wq_unlink gives back once it is deleted. */
+uint64_t dre_store_room_evicted(dre_store *st, const struct dre_sfile *f);
 /* The bound the store keeps to, or is shrinking to (lock held). */
 static inline uint64_t dre_store_target(const dre_store *st)
 {
@@ -360,8 +386,9 @@ void dre_wq_drain(dre_store *st);
  * writer is busy with one.  Meanwhile the file's records whose writes were
  * dropped are missing, and read as misses (st->wq_forgot), not I/O errors. */
 void dre_wq_forget(dre_store *st, uint32_t file);
-/* Have the writer delete evicted file `file` (at once if it cannot). */
-void dre_wq_unlink(dre_store *st, uint32_t file);
+/* Have the writer delete evicted file `file` (at once if it cannot);
+ * `bytes`, what it holds on disk, leave st->unlink_bytes once it is. */
+void dre_wq_unlink(dre_store *st, uint32_t file, uint64_t bytes);
 /* Have the writer sweep evicted file `file` (`size` bytes) out of the index
  * (dre_store_sweep), before a dre_wq_unlink of it queued next; 0, or -1 if it
  * cannot (then the caller sweeps). */

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,7 +46,7 @@ enum wq_kind {
 	WQ_DATA, /* write data[0..len) at file offset off */
 	WQ_IDX,  /* write the .idx of sealed file `file` (data: len entries, covering off bytes) */
 	WQ_SYNC, /* fdatasync the data file, then save peer knowledge */
-	WQ_UNLINK, /* delete evicted file `file` (.dat and .idx) */
+	WQ_UNLINK, /* delete evicted file `file` (.dat and .idx; off: the bytes it holds on disk) */
 	WQ_SWEEP, /* remove evicted file `file`'s entries (off: its size) from the index */
 	WQ_CLEAR, /* clear reclaimed peer slot `off`'s bit from the index */
 	WQ_LETGO, /* let go of the mappings' pages (dre_store_letgo) */
@@ -308,6 +309,8 @@ static void *writer_main(void *arg)
 		pthread_mutex_unlock(&st->mu);
 		writer_prio_set(&prio, low);
 		int rc = run_job(st, j);
+		struct statvfs fs;
+		int measured = j->kind == WQ_DATA && dre_store_room_due(st, j->len, rc) && !fstatvfs(j->fd, &fs);
 		pthread_mutex_lock(&st->mu);
 		if (rc) {
 			st->io_errors++;
@@ -318,6 +321,9 @@ static void *writer_main(void *arg)
 			st->wq_bytes -= j->len;
 			if (!rc)
 				dre_store_written(st, j->file, j->off + j->len);
+			dre_store_room_note(st, j->file, j->len, rc, measured ? &fs : NULL);
+		} else if (j->kind == WQ_UNLINK) {
+			st->unlink_bytes -= j->off < st->unlink_bytes ? j->off : st->unlink_bytes;
 		}
 		job_done(st, j);
 		pthread_cond_broadcast(&st->wq_done);
@@ -416,13 +422,14 @@ int dre_wq_sync_later(dre_store *st, const struct dre_sfile *f)
 	return 0;
 }
 
-void dre_wq_unlink(dre_store *st, uint32_t file)
+void dre_wq_unlink(dre_store *st, uint32_t file, uint64_t bytes)
 {
-	struct dre_wjob *j = st->wq_running ? job_new(WQ_UNLINK, file, -1, 0, 0) : NULL;
+	struct dre_wjob *j = st->wq_running ? job_new(WQ_UNLINK, file, -1, bytes, 0) : NULL;
 	if (!j) {
 		dre_store_unlink_file(st, file);
 		return;
 	}
+	st->unlink_bytes += bytes;
 	push(st, j);
 }
 
@@ -522,6 +529,8 @@ void dre_wq_forget(dre_store *st, uint32_t file)
 			*pp = j->next;
 			if (j->kind == WQ_DATA)
 				st->wq_bytes -= j->len;
+			else if (j->kind == WQ_UNLINK)
+				st->unlink_bytes -= j->off < st->unlink_bytes ? j->off : st->unlink_bytes;
 			job_free(j);
 		} else {
 			st->wq_tail = j;

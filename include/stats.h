@@ -59,6 +59,8 @@ enum stats_gauge {
 	STATS_CONN_HANDED,           /* edge: of STATS_CONN_DIRECT, connections the core turned back
 				      * before their destination got anything (their first bytes went
 				      * direct), since start */
+	STATS_STORE_ROOM,            /* what the store's file system leaves it, while less than its
+				      * size (the bound it keeps to then); 0: its size */
 	STATS_NGAUGE
 };
 

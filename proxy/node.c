@@ -68,6 +68,22 @@ static const char *reads_way(int reads)
 	return reads == DRE_READS_MAP ? "through the mapping" : "through 128 KiB preads";
 }
 
+/* Log when the store's file system starts to leave it less than its size,
+ * and when it leaves it its size again (dre/room.c). */
+static void log_room(struct px_node *n, const dre_store_stats *ss)
+{
+	char a[16], b[16];
+	if (ss->room && !n->room)
+		log_warn("store %s: its file system leaves it %s of its %s: it keeps to that, evicting its oldest"
+			 " data, and grows back as space frees up", conf_store(px_daemon_conf(n->d)),
+			 stats_bytes_str((double)ss->room, 1, a, sizeof a),
+			 stats_bytes_str((double)ss->size_limit, 1, b, sizeof b));
+	else if (!ss->room && n->room)
+		log_info("store %s: its file system has room for its %s again", conf_store(px_daemon_conf(n->d)),
+			 stats_bytes_str((double)ss->size_limit, 1, b, sizeof b));
+	n->room = ss->room;
+}
+
 /* Once a second: gauges; every SYNC_EVERY: make the store durable. */
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -83,6 +99,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	stats_set(s, STATS_STORE_UNTRACKED, ss.peers_untracked);
 	stats_set(s, STATS_STORE_PINS, ss.pins);
 	stats_set(s, STATS_STORE_PIN_OVER, ss.pin_over_max);
+	stats_set(s, STATS_STORE_ROOM, ss.room);
 	stats_set(s, STATS_STORE_PIN_FORCED, ss.pin_forced);
 	stats_set(s, STATS_STORE_READS_MAPPED, ss.reads == DRE_READS_MAP);
 	stats_set(s, STATS_STORE_READS_WINDOW_NS, ss.reads_window_cost);
@@ -114,6 +131,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 			 " and stored again when a peer or a client sends them", conf_store(px_daemon_conf(n->d)),
 			 (unsigned long long)(ss.bad_reads - n->bad_reads));
 	n->bad_reads = ss.bad_reads;
+	log_room(n, &ss);
 	if (ss.peers_untracked > n->untracked)
 		log_warn("store %s: %llu streams from peers beyond the %d tracked, whose slots were used within %d h:"
 			 " sent as if those peers held every chunk (their misses cost an ask each)",

@@ -41,6 +41,7 @@ struct px_node {
 	uint64_t io_errors; /* the store's I/O error count at the last tick */
 	uint64_t dir_remade; /* ... and its count of directories made again */
 	uint64_t bad_reads;  /* ... and of chunks found gone bad on disk */
+	uint64_t room;       /* ... and what its file system left it (0: its size) */
 	uint64_t untracked; /* the store's count of streams from untracked peers, likewise */
 	uint64_t pin_forced; /* the store's count of pinned files evicted, likewise */
 	unsigned lan_bulk;   /* lan_bulk_streams as applied (lanbuf.c) */
