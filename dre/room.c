@@ -16,7 +16,9 @@
 #include "store_int.h"
 
 #define DRE_ROOM_EVERY (4u << 20)            /* measure every 4 MiB written */
-#define DRE_ROOM_RESERVE_MAX (1ull << 30)    /* left free: 1/64 of the file system, at most 1 GiB */
+/* left free: 1/64 of the file system, at most 64 MiB (more, on a large disk
+ * that is nearly full, would shrink stores that fit) */
+#define DRE_ROOM_RESERVE_MAX (64ull << 20)
 
 int dre_store_room_due(dre_store *st, size_t len, int rc)
 {

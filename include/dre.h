@@ -80,7 +80,7 @@ typedef struct dre_store_stats {
 	/* What its file system leaves the store now, while that is less than
 	 * size_limit (the bound eviction then keeps to; else 0): what the store
 	 * holds on disk and what is free, less 1/64 of the file system (at most
-	 * 1 GiB) left to others; at least 4 data files. */
+	 * 64 MiB) left to others; at least 4 data files. */
 	uint64_t room;
 	uint64_t index_bytes;  /* memory held by the in-memory index */
 	uint64_t files;        /* data files */
