@@ -414,7 +414,7 @@ static int worker_init(struct px_core *k, struct worker *w, struct event_base *b
 	w->env.coder = NULL; /* its own, on its own loop */
 	w->env.active = 0;
 	w->env.on_idle = worker_idle;
-	if (!(w->dns = px_dns_new(base, w->idx == 0)))
+	if (!(w->dns = px_dns_new(base)))
 		log_warn("no DNS resolver configured: host-name targets will fail");
 	tun_cbs cbs = { .on_up = conn_up, .on_down = conn_down, .on_stream = core_stream,
 			.on_error = conn_error, .on_fd = worker_fd, .on_link = conn_link_changed };
@@ -588,7 +588,7 @@ static void worker_redns(evutil_socket_t fd, short what, void *arg)
 {
 	struct worker *w = arg;
 	if (!w->dns) {
-		w->dns = px_dns_new(w->env.base, w->idx == 0);
+		w->dns = px_dns_new(w->env.base);
 		return;
 	}
 	px_dns_reread(w->dns, w->idx == 0 ? "reload: " : NULL);

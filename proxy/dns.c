@@ -7,6 +7,8 @@
  * inode, size, change time) are compared with those last read, at most
  * once a second, and both are read again on a difference.
  */
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -33,10 +35,13 @@ struct dns_stamp {
 struct px_dns {
 	struct evdns_base *evdns;
 	int watch; /* the files are watched (not a wrapped base) */
-	int logs;
 	long long checked_ms; /* when the files were last looked at */
 	struct dns_stamp seen[DNS_NFILES];
 };
+
+/* The files' version a resolver of this process last logged the change to
+ * (a core's workers each have one, and each sees the change). */
+static _Atomic uint64_t dns_logged;
 
 static long long now_ms(void)
 {
@@ -48,9 +53,10 @@ static long long now_ms(void)
 static void stamp_of(const char *path, struct dns_stamp *st)
 {
 	struct stat sb;
-	memset(st, 0, sizeof *st);
-	if (stat(path, &sb) != 0)
+	if (stat(path, &sb) != 0) {
+		memset(st, 0, sizeof *st);
 		return;
+	}
 	st->dev = sb.st_dev;
 	st->ino = sb.st_ino;
 	st->size = sb.st_size;
@@ -73,13 +79,12 @@ static void stamp_files(struct px_dns *d)
 	d->checked_ms = now_ms();
 }
 
-struct px_dns *px_dns_new(struct event_base *base, int logs)
+struct px_dns *px_dns_new(struct event_base *base)
 {
 	struct px_dns *d = calloc(1, sizeof *d);
 	if (!d)
 		return NULL;
 	d->watch = 1;
-	d->logs = logs;
 	stamp_files(d);
 	if (!(d->evdns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS))) {
 		free(d);
@@ -99,23 +104,39 @@ struct px_dns *px_dns_wrap(struct evdns_base *evdns)
 	return d;
 }
 
-/* Read the files again if either changed since they were last read. */
+/* FNV-1a of the files' stamps: which version of them this is. */
+static uint64_t stamps_hash(const struct dns_stamp *st)
+{
+	const unsigned char *p = (const unsigned char *)st;
+	uint64_t h = 14695981039346656037ull;
+	for (size_t i = 0; i < DNS_NFILES * sizeof *st; i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	return h;
+}
+
+/* Read the files again if either changed since they were last read; the
+ * first resolver of the process to see a version logs it. */
 static void dns_check(struct px_dns *d)
 {
 	long long now = now_ms();
 	if (!d->watch || now - d->checked_ms < PX_DNS_CHECK_MS)
 		return;
 	d->checked_ms = now;
+	struct dns_stamp st[DNS_NFILES];
+	memset(st, 0, sizeof st); /* the hash reads the padding too */
+	size_t changed = DNS_NFILES;
 	for (size_t i = 0; i < DNS_NFILES; i++) {
-		struct dns_stamp st;
-		stamp_of(dns_files[i], &st);
-		if (stamp_same(&st, &d->seen[i]))
-			continue;
-		if (d->logs)
-			log_info("%s changed: name servers and hosts read again", dns_files[i]);
-		px_dns_reread(d, d->logs ? "" : NULL);
-		return;
+		stamp_of(dns_files[i], &st[i]);
+		if (changed == DNS_NFILES && !stamp_same(&st[i], &d->seen[i]))
+			changed = i;
 	}
+	if (changed == DNS_NFILES)
+		return;
+	uint64_t h = stamps_hash(st);
+	int first = atomic_exchange(&dns_logged, h) != h;
+	if (first)
+		log_info("%s changed: name servers and hosts read again", dns_files[changed]);
+	px_dns_reread(d, first ? "" : NULL);
 }
 
 struct evdns_getaddrinfo_request *px_dns_lookup(struct px_dns *d, const char *name, const char *port,

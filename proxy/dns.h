@@ -9,10 +9,10 @@ struct px_dns;
 
 /* A resolver on base from /etc/resolv.conf and /etc/hosts.  Before a
  * lookup it looks at both files (at most once every PX_DNS_CHECK_MS) and
- * reads them again if either changed, as the C library does.  logs: whether
- * it logs that, and problems with the files (one of a core's workers does,
- * the others keep quiet).  NULL if libevent cannot make one. */
-struct px_dns *px_dns_new(struct event_base *base, int logs);
+ * reads them again if either changed, as the C library does; logged once
+ * per process and change, whichever of its resolvers (a core's workers
+ * have one each) sees it first.  NULL if libevent cannot make one. */
+struct px_dns *px_dns_new(struct event_base *base);
 /* A resolver over evdns, which it now owns (px_dns_free frees it): name
  * servers the caller set; no files read or watched.  NULL if out of memory
  * (evdns is then freed). */

@@ -564,7 +564,7 @@ static int edge_start(struct px_daemon *d, void *arg)
 	e->node.tcfg.backoff_max_ms = 5000;
 	e->node.tcfg.peer_name = PKI_CORE_NAME;
 	const struct conf_addr *p = conf_peer(c);
-	if (!(e->dns = px_dns_new(e->node.env.base, 1)) ||
+	if (!(e->dns = px_dns_new(e->node.env.base)) ||
 	    !(e->peer = px_name_new(e->node.env.base, e->dns, p, "tunnel")))
 		return -1;
 	if (lanes_start(e, c))
