@@ -194,8 +194,11 @@ uint32_t dre_store_horizon(dre_store *st, uint64_t extra, uint32_t *active)
 	pthread_mutex_lock(&st->mu);
 	*active = st->nfiles ? st->files[st->nfiles - 1].num : 0;
 	uint64_t total = st->disk_bytes + extra, dropped = 0;
-	/* a shrink in progress takes files down to its target */
+	/* a shrink in progress takes files down to its target, and a file
+	 * system with less room down to that (room.c) */
 	uint64_t limit = dre_store_target(st);
+	if (st->room < limit)
+		limit = st->room;
 	size_t i = 0;
 	/* dre_store_enforce_limit drops whole files, oldest first, while over the limit */
 	while (i < st->nfiles && total - dropped > limit)

@@ -1,6 +1,6 @@
 /* test_dre_room.c: a store on a file system with less room than its size
  * (dre/room.c): the room worked out from the file system's figures, the
- * store evicting down to it, writes lost to a full disk, the floor, and
+ * store evicting down to it (and its horizon knowing it would), writes lost to a full disk, the floor, and
  * letting go once the room is back.  The figures are given, not measured,
  * so that the test is the same on any disk; the writer, idle once drained,
  * measures nothing meanwhile. */
@@ -76,7 +76,15 @@ static void test_room(void **state)
 	 * the reserve, and evicts down to it */
 	fs_says(st, 0, 0, 0, 0);
 	assert_int_equal(st->room, held - 2 * MiB);
+	/* the horizon (what an encoder may still refer to) knows it too: the
+	 * files the room will not keep are not safe */
+	uint32_t oldest = st->files[0].num, act;
+	pthread_mutex_unlock(&st->mu);
+	uint32_t hz = dre_store_horizon(st, 0, &act);
+	assert_true(hz > oldest && hz != UINT32_MAX);
+	pthread_mutex_lock(&st->mu);
 	assert_int_equal(dre_store_enforce_limit(st), 0);
+	assert_int_equal(st->files[0].num, hz);
 	assert_true(st->disk_bytes <= held - 2 * MiB);
 	assert_true(st->disk_bytes > held - 2 * MiB - 3 * MiB); /* whole files, oldest first */
 	/* the evicted files still hold their space until the writer deletes
