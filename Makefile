@@ -67,6 +67,8 @@ $(BINDIR)/wanopt: $(BUILD)/proxy/main.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  LD  $@")
 	$(Q)$(CC) $(CFLAGS) -pthread $(LDSAN) $(LDFLAGS) $^ $(LIBS) -o $@
+# a build outside bin/ (build/asan/bin) still finds the profiles by name
+$(BUILD)/netem/wanem.o: REQ_CPPFLAGS += -DWANEM_PROFILE_DIR='"$(CURDIR)/netem/profiles"'
 $(BINDIR)/wanem: $(BUILD)/netem/wanem.o $(WANEM_LIB)
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  LD  $@")

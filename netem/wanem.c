@@ -82,13 +82,17 @@ static void go_realtime(void)
 }
 
 /* Load PROFILE: a file, or a name (t1) standing for netem/profiles/NAME.conf
- * of the tree this binary was built in (bin/../netem/profiles), as netem.sh
- * and netem/testbed take it.  0, or -1 with err set. */
+ * of the tree this binary was built in (bin/../netem/profiles, or, for a
+ * build elsewhere such as build/asan/bin, the tree the Makefile names in
+ * WANEM_PROFILE_DIR), as netem.sh and netem/testbed take it.  0, or -1 with
+ * err set. */
 static int load_profile(const char *arg, struct wn_profile *p, char *err, size_t errlen)
 {
 	char exe[4096], path[4200];
 	ssize_t n;
-	if (!strchr(arg, '/') && access(arg, F_OK) && (n = readlink("/proc/self/exe", exe, sizeof exe - 1)) > 0) {
+	if (strchr(arg, '/') || !access(arg, F_OK))
+		return wn_profile_load(arg, p, err, errlen);
+	if ((n = readlink("/proc/self/exe", exe, sizeof exe - 1)) > 0) {
 		exe[n] = 0;
 		char *slash = strrchr(exe, '/');
 		if (slash) {
@@ -98,6 +102,11 @@ static int load_profile(const char *arg, struct wn_profile *p, char *err, size_t
 				return wn_profile_load(path, p, err, errlen);
 		}
 	}
+#ifdef WANEM_PROFILE_DIR
+	snprintf(path, sizeof path, "%s/%s.conf", WANEM_PROFILE_DIR, arg);
+	if (!access(path, F_OK))
+		return wn_profile_load(path, p, err, errlen);
+#endif
 	return wn_profile_load(arg, p, err, errlen);
 }
 
