@@ -144,6 +144,13 @@ static void seal_cur(dre_store *st)
 	}
 }
 
+/* Unlink job j's file is deleted, or will not be by this job: its bytes
+ * leave st->unlink_bytes (room.c); lock held. */
+static void unlink_gone(dre_store *st, const struct dre_wjob *j)
+{
+	st->unlink_bytes -= j->off < st->unlink_bytes ? j->off : st->unlink_bytes;
+}
+
 /* The errno of a failed call (EIO if it set none). */
 static int fail_errno(void)
 {
@@ -323,7 +330,7 @@ static void *writer_main(void *arg)
 				dre_store_written(st, j->file, j->off + j->len);
 			dre_store_room_note(st, j->file, j->len, rc, measured ? &fs : NULL);
 		} else if (j->kind == WQ_UNLINK) {
-			st->unlink_bytes -= j->off < st->unlink_bytes ? j->off : st->unlink_bytes;
+			unlink_gone(st, j);
 		}
 		job_done(st, j);
 		pthread_cond_broadcast(&st->wq_done);
@@ -530,7 +537,7 @@ void dre_wq_forget(dre_store *st, uint32_t file)
 			if (j->kind == WQ_DATA)
 				st->wq_bytes -= j->len;
 			else if (j->kind == WQ_UNLINK)
-				st->unlink_bytes -= j->off < st->unlink_bytes ? j->off : st->unlink_bytes;
+				unlink_gone(st, j);
 			job_free(j);
 		} else {
 			st->wq_tail = j;
