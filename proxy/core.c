@@ -20,9 +20,9 @@
 
 #include "cmd.h"
 #include "daemon.h"
+#include "dns.h"
 #include "lag.h"
 #include "log.h"
-#include "dns.h"
 #include "names.h"
 #include "node.h"
 #include "pace.h"

@@ -20,10 +20,10 @@
 
 #include "cmd.h"
 #include "daemon.h"
+#include "dns.h"
 #include "edge_int.h"
 #include "lag.h"
 #include "log.h"
-#include "dns.h"
 #include "names.h"
 #include "pace.h"
 #include "tfo.h"
