@@ -5,7 +5,8 @@
  *
  * Eviction is by whole data file, oldest first, so a store m times larger
  * keeps a chunk until (m - 1) x size_limit more data file bytes have been
- * evicted from this one after it.  The store remembers a sample of the
+ * evicted from this one after it (m x size_limit less what this one holds,
+ * where its file system leaves it less than size_limit: room.c).  The store remembers a sample of the
  * chunks it evicted (1 in 2^shift, by tag, so that 7 x size_limit of
  * evictions fill about half of the table) with the eviction clock (data
  * file bytes evicted so far) at the point its record went: the clock moves
@@ -105,10 +106,14 @@ void dre_sizing_stored(dre_store *st, uint64_t tag, uint32_t len)
 	if (g->tag != tag || !g->at)
 		return;
 	double since = (double)(z->clock + 1 - g->at);
+	/* what this store holds: store_size, or less while its file system
+	 * leaves it less (room.c); a store m x store_size keeps a chunk for
+	 * the difference more bytes of eviction */
+	uint64_t here = dre_store_bound(st);
 	for (int i = 0; i < DRE_SIZING_STEPS; i++) {
 		/* the larger store writes (and evicts) only what it would miss */
 		double rate = z->new_bytes > z->larger[i] ? (double)(z->new_bytes - z->larger[i]) / (double)z->new_bytes : 0;
-		if (since * rate < (double)(((2ull << i) - 1) * st->limit))
+		if (since * rate < (double)((2ull << i) * st->limit - here))
 			z->larger[i] += (uint64_t)len << z->shift;
 	}
 	*g = (struct dre_ghost){ 0, 0 };

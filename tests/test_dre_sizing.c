@@ -128,11 +128,45 @@ static void test_sizing_late_sweep(void **state)
 	t_rmstore(dir);
 }
 
+/* A store its file system keeps below store_size (room.c) holds less than
+ * store_size, so a store 2x store_size would keep a chunk for 2 x store_size
+ * less what this one holds of eviction after it, not for 1 x store_size. */
+static void test_sizing_room(void **state)
+{
+	(void)state;
+	char dir[64];
+	const uint64_t limit = 4u << 20; /* every chunk sampled */
+	dre_store *st = t_store(dir, limit);
+	assert_non_null(st);
+	pthread_mutex_lock(&st->mu);
+	st->room = limit / 2;
+	/* evicted now (its file is not among those remembered), then 1.25 x
+	 * store_size more: a 2x store holding 1.5 x store_size more keeps it */
+	dre_ent e = { .tag = 0x1234000000000004ull, .file = 5000, .off = 0, .len = 4096 };
+	dre_sizing_evicted(st, &e);
+	dre_sizing_file_gone(st, 3000, limit + limit / 4);
+	dre_sizing_stored(st, e.tag, e.len);
+	assert_int_equal(st->sz.larger[0], 4096);
+	/* with the room back: a 2x store, which writes half as much anew so
+	 * far (it had the first), keeps a chunk for 2 x store_size of this
+	 * store's eviction after it, and misses this one, evicted 2.5 x ago */
+	st->room = UINT64_MAX;
+	dre_sizing_evicted(st, &e);
+	dre_sizing_file_gone(st, 3001, 2 * limit + limit / 2);
+	dre_sizing_stored(st, e.tag, e.len);
+	assert_int_equal(st->sz.larger[0], 4096);
+	assert_int_equal(st->sz.larger[1], 2 * 4096);
+	pthread_mutex_unlock(&st->mu);
+	dre_store_close(st);
+	t_rmstore(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sizing),
 		cmocka_unit_test(test_sizing_late_sweep),
+		cmocka_unit_test(test_sizing_room),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
