@@ -19,11 +19,17 @@
 
 _Static_assert(DRE_STORE_OP_BYTES(0) == 2 * DRE_REC_HDR, "a store operation appends two record headers");
 
-void dre_store_unlink_file(const dre_store *st, uint32_t num)
+void dre_store_unlink_data(const dre_store *st, uint32_t num)
 {
 	char path[4096];
 	dre_store_path(st, num, "dat", path, sizeof path);
 	unlink(path);
+}
+
+void dre_store_unlink_file(const dre_store *st, uint32_t num)
+{
+	char path[4096];
+	dre_store_unlink_data(st, num);
 	dre_store_path(st, num, "idx", path, sizeof path);
 	unlink(path);
 }
@@ -148,6 +154,16 @@ int dre_store_enforce_limit(dre_store *st)
 			return rc;
 	}
 	return 0;
+}
+
+int dre_store_evict_room(dre_store *st, uint32_t busy)
+{
+	int n = 0;
+	uint64_t bound = dre_store_bound(st);
+	while (!st->readonly && st->disk_bytes > bound && st->nfiles >= 2 && st->files[0].num != busy &&
+	       !st->files[0].pins && !evict_oldest(st))
+		n++;
+	return n;
 }
 
 uint32_t dre_store_pin(dre_store *st, uint32_t file)

@@ -282,6 +282,12 @@ int dre_store_remake_dir(dre_store *st);
 /* Evict (evict.c) until the data files fit the size bound; lock held.  0 or
  * an error from opening the next file. */
 int dre_store_enforce_limit(dre_store *st);
+/* For the writer, after a write failed for want of space: evict the oldest
+ * data files while the store is over its bound (dre_store_bound), stopping at
+ * one that is pinned, at the last file, or at file `busy` (the one it writes:
+ * dre_wq_forget would wait for it).  Never rotates, so never waits on the
+ * writer.  The number of files evicted.  Lock held. */
+int dre_store_evict_room(dre_store *st, uint32_t busy);
 /* The bound eviction keeps the store to: its limit, or less if its file
  * system has less room (lock held). */
 static inline uint64_t dre_store_bound(const dre_store *st)
@@ -315,6 +321,8 @@ uint64_t dre_store_limit_load(const char *dir);
 int dre_store_limit_save(dre_store *st);
 /* Delete data file num's .dat and .idx (needs no lock). */
 void dre_store_unlink_file(const dre_store *st, uint32_t num);
+/* Delete data file num's .dat alone (needs no lock). */
+void dre_store_unlink_data(const dre_store *st, uint32_t num);
 /* Read file num's .idx if it is intact and covers `size` bytes: 0 and a
  * malloc()ed array, or -1. */
 int dre_store_load_idx(dre_store *st, uint32_t num, uint64_t size, struct dre_idxent **out, size_t *n);

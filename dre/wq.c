@@ -244,6 +244,37 @@ static int wait_ns(dre_store *st, long long ns)
 	return pthread_cond_timedwait(&st->wq_cv, &st->mu, &ts);
 }
 
+#define WQ_EARLY_MAX 64 /* evicted data files deleted ahead of their turn, per failed write */
+
+/* Data job j failed for want of space, with the file system's figures
+ * measured after it in *fs: work out the room the file system leaves the
+ * store (j's bytes still queued, not on disk), evict the oldest data files
+ * beyond it, and delete the data of every evicted file now, ahead of its
+ * unlink job's turn behind the queue (dre_wq_forget took every other job on
+ * an evicted file out of it; the .idx, which its sweep reads, is left to the
+ * unlink job).  1 if that deleted any, so j is worth writing again.  Writer
+ * thread; lock held, released around the deletions. */
+static int room_retry(dre_store *st, const struct dre_wjob *j, const struct statvfs *fs)
+{
+	dre_store_room_note(st, j->file, 0, 0, fs);
+	dre_store_evict_room(st, j->file);
+	uint32_t nums[WQ_EARLY_MAX];
+	int n = 0;
+	for (struct dre_wjob *u = st->wq_head; u && n < WQ_EARLY_MAX; u = u->next)
+		if (u->kind == WQ_UNLINK && u->off) {
+			unlink_gone(st, u); /* its bytes are free once deleted below */
+			u->off = 0;
+			nums[n++] = u->file;
+		}
+	if (!n)
+		return 0;
+	pthread_mutex_unlock(&st->mu);
+	for (int i = 0; i < n; i++)
+		dre_store_unlink_data(st, nums[i]);
+	pthread_mutex_lock(&st->mu);
+	return 1;
+}
+
 /* Take the next job, waiting for one; NULL when told to stop and all is done.
  * Lock held. */
 static struct dre_wjob *next_job(dre_store *st)
@@ -318,7 +349,18 @@ static void *writer_main(void *arg)
 		int rc = run_job(st, j);
 		struct statvfs fs;
 		int measured = j->kind == WQ_DATA && dre_store_room_due(st, j->len, rc) && !fstatvfs(j->fd, &fs);
+		/* a data or .idx write that found the disk full: the disk filled
+		 * since the writer last measured it (others wrote to it) */
+		int full = (rc == ENOSPC || rc == EDQUOT) && (j->kind == WQ_DATA || j->kind == WQ_IDX);
+		if (full && !measured)
+			measured = !fstatvfs(j->fd, &fs);
 		pthread_mutex_lock(&st->mu);
+		if (full && measured && room_retry(st, j, &fs)) { /* write it again rather than lose it */
+			pthread_mutex_unlock(&st->mu);
+			rc = run_job(st, j);
+			measured = j->kind == WQ_DATA && !fstatvfs(j->fd, &fs);
+			pthread_mutex_lock(&st->mu);
+		}
 		if (rc) {
 			st->io_errors++;
 			st->io_errno = rc;

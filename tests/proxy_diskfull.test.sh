@@ -9,7 +9,8 @@
 #
 # 1. Every transfer, both ways, is byte-exact while the disk is full.
 # 2. The edge keeps its store to what the file system leaves it (logged,
-#    and in its stats), leaving the file system a reserve free, so that what
+#    and in its stats), leaving the file system a reserve free; a write that
+#    finds the disk full makes room and is written again, so that what
 #    it stores after the disk filled is kept: fetching the last 32 MiB again
 #    costs a few KB of WAN and no asks.  (Before, its writes kept failing
 #    until its own count reached store_size: 700-870 KB and 4 asks.)
@@ -60,6 +61,14 @@ w=$(($(stat_ "j['total']['wan_in']") - w0)) a=$(($(stat_ "j['total']['asks']") -
 [ "$w" -lt 65536 ] && [ "$a" = 0 ] && ok "the last 32 MiB again: $w WAN bytes, $a asks" ||
 	fail "the last 32 MiB again: $w WAN bytes, $a asks (the store lost what it stored after the disk filled)"
 for s in 11 12; do expect "upload $s, 8 MiB, disk full" pxt put 127.0.0.1 "$L" $s $((8 * MB)); done
+sleep 1.2 # the store's errors are logged once a second
+# a write that finds the disk full (it filled while the store was idle)
+# makes room and is written again, not lost
+if grep -F "read/write errors" "$T/edge.log" >/dev/null; then
+	fail "the edge lost writes to the full disk: $(grep -F "read/write errors" "$T/edge.log" | head -n 1 | cut -c26-)"
+else
+	ok "no write lost to the full disk"
+fi
 
 # ---- 3. space freed ----
 rm -f "$T/disk/logs"
