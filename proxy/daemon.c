@@ -12,6 +12,7 @@
 #include <event2/thread.h>
 
 #include "daemon.h"
+#include "dns.h"
 #include "evmem.h"
 #include "log.h"
 #include "tun.h"
@@ -322,6 +323,7 @@ int px_daemon_main(enum conf_role role, int argc, char **argv,
 	log_set_ident(px_role_names[role]);
 	log_set_level(conf_log_level(d.conf));
 	event_set_log_callback(libevent_log);
+	px_dns_log_init();
 	for (size_t i = 0; conf_ignored(d.conf, i); i++)
 		log_warn("%s", conf_ignored(d.conf, i));
 	signal(SIGPIPE, SIG_IGN);

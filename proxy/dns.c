@@ -79,6 +79,19 @@ static void stamp_files(struct px_dns *d)
 	d->checked_ms = now_ms();
 }
 
+/* evdns's own messages ("Nameserver 192.0.2.53:53 has failed: request
+ * timed out"), as lines of our log named for the resolver rather than
+ * libevent at large: its warnings as warnings, the rest as debug lines. */
+static void dns_log(int is_warning, const char *msg)
+{
+	log_msg(is_warning ? LOGL_WARN : LOGL_DEBUG, "name lookups: %s", msg);
+}
+
+void px_dns_log_init(void)
+{
+	evdns_set_log_fn(dns_log);
+}
+
 struct px_dns *px_dns_new(struct event_base *base)
 {
 	struct px_dns *d = calloc(1, sizeof *d);

@@ -7,6 +7,11 @@
 struct event_base;
 struct px_dns;
 
+/* Send evdns's own messages to our log as "name lookups: ..." (warnings as
+ * warnings, the rest as debug lines).  Once, before any thread makes a
+ * resolver (libevent keeps it in a global). */
+void px_dns_log_init(void);
+
 /* A resolver on base from /etc/resolv.conf and /etc/hosts.  Before a
  * lookup it looks at both files (at most once every PX_DNS_CHECK_MS) and
  * reads them again if either changed, as the C library does; logged once
