@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -736,8 +737,14 @@ dre_store *dre_store_open(const char *dir, const dre_store_opts *o, char *err, s
 		goto fail;
 	}
 	if (!st->readonly && !o->keep) {
+		/* the room its file system leaves it now (room.c), so that a store
+		 * opened on a full disk keeps to it from its first write on */
+		struct statvfs fs;
+		int measured = !statvfs(dir, &fs);
 		/* the writer runs: its queue is shared (evicting queues deletions) */
 		pthread_mutex_lock(&st->mu);
+		if (measured)
+			dre_store_room_note(st, 0, 0, 0, &fs);
 		int rc = dre_store_enforce_limit(st);
 		pthread_mutex_unlock(&st->mu);
 		if (rc) {

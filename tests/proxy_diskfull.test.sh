@@ -14,6 +14,8 @@
 #    it stores after the disk filled is kept: fetching the last 32 MiB again
 #    costs a few KB of WAN and no asks.  (Before, its writes kept failing
 #    until its own count reached store_size: 700-870 KB and 4 asks.)
+#    Restarted while the disk is full, the edge comes up, keeps to its room
+#    from the start, and still holds what it stored.
 # 3. Once the logs are deleted, the store grows back to its size.
 set -eu
 cd "$(dirname "$0")/.."
@@ -69,6 +71,30 @@ if grep -F "read/write errors" "$T/edge.log" >/dev/null; then
 else
 	ok "no write lost to the full disk"
 fi
+
+# ---- 2b. restarted while the disk is full ----
+px_stop edge
+[ "$PX_STATUS" = 0 ] && ok "the edge stopped cleanly on the full disk" || fail "the edge exited with $PX_STATUS"
+dd if=/dev/zero of="$T/disk/logs2" bs=64k 2>/dev/null || true
+echo "     the disk now: $(free_kb) KiB free"
+lost=$(px_count_log edge "read/write errors")
+px_edge edge "$P" "$S2" "--forward=127.0.0.1:$L -> 127.0.0.1:$SRV" --store_size=64M &&
+	ok "the edge restarted on the full disk" || fail "the edge did not restart: $(tail -n 3 "$T/edge.log")"
+# the store measures its room as it opens, not at its first writes
+room=$(px_stat_wait "$S2" "j['store']['room_bytes'] > 0" True)
+[ "$room" = True ] && ok "stats, before any transfer: store room $(stat_ "j['store']['room_bytes']") bytes" ||
+	fail "stats, before any transfer: no store room: $(stat_ "j['store']")"
+w0=$(stat_ "j['total']['wan_in']")
+expect "download 6 again, after the restart" pxt get 127.0.0.1 "$L" 6 $((16 * MB))
+sleep 1.2
+w=$(($(stat_ "j['total']['wan_in']") - w0))
+[ "$w" -lt 65536 ] && ok "download 6 again after the restart: $w WAN bytes" ||
+	fail "download 6 again after the restart: $w WAN bytes (the store lost it)"
+expect "download 9, 16 MiB, after the restart" pxt get 127.0.0.1 "$L" 9 $((16 * MB))
+sleep 1.2
+[ "$(px_count_log edge "read/write errors")" = "$lost" ] && ok "no write lost after the restart" ||
+	fail "writes lost after the restart: $(grep -F "read/write errors" "$T/edge.log" | tail -n 1 | cut -c26-)"
+rm -f "$T/disk/logs2"
 
 # ---- 3. space freed ----
 rm -f "$T/disk/logs"
