@@ -308,9 +308,15 @@ static tun_shared mux_shared(uint64_t bps, const struct tfo_opts *o)
  * "are now" / "are still"). */
 static void log_reads(const char *dir, const dre_store_stats *ss, const char *verb)
 {
+	const char *sp = dir ? " " : "", *d = dir ? dir : "";
+	if (!ss->reads_window_ns || !ss->reads_map_ns) { /* given, or the probe had no file (a full disk) */
+		log_info("store%s%s: runs of stored chunks %s read %s (not probed%s)", sp, d, verb, reads_way(ss->reads),
+			 ss->reads_tuned ? ": timed on the store's own reads from now on" : "");
+		return;
+	}
 	log_info("store%s%s: runs of stored chunks %s read %s (%.0f us through 128 KiB preads, %.0f through the"
-		 " mapping, per 2 MiB compared; 0: not measured)", dir ? " " : "", dir ? dir : "", verb,
-		 reads_way(ss->reads), ss->reads_window_ns / 1e3, ss->reads_map_ns / 1e3);
+		 " mapping, per 2 MiB compared)", sp, d, verb, reads_way(ss->reads), ss->reads_window_ns / 1e3,
+		 ss->reads_map_ns / 1e3);
 }
 
 /* Stream window: at least the default, or 4 x bandwidth x delay when known. */
