@@ -466,9 +466,11 @@ static const char *fwd_what(const struct conf_forward *r, char *buf, size_t len)
 	return buf;
 }
 
-/* A listener for forward rule r, its target kept resolved; NULL after
- * logging on failure. */
-static struct fwd *fwd_open(struct px_edge *e, const struct conf_forward *r)
+/* A listener for forward rule r at its listen address (at, of length
+ * atlen, if the caller resolved it already, else resolved here), its target
+ * kept resolved; NULL after logging on failure. */
+static struct fwd *fwd_open(struct px_edge *e, const struct conf_forward *r, const struct sockaddr_storage *at,
+			    socklen_t atlen)
 {
 	struct fwd *f = calloc(1, sizeof *f);
 	struct sockaddr_storage ss;
@@ -479,7 +481,10 @@ static struct fwd *fwd_open(struct px_edge *e, const struct conf_forward *r)
 	f->e = e;
 	f->rule = *r;
 	fwd_what(r, what, sizeof what);
-	if (conf_addr_resolve(&f->rule.listen, 1, &ss, &sl, err, sizeof err)) {
+	if (at) {
+		ss = *at;
+		sl = atlen;
+	} else if (conf_addr_resolve(&f->rule.listen, 1, &ss, &sl, err, sizeof err)) {
 		log_error("%s: %s", what, err);
 		free(f);
 		return NULL;
@@ -509,7 +514,7 @@ static int open_forwards(struct px_edge *e, const struct conf *c)
 	if (!e->fwd)
 		return -1;
 	for (size_t i = 0; i < n; i++)
-		if (!(e->fwd[e->nfwd++] = fwd_open(e, conf_forward(c, i))))
+		if (!(e->fwd[e->nfwd++] = fwd_open(e, conf_forward(c, i), NULL, 0)))
 			return -1;
 	return 0;
 }
@@ -633,19 +638,22 @@ static int fwd_listens_at(const struct fwd *f, const struct sockaddr_storage *ss
 }
 
 /* The old forward, not yet in kept[0..i), listening where c's rule r
- * resolves to now; NULL if none (or r does not resolve: fwd_open says). */
-static struct fwd *fwd_kept(struct px_edge *e, const struct conf_forward *r, struct fwd **kept, size_t i)
+ * resolves to now (left in *ss, *sl for fwd_open; *sl 0 if r does not
+ * resolve: fwd_open says); NULL if none. */
+static struct fwd *fwd_kept(struct px_edge *e, const struct conf_forward *r, struct fwd **kept, size_t i,
+			    struct sockaddr_storage *ss, socklen_t *sl)
 {
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof ss;
 	char err[256];
-	if (conf_addr_resolve(&r->listen, 1, &ss, &sl, err, sizeof err))
+	*sl = sizeof *ss;
+	if (conf_addr_resolve(&r->listen, 1, ss, sl, err, sizeof err)) {
+		*sl = 0;
 		return NULL;
+	}
 	for (size_t j = 0; j < e->nfwd; j++) {
 		int taken = 0;
 		for (size_t k = 0; k < i; k++)
 			taken |= kept[k] == e->fwd[j];
-		if (!taken && fwd_listens_at(e->fwd[j], &ss))
+		if (!taken && fwd_listens_at(e->fwd[j], ss))
 			return e->fwd[j];
 	}
 	return NULL;
@@ -668,9 +676,11 @@ static int reopen_forwards(struct px_edge *e, const struct conf *c)
 	for (size_t i = 0; i < n && !rc; i++) {
 		const struct conf_forward *r = conf_forward(c, i);
 		char what[CONF_HOST_MAX + 32];
-		kept[i] = fwd_kept(e, r, kept, i);
+		struct sockaddr_storage ss;
+		socklen_t sl;
+		kept[i] = fwd_kept(e, r, kept, i, &ss, &sl);
 		if (!kept[i])
-			rc = (nf[i] = fwd_open(e, r)) ? 0 : -1;
+			rc = (nf[i] = fwd_open(e, r, sl ? &ss : NULL, sl)) ? 0 : -1;
 		else if (!same_addr(&kept[i]->rule.target, &r->target))
 			rc = (names[i] = px_name_new(e->node.env.base, e->dns, &r->target, fwd_what(r, what, sizeof what)))
 				     ? 0 : -1;
