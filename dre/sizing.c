@@ -6,12 +6,13 @@
  * Eviction is by whole data file, oldest first, so a store m times larger
  * keeps a chunk until (m - 1) x size_limit more data file bytes have been
  * evicted from this one after it (m x size_limit less what this one holds,
- * where its file system leaves it less than size_limit: room.c).  The store remembers a sample of the
- * chunks it evicted (1 in 2^shift, by tag, so that 7 x size_limit of
- * evictions fill about half of the table) with the eviction clock (data
- * file bytes evicted so far) at the point its record went: the clock moves
- * when a file is evicted, and its entries, swept out of the index later by
- * the writer, are stamped by their offset in it.  When a sampled chunk is
+ * where its file system leaves it less than size_limit: room.c).  The
+ * store remembers a sample of the chunks it evicted (1 in 2^shift, by tag,
+ * so that 7 x size_limit of evictions fill about half of the table) with
+ * the eviction clock (data file bytes evicted so far) at the point its
+ * record went: the clock moves when a file is evicted, and its entries,
+ * swept out of the index later by the writer, are stamped by their offset
+ * in it.  When a sampled chunk is
  * stored anew (it crossed the WAN again) and is still remembered, the bytes
  * evicted since tell which larger stores would have held it; its length,
  * times 2^shift, counts for those.  This is the "ghost list" of cache
