@@ -35,6 +35,8 @@ struct fwd {
 	struct evconnlistener *l;
 	struct conf_forward rule;
 	struct px_name *target; /* rule.target kept resolved, for policy, class and going direct */
+	struct sockaddr_storage bound; /* where l listens (getsockname: not the name it was given) */
+	int kept;                      /* a reload under way keeps it for a rule of the new config */
 };
 
 /* " (class ef)" for a class lane, else "". */
@@ -491,8 +493,11 @@ static struct fwd *fwd_open(struct px_edge *e, const struct conf_forward *r, con
 	}
 	f->l = evconnlistener_new_bind(e->node.env.base, fwd_accept, f, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, -1,
 				       (struct sockaddr *)&ss, (int)sl);
-	if (!f->l) {
+	socklen_t bl = sizeof f->bound;
+	if (!f->l || getsockname(evconnlistener_get_fd(f->l), (struct sockaddr *)&f->bound, &bl)) {
 		log_error("%s: cannot listen: %s", what, strerror(errno));
+		if (f->l)
+			evconnlistener_free(f->l);
 		free(f);
 		return NULL;
 	}
@@ -615,32 +620,31 @@ static void commit_forwards(struct px_edge *e, const struct conf *c, struct fwd 
 		nf[i] = f;
 	}
 	for (size_t j = 0; j < e->nfwd; j++) {
-		int k = 0;
-		for (size_t i = 0; i < n; i++)
-			k |= kept[i] == e->fwd[j];
-		if (!k)
+		if (!e->fwd[j]->kept)
 			fwd_free(e->fwd[j]);
+		else
+			e->fwd[j]->kept = 0;
 	}
 	free(e->fwd);
 	e->fwd = nf;
 	e->nfwd = n;
 }
 
-/* Whether f listens at ss (getsockname: what it bound, not the name it was
- * given, whose address may have moved since). */
-static int fwd_listens_at(const struct fwd *f, const struct sockaddr_storage *ss)
+/* Whether old forward f is free to keep for a listener at ss: not kept for
+ * another rule yet, and bound there (the address it bound, not the name it
+ * was given, whose address may have moved since). */
+static int fwd_free_at(const struct fwd *f, const struct sockaddr_storage *ss)
 {
-	struct sockaddr_storage have;
-	socklen_t hl = sizeof have;
-	if (getsockname(evconnlistener_get_fd(f->l), (struct sockaddr *)&have, &hl))
-		return 0;
-	return evutil_sockaddr_cmp((const struct sockaddr *)ss, (const struct sockaddr *)&have, 1) == 0;
+	return !f->kept && evutil_sockaddr_cmp((const struct sockaddr *)ss, (const struct sockaddr *)&f->bound, 1) == 0;
 }
 
-/* The old forward, not yet in kept[0..i), listening where c's rule r
+/* The old forward, not yet kept, listening where c's rule r (the i-th)
  * resolves to now (left in *ss, *sl for fwd_open; *sl 0 if r does not
- * resolve: fwd_open says); NULL if none. */
-static struct fwd *fwd_kept(struct px_edge *e, const struct conf_forward *r, struct fwd **kept, size_t i,
+ * resolve: fwd_open says), marked kept; NULL if none.  The old i-th is
+ * looked at first: a config whose forwards kept their order costs one
+ * comparison a rule (2,000 forwards reloaded in 3.1 s, the loop held,
+ * when every rule looked at every old forward and the rules before it). */
+static struct fwd *fwd_kept(struct px_edge *e, const struct conf_forward *r, size_t i,
 			    struct sockaddr_storage *ss, socklen_t *sl)
 {
 	char err[256];
@@ -649,14 +653,15 @@ static struct fwd *fwd_kept(struct px_edge *e, const struct conf_forward *r, str
 		*sl = 0;
 		return NULL;
 	}
-	for (size_t j = 0; j < e->nfwd; j++) {
-		int taken = 0;
-		for (size_t k = 0; k < i; k++)
-			taken |= kept[k] == e->fwd[j];
-		if (!taken && fwd_listens_at(e->fwd[j], ss))
-			return e->fwd[j];
-	}
-	return NULL;
+	struct fwd *f = NULL;
+	if (i < e->nfwd && fwd_free_at(e->fwd[i], ss))
+		f = e->fwd[i];
+	for (size_t j = 0; j < e->nfwd && !f; j++)
+		if (fwd_free_at(e->fwd[j], ss))
+			f = e->fwd[j];
+	if (f)
+		f->kept = 1;
+	return f;
 }
 
 /* A reload's forward listeners, kept open where c's listen addresses,
@@ -678,7 +683,7 @@ static int reopen_forwards(struct px_edge *e, const struct conf *c)
 		char what[CONF_HOST_MAX + 32];
 		struct sockaddr_storage ss;
 		socklen_t sl;
-		kept[i] = fwd_kept(e, r, kept, i, &ss, &sl);
+		kept[i] = fwd_kept(e, r, i, &ss, &sl);
 		if (!kept[i])
 			rc = (nf[i] = fwd_open(e, r, sl ? &ss : NULL, sl)) ? 0 : -1;
 		else if (!same_addr(&kept[i]->rule.target, &r->target))
@@ -694,6 +699,8 @@ static int reopen_forwards(struct px_edge *e, const struct conf *c)
 			px_name_free(names[i]);
 		}
 	}
+	for (size_t j = 0; rc && j < nold; j++)
+		e->fwd[j]->kept = 0;
 	if (rc)
 		log_error("reload: forward listeners failed; keeping the old configuration");
 	else
