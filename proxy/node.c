@@ -309,9 +309,10 @@ static tun_shared mux_shared(uint64_t bps, const struct tfo_opts *o)
 static void log_reads(const char *dir, const dre_store_stats *ss, const char *verb)
 {
 	const char *sp = dir ? " " : "", *d = dir ? dir : "";
-	if (!ss->reads_window_ns || !ss->reads_map_ns) { /* given, or the probe had no file (a full disk) */
-		log_info("store%s%s: runs of stored chunks %s read %s (not probed%s)", sp, d, verb, reads_way(ss->reads),
-			 ss->reads_tuned ? ": timed on the store's own reads from now on" : "");
+	if (!ss->reads_window_ns || !ss->reads_map_ns) { /* named, or the probe had no file (a full disk) */
+		log_info("store%s%s: runs of stored chunks %s read %s (%s)", sp, d, verb, reads_way(ss->reads),
+			 ss->reads_tuned ? "not probed: timed on the store's own reads from now on"
+					 : "as WANOPT_STORE_READS says");
 		return;
 	}
 	log_info("store%s%s: runs of stored chunks %s read %s (%.0f us through 128 KiB preads, %.0f through the"
