@@ -49,7 +49,8 @@ sleep_until() {
 # about one run in five.)  WINDOW clamps the receiver's window to 1.8 BDP:
 # CUBIC's window then stays small and steady, so its sawtooth (deep on a T1,
 # whose 1-BDP queue is 5 packets) never drains the queue and the figure is the
-# emulator's rate.  The few queue drops left do not idle the link.
+# emulator's rate.  The few queue drops left do not idle the link.  (The
+# 20 Mbit/s link gets the same clamp: see its call below.)
 goodput_test() {
 	local prof=$1 secs=$2 win=${3:-0} p r s0 s1 ip_bps gpid t0
 	eval "$("$WN_BIN" check "$prof")"
@@ -102,6 +103,11 @@ n=$n;p=$p;import math;d=3.29*math.sqrt(n*p*(1-p));print(f'{n*p-d:.0f}..{n*p+d:.0
 rtt_test netem/profiles/t1.conf
 rtt_test tests/netem/fast.conf
 goodput_test netem/profiles/t1.conf 7 13900     # 1.8 x 7720 bytes
-goodput_test tests/netem/fast.conf 6            # CUBIC, default window
+# 1.8 x 50000 bytes, as on the T1.  With the default window CUBIC overflowed
+# the 2-BDP queue (20-25 drops a run), and in 2 CI runs of about 12 the link
+# sat idle about 0.4 s of the 4 measured (89.2 and 90.9 % of the rate), as a
+# retransmission timeout idles it; not reproduced here, under two busy loops
+# or heavy writeback.  Clamped: no drops, 99.95-100.0 % (3 runs)
+goodput_test tests/netem/fast.conf 6 90000
 loss_test
 exit $WN_FAIL
