@@ -156,14 +156,12 @@ int dre_store_enforce_limit(dre_store *st)
 	return 0;
 }
 
-int dre_store_evict_room(dre_store *st, uint32_t busy)
+void dre_store_evict_room(dre_store *st, uint32_t busy)
 {
-	int n = 0;
 	uint64_t bound = dre_store_bound(st);
 	while (!st->readonly && st->disk_bytes > bound && st->nfiles >= 2 && st->files[0].num != busy &&
 	       !st->files[0].pins && !evict_oldest(st))
-		n++;
-	return n;
+		;
 }
 
 uint32_t dre_store_pin(dre_store *st, uint32_t file)

@@ -286,8 +286,8 @@ int dre_store_enforce_limit(dre_store *st);
  * data files while the store is over its bound (dre_store_bound), stopping at
  * one that is pinned, at the last file, or at file `busy` (the one it writes:
  * dre_wq_forget would wait for it).  Never rotates, so never waits on the
- * writer.  The number of files evicted.  Lock held. */
-int dre_store_evict_room(dre_store *st, uint32_t busy);
+ * writer.  Lock held. */
+void dre_store_evict_room(dre_store *st, uint32_t busy);
 /* The bound eviction keeps the store to: its limit, or less if its file
  * system has less room (lock held). */
 static inline uint64_t dre_store_bound(const dre_store *st)

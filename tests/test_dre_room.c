@@ -1,7 +1,7 @@
 /* test_dre_room.c: a store on a file system with less room than its size
  * (dre/room.c): the room worked out from the file system's figures, the
- * store evicting down to it (and its horizon knowing it would), writes lost to a full disk, the floor, and
- * letting go once the room is back.  The figures are given, not measured,
+ * store evicting down to it (and its horizon knowing it would), writes lost
+ * to a full disk, the floor, and letting go once the room is back.  The figures are given, not measured,
  * so that the test is the same on any disk; the writer, idle once drained,
  * measures nothing meanwhile. */
 #include <errno.h>
