@@ -4,11 +4,14 @@
  * sharing it).  Once it is full every write fails: the store keeps its
  * records' places, but they fail their checksums and are dropped when read,
  * so the store stops working while it looks full.  So the writer, as it
- * writes (every DRE_ROOM_EVERY bytes, and at a failure), measures the file
- * system and works out the room it leaves the store: what the store holds on
- * disk, plus what is free, less a reserve left to everyone else.  Where that
- * is less than store_size, eviction keeps to it: the store gives the oldest
- * data way to the new, and grows back as space frees up.
+ * writes (every DRE_ROOM_EVERY bytes, and at a failure), and when asked
+ * (dre_store_room_later: the proxy asks once a second, so an idle store
+ * sees the disk fill or free up), measures the file system and works out
+ * the room it leaves the store: what the store holds on disk, plus what is
+ * free, less a reserve left to everyone else.  Where that is less than
+ * store_size, eviction keeps to it: the store gives the oldest data way to
+ * the new (an idle store evicts down to it at once, leaving the reserve free
+ * to others), and grows back as space frees up.
  */
 #include <stdint.h>
 #include <sys/statvfs.h>
@@ -61,6 +64,16 @@ void dre_store_room_note(dre_store *st, uint32_t num, size_t len, int rc, const 
 		st->room = UINT64_MAX;
 	else
 		st->room = room < st->limit ? room : st->limit;
+}
+
+int dre_store_room_later(dre_store *st)
+{
+	if (st->readonly)
+		return 0;
+	pthread_mutex_lock(&st->mu);
+	int rc = dre_wq_room(st);
+	pthread_mutex_unlock(&st->mu);
+	return rc;
 }
 
 uint64_t dre_store_room_evicted(dre_store *st, const struct dre_sfile *f)

@@ -188,6 +188,7 @@ struct dre_store {
 	uint64_t wq_bytes;        /* record bytes appended but not yet written */
 	uint64_t map_read;        /* bytes read through mappings since their pages were let go */
 	int wq_letgo;             /* a let-go is queued for the writer */
+	int wq_room;              /* a WQ_ROOM measure is queued for the writer */
 	struct dre_wjob *wq_spare; /* written data blocks kept for reuse */
 	unsigned wq_nspare;
 	uint32_t wq_pre_file;     /* writer only: blocks of this file are reserved... */
@@ -408,6 +409,10 @@ int dre_wq_clear_slot(dre_store *st, int slot);
  * that is queued already; 0, or -1 if it cannot (then the caller does it).
  * Lock held. */
 int dre_wq_letgo(dre_store *st);
+/* Have the writer measure the room the file system leaves the store, ahead
+ * of what is queued, and evict what is beyond it (unless one such measure
+ * is queued already or there is no writer): 0 or DRE_ENOMEM. */
+int dre_wq_room(dre_store *st);
 /* Let go of the pages of every data file's mapping (MADV_DONTNEED: they stay
  * in the page cache, out of this process's resident set).  With `lock` (the
  * store's, not held), the madvise calls run outside it, under the mappings'

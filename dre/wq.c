@@ -50,6 +50,7 @@ enum wq_kind {
 	WQ_SWEEP, /* remove evicted file `file`'s entries (off: its size) from the index */
 	WQ_CLEAR, /* clear reclaimed peer slot `off`'s bit from the index */
 	WQ_LETGO, /* let go of the mappings' pages (dre_store_letgo) */
+	WQ_ROOM,  /* measure the room the file system leaves the store (room.c) */
 };
 
 struct dre_wjob {
@@ -131,6 +132,16 @@ static void push(dre_store *st, struct dre_wjob *j)
 	else
 		st->wq_head = j;
 	st->wq_tail = j;
+	pthread_cond_signal(&st->wq_cv);
+}
+
+/* Queue j ahead of the others; lock held. */
+static void push_front(dre_store *st, struct dre_wjob *j)
+{
+	j->next = st->wq_head;
+	st->wq_head = j;
+	if (!st->wq_tail)
+		st->wq_tail = j;
 	pthread_cond_signal(&st->wq_cv);
 }
 
@@ -228,6 +239,8 @@ static int run_job(dre_store *st, struct dre_wjob *j)
 	case WQ_LETGO:
 		dre_store_letgo(st, &st->mu);
 		break;
+	case WQ_ROOM: /* measured by writer_main */
+		break;
 	}
 	return rc;
 }
@@ -246,18 +259,19 @@ static int wait_ns(dre_store *st, long long ns)
 
 #define WQ_EARLY_MAX 64 /* evicted data files deleted ahead of their turn, per failed write */
 
-/* Data job j failed for want of space, with the file system's figures
- * measured after it in *fs: work out the room the file system leaves the
- * store (j's bytes still queued, not on disk), evict the oldest data files
- * beyond it, and delete the data of every evicted file now, ahead of its
- * unlink job's turn behind the queue (dre_wq_forget took every other job on
- * an evicted file out of it; the .idx, which its sweep reads, is left to the
- * unlink job).  1 if that deleted any, so j is worth writing again.  Writer
- * thread; lock held, released around the deletions. */
-static int room_retry(dre_store *st, const struct dre_wjob *j, const struct statvfs *fs)
+/* With the file system's figures just measured in *fs (after a data job
+ * on file `busy` failed for want of space, or by a WQ_ROOM job: busy
+ * UINT32_MAX): work out the room the file system leaves the store (a failed
+ * job's bytes still queued, not on disk), evict the oldest data files beyond
+ * it (not `busy`), and delete the data of every evicted file now, ahead of
+ * its unlink job's turn behind the queue (dre_wq_forget took every other
+ * job on an evicted file out of it; the .idx, which its sweep reads, is left
+ * to the unlink job).  1 if that deleted any, so a failed job is worth
+ * writing again.  Writer thread; lock held, released around the deletions. */
+static int room_make(dre_store *st, uint32_t busy, const struct statvfs *fs)
 {
-	dre_store_room_note(st, j->file, 0, 0, fs);
-	dre_store_evict_room(st, j->file);
+	dre_store_room_note(st, busy, 0, 0, fs);
+	dre_store_evict_room(st, busy);
 	uint32_t nums[WQ_EARLY_MAX];
 	int n = 0;
 	for (struct dre_wjob *u = st->wq_head; u && n < WQ_EARLY_MAX; u = u->next)
@@ -348,14 +362,15 @@ static void *writer_main(void *arg)
 		writer_prio_set(&prio, low);
 		int rc = run_job(st, j);
 		struct statvfs fs;
-		int measured = j->kind == WQ_DATA && dre_store_room_due(st, j->len, rc) && !fstatvfs(j->fd, &fs);
+		int measured = j->kind == WQ_DATA ? dre_store_room_due(st, j->len, rc) && !fstatvfs(j->fd, &fs)
+						  : j->kind == WQ_ROOM && !statvfs(st->dir, &fs);
 		/* a data or .idx write that found the disk full: the disk filled
 		 * since the writer last measured it (others wrote to it) */
 		int full = (rc == ENOSPC || rc == EDQUOT) && (j->kind == WQ_DATA || j->kind == WQ_IDX);
 		if (full && !measured)
 			measured = !fstatvfs(j->fd, &fs);
 		pthread_mutex_lock(&st->mu);
-		if (full && measured && room_retry(st, j, &fs)) { /* write it again rather than lose it */
+		if (full && measured && room_make(st, j->file, &fs)) { /* write it again rather than lose it */
 			pthread_mutex_unlock(&st->mu);
 			rc = run_job(st, j);
 			measured = j->kind == WQ_DATA && !fstatvfs(j->fd, &fs);
@@ -373,6 +388,11 @@ static void *writer_main(void *arg)
 			dre_store_room_note(st, j->file, j->len, rc, measured ? &fs : NULL);
 		} else if (j->kind == WQ_UNLINK) {
 			unlink_gone(st, j);
+		} else if (j->kind == WQ_ROOM) {
+			st->wq_room = 0;
+			st->room_written = 0;
+			if (measured) /* and give back what is beyond the room now */
+				room_make(st, UINT32_MAX, &fs);
 		}
 		job_done(st, j);
 		pthread_cond_broadcast(&st->wq_done);
@@ -512,6 +532,18 @@ int dre_wq_letgo(dre_store *st)
 	return 0;
 }
 
+int dre_wq_room(dre_store *st)
+{
+	if (st->wq_room || !st->wq_running || st->wq_stop)
+		return 0; /* one queued already, or no writer to do it */
+	struct dre_wjob *j = job_new(WQ_ROOM, 0, -1, 0, 0);
+	if (!j)
+		return DRE_ENOMEM;
+	st->wq_room = 1;
+	push_front(st, j); /* what is queued is counted as not on disk yet */
+	return 0;
+}
+
 /* The queued or in-flight data block holding [off, off+n) of file, or NULL. */
 static const struct dre_wjob *find_block(const dre_store *st, uint32_t file, uint64_t off, size_t n)
 {
@@ -563,10 +595,11 @@ void dre_wq_drain(dre_store *st)
 	st->wq_drainers--;
 }
 
-/* Is j work on file `file` (a peer-slot clear or a let-go names no file)? */
+/* Is j work on file `file` (a peer-slot clear, a let-go or a measure names
+ * no file)? */
 static int on_file(const struct dre_wjob *j, uint32_t file)
 {
-	return j->file == file && j->kind != WQ_CLEAR && j->kind != WQ_LETGO;
+	return j->file == file && j->kind != WQ_CLEAR && j->kind != WQ_LETGO && j->kind != WQ_ROOM;
 }
 
 void dre_wq_forget(dre_store *st, uint32_t file)

@@ -149,6 +149,12 @@ void dre_store_flush(dre_store *st);
 /* The same, done by the store's writer thread: returns at once (0 or
  * DRE_ENOMEM); failures show in the store's I/O error count. */
 int dre_store_sync_later(dre_store *st);
+/* Have the store's writer thread measure the room its file system leaves it
+ * (others' data may have filled it or freed space since the writer last
+ * measured, as it does every 4 MiB it writes) ahead of the writes queued,
+ * and evict its oldest data beyond that room.  Returns at once: 0 or
+ * DRE_ENOMEM; the room shows in dre_store_get_stats once measured. */
+int dre_store_room_later(dre_store *st);
 void dre_store_get_stats(dre_store *st, dre_store_stats *s);
 /* Measure again which way of reading runs is faster here and use it (what
  * the host makes of a page fault can change under a running process: a VM

@@ -156,6 +156,10 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	n->trim_due |= (rested ? TRIM_QUIET : 0) | (freed ? TRIM_CLOSED : 0);
 	if (n->trim_due && trim_heap(n, n->trim_due & TRIM_QUIET ? TRIM_QUIET_MIN : TRIM_FREE_MIN))
 		n->trim_due = 0;
+	/* others' data may have filled the store's file system, or freed space
+	 * on it, while the store was idle: its writer measures (statvfs may
+	 * wait on a remote disk; the loop never does) */
+	(void)dre_store_room_later(n->store); /* out of memory: measured as it writes */
 	/* the store's writer thread does the fdatasync: the loop never waits on it */
 	if (++n->ticks % SYNC_EVERY == 0 && dre_store_sync_later(n->store))
 		log_warn("store %s: cannot queue a sync", conf_store(px_daemon_conf(n->d)));

@@ -1,9 +1,10 @@
 /* test_dre_room.c: a store on a file system with less room than its size
  * (dre/room.c): the room worked out from the file system's figures, the
  * store evicting down to it (and its horizon knowing it would), writes lost
- * to a full disk, the floor, and letting go once the room is back.  The figures are given, not measured,
- * so that the test is the same on any disk; the writer, idle once drained,
- * measures nothing meanwhile. */
+ * to a full disk, the floor, and letting go once the room is back.  The
+ * figures are given, not measured, so that the test is the same on any disk;
+ * the writer, idle once drained, measures nothing meanwhile -- except when
+ * asked to (test_room_later, which needs a disk with room). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -153,11 +154,46 @@ static void test_room_evicted(void **state)
 	t_rmstore(dir);
 }
 
+/* Asked to (dre_store_room_later), the writer measures the file system
+ * the store is on, with nothing written: a room given by figures that the
+ * real disk does not impose is let go of. */
+static void test_room_later(void **state)
+{
+	(void)state;
+	char dir[64];
+	dre_store *st = t_store(dir, 64 * MiB);
+	assert_non_null(st);
+	store_new(st, 12);
+	struct statvfs fs;
+	assert_int_equal(statvfs(dir, &fs), 0);
+	if ((uint64_t)fs.f_bavail * fs.f_frsize < 256 * MiB) {
+		dre_store_close(st);
+		t_rmstore(dir);
+		skip(); /* the real disk would keep the store smaller too */
+	}
+	pthread_mutex_lock(&st->mu);
+	fs_says(st, 0, 0, 0, 0);
+	assert_true(st->room < 64 * MiB);
+	dre_wq_drain(st); /* nothing queued: the writer measures nothing by itself */
+	assert_true(st->room < 64 * MiB);
+	pthread_mutex_unlock(&st->mu);
+	assert_int_equal(dre_store_room_later(st), 0);
+	assert_int_equal(dre_store_room_later(st), 0); /* one measure queued, not two */
+	dre_store_flush(st);
+	assert_int_equal(room_of(st), 0);
+	pthread_mutex_lock(&st->mu);
+	assert_int_equal(st->wq_room, 0);
+	pthread_mutex_unlock(&st->mu);
+	dre_store_close(st);
+	t_rmstore(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_room),
 		cmocka_unit_test(test_room_evicted),
+		cmocka_unit_test(test_room_later),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	t_dirs_left();
