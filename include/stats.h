@@ -38,6 +38,8 @@ enum stats_gauge {
 	STATS_STORE_LARGER_4X, /* ... 4x */
 	STATS_STORE_LARGER_8X, /* ... 8x */
 	STATS_LOOP_LAG_MAX_US, /* longest an event loop was held past a timer, us (stats_max) */
+	STATS_LOOP_LAG_US,     /* all the time event loops were held past a timer, us (monotonic) */
+	STATS_LOOP_HELD,       /* holds of PX_LAG_WARN_MS or more (each logged), since start (monotonic) */
 	STATS_STORE_PEERS,     /* peer stores the store tracks (slots in use) */
 	STATS_STORE_PEERS_HELD, /* of those, in use by a stream now */
 	STATS_STORE_UNTRACKED, /* streams from peers that found no slot, since start (monotonic) */

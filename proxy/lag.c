@@ -34,10 +34,13 @@ static void lag_tick(evutil_socket_t fd, short what, void *arg)
 	(void)fd; (void)what;
 	l->due_us = now + PX_LAG_TICK_MS * 1000u;
 	stats_max(l->stats, STATS_LOOP_LAG_MAX_US, late);
-	if (late >= PX_LAG_WARN_MS * 1000u)
+	stats_add(l->stats, STATS_LOOP_LAG_US, (int64_t)late);
+	if (late >= PX_LAG_WARN_MS * 1000u) {
+		stats_add(l->stats, STATS_LOOP_HELD, 1);
 		log_warn("%s: event loop held for %llu ms (a long callback, or the process was not scheduled);"
 			 " tunnel keepalives and relays waited that long", l->name,
 			 (unsigned long long)(late / 1000));
+	}
 }
 
 struct px_lag *px_lag_start(struct event_base *base, struct stats *s, const char *name)

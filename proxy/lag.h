@@ -3,8 +3,9 @@
  * loop: tunnel keepalives (an edge gives up on a tunnel after 1 s without a
  * frame), relays, stats.  A px_lag is a short timer on one event base that
  * measures how late it fires: the longest delay since start goes to the
- * STATS_LOOP_LAG_MAX_US gauge, each delay of LAG_WARN_MS or more to a
- * warning.  Create, use and free a px_lag on its base's thread. */
+ * STATS_LOOP_LAG_MAX_US gauge, every delay to the STATS_LOOP_LAG_US count
+ * (its rate: the share of the time loops are held), each delay of
+ * PX_LAG_WARN_MS or more to a warning and the STATS_LOOP_HELD count.  Create, use and free a px_lag on its base's thread. */
 #ifndef WANOPT_LAG_H
 #define WANOPT_LAG_H
 

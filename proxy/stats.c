@@ -624,6 +624,14 @@ static void prom_gauges(FILE *f, struct stats *s)
 	prom_head(f, "loop_lag_max_seconds", "gauge",
 		  "Longest an event loop was held since start (a long callback, or not scheduled).");
 	fprintf(f, "wanopt_loop_lag_max_seconds %.6f\n", (double)G(STATS_LOOP_LAG_MAX_US) / 1e6);
+	prom_head(f, "loop_lag_seconds_total", "counter",
+		  "Time event loops were held past their timers, summed over the loops (its rate: the share of the"
+		  " time they were held).");
+	fprintf(f, "wanopt_loop_lag_seconds_total %.6f\n", (double)G(STATS_LOOP_LAG_US) / 1e6);
+	prom_head(f, "loop_holds_total", "counter",
+		  "Times an event loop was held 500 ms or more (each logged; a tunnel gives up after 1 s without a"
+		  " frame).");
+	fprintf(f, "wanopt_loop_holds_total %llu\n", G(STATS_LOOP_HELD));
 	prom_head(f, "lan_bulk_buffers", "gauge",
 		  "LAN sockets holding the bulk receive buffer now (their sender outpaces the proxy).");
 	fprintf(f, "wanopt_lan_bulk_buffers %llu\n", G(STATS_LAN_BULK));
@@ -784,9 +792,10 @@ static void json_fill(FILE *f, struct stats *s)
 	fprintf(f, "\"tunnel\":{\"rtt_us\":%llu,\"up\":%llu,\"cert_not_after\":%llu,\"peers\":[",
 		G(STATS_TUNNEL_RTT_US), G(STATS_TUNNELS_UP), G(STATS_TLS_NOT_AFTER));
 	json_tunnels(f, s);
-	fprintf(f, "]},\"loop_lag_max_us\":%llu,\"lan_bulk_buffers\":{\"held\":%llu,\"given\":%llu},"
+	fprintf(f, "]},\"loop_lag_max_us\":%llu,\"loop_lag_us\":%llu,\"loop_holds\":%llu,\"lan_bulk_buffers\":{\"held\":%llu,\"given\":%llu},"
 		"\"connections\":{\"direct\":%llu,\"refused\":%llu,\"handed_back\":%llu},\"streams\":[",
-		G(STATS_LOOP_LAG_MAX_US), G(STATS_LAN_BULK), G(STATS_LAN_BULK_GIVEN), G(STATS_CONN_DIRECT),
+		G(STATS_LOOP_LAG_MAX_US), G(STATS_LOOP_LAG_US), G(STATS_LOOP_HELD), G(STATS_LAN_BULK),
+		G(STATS_LAN_BULK_GIVEN), G(STATS_CONN_DIRECT),
 		G(STATS_CONN_REFUSED), G(STATS_CONN_HANDED));
 	for (size_t i = 0; rows && i < n; i++) {
 		if (i)

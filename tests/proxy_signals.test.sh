@@ -165,12 +165,16 @@ edge_conf 8M "$LA" "$LC" $(many_fwd)
 hup edge && ok "edge reloaded with 2,000 forwards more" || fail "edge reload with 2,000 forwards: $(tail -n 2 "$T/edge.log")"
 expect "the last of them" pxt get 127.77.7.250 "$LA" 10 $MB
 sleep 1.2
-lag0=$(px_stat "$S2" 'j["loop_lag_max_us"]')
+# (loop_lag_us counts every hold past the 100 ms timer, so its growth over
+# the reload is the reload's hold, plus a few ms of scheduling)
+lag0=$(px_stat "$S2" 'j["loop_lag_us"]') holds0=$(px_stat "$S2" 'j["loop_holds"]')
 hup edge && ok "edge reloaded, keeping all 2,002 forwards" || fail "edge reload keeping 2,002 forwards: $(tail -n 2 "$T/edge.log")"
 sleep 1.2
-lag=$(px_stat "$S2" 'j["loop_lag_max_us"]')
-[ "$lag" -lt 1000000 ] && ok "the loop held $((lag / 1000)) ms at most (before this reload: $((lag0 / 1000)) ms)" ||
-	fail "the loop held $((lag / 1000)) ms in a reload keeping 2,002 forwards"
+lag=$(($(px_stat "$S2" 'j["loop_lag_us"]') - lag0)) holds=$(($(px_stat "$S2" 'j["loop_holds"]') - holds0))
+max=$(px_stat "$S2" 'j["loop_lag_max_us"]')
+[ "$lag" -lt 1000000 ] && [ "$holds" = 0 ] &&
+	ok "the reload held the loop $((lag / 1000)) ms in all (the longest hold since start: $((max / 1000)) ms)" ||
+	fail "the loop held $((lag / 1000)) ms ($holds holds of 500 ms or more) in a reload keeping 2,002 forwards"
 expect "the last of them after the reload" pxt get 127.77.7.250 "$LA" 11 $MB
 edge_conf 8M "$LA" "$LC"
 hup edge && ok "edge reloaded without them" || fail "edge reload back to 2 forwards: $(tail -n 2 "$T/edge.log")"

@@ -61,6 +61,10 @@ static struct stats *sample_registry(struct stats_stream **a, struct stats_strea
 	stats_max(s, STATS_LOOP_LAG_MAX_US, 120);   /* lower: the gauge keeps 5000 */
 	stats_max(s, STATS_LOOP_LAG_MAX_US, 12500);
 	stats_max(s, STATS_LOOP_LAG_MAX_US, 7000);
+	stats_add(s, STATS_LOOP_LAG_US, 1000000); /* counts, as lag.c adds them */
+	stats_add(s, STATS_LOOP_LAG_US, 250000);
+	stats_add(s, STATS_LOOP_HELD, 1);
+	stats_add(s, STATS_LOOP_HELD, 1);
 	for (int i = 0; i < 3; i++) { /* three given the bulk buffer, one gave it back */
 		stats_add(s, STATS_LAN_BULK, 1);
 		stats_add(s, STATS_LAN_BULK_GIVEN, 1);
@@ -253,6 +257,10 @@ static void test_render(void **state)
 		"# TYPE wanopt_tls_cert_expiry_timestamp_seconds gauge\n",
 		"wanopt_tls_cert_expiry_timestamp_seconds 2112345678\n",
 		"wanopt_loop_lag_max_seconds 0.012500\n",
+		"# TYPE wanopt_loop_lag_seconds_total counter\n",
+		"wanopt_loop_lag_seconds_total 1.250000\n",
+		"# TYPE wanopt_loop_holds_total counter\n",
+		"wanopt_loop_holds_total 2\n",
 		"# TYPE wanopt_lan_bulk_buffers gauge\n",
 		"wanopt_lan_bulk_buffers 2\n",
 		"# TYPE wanopt_lan_bulk_buffers_total counter\n",
@@ -285,7 +293,7 @@ static void test_render(void **state)
 				  "\"reads\":{\"way\":\"window\",\"window_ns_per_mib\":151000,"
 				  "\"map_ns_per_mib\":186000,\"changes\":1}},"
 				  "\"tunnel\":{\"rtt_us\":40100,\"up\":1,\"cert_not_after\":2112345678,\"peers\":[]},\"loop_lag_max_us\":12500,"
-				  "\"lan_bulk_buffers\":{\"held\":2,\"given\":3},"));
+				  "\"loop_lag_us\":1250000,\"loop_holds\":2,\"lan_bulk_buffers\":{\"held\":2,\"given\":3},"));
 	assert_non_null(strstr(p, "{\"id\":1,\"src\":\"10.0.0.5:41000\",\"dst\":\"10.1.1.1:21\","
 				  "\"mode\":\"full\",\"class\":\"\",\"age_s\":"));
 	assert_non_null(strstr(p, "\"dst\":\"[fd01::1]:443\",\"mode\":\"tfo\",\"class\":\"af41\",\"age_s\":"));
