@@ -262,6 +262,18 @@ static int take_lock(dre_store *st, char *err, size_t errlen)
 	return 0;
 }
 
+int dre_store_in_use(const char *dir)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/lock", dir);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	int busy = flock(fd, LOCK_EX | LOCK_NB) && errno == EWOULDBLOCK;
+	close(fd); /* (lets go of the lock, if taken) */
+	return busy;
+}
+
 /* Write DIR/STORE with st->id: 0, or -1 with err set. */
 static int write_identity(dre_store *st, char *err, size_t errlen)
 {

@@ -165,6 +165,9 @@ void dre_store_get_stats(dre_store *st, dre_store_stats *s);
 int dre_store_reprobe(dre_store *st);
 /* The store's identity: random at creation, so a wiped store gets a new one. */
 uint64_t dre_store_id(const dre_store *st);
+/* 1 if a process has the store in DIR open for writing (its lock is held:
+ * dre_store_open would fail for that), else 0. */
+int dre_store_in_use(const char *dir);
 /* Peers: the encoder references only chunks a peer is known to hold.  A peer
  * is named by its store id (16 bytes, e.g. from the tunnel HELLO); it gets one
  * of DRE_PEER_SLOTS slots, whose knowledge is saved with dre_store_sync and

@@ -63,6 +63,8 @@ enum stats_gauge {
 				      * direct), since start */
 	STATS_STORE_ROOM,            /* what the store's file system leaves it, while less than its
 				      * size (the bound it keeps to then); 0: its size */
+	STATS_STORE_VOLATILE,        /* 1: the node's store could not be opened and it runs on a
+				      * volatile one in memory (proxy/volstore.c) */
 	STATS_NGAUGE
 };
 

@@ -15,9 +15,11 @@
 #include "pace.h"
 #include "stats.h"
 #include "tfo.h"
+#include "volstore.h"
 
 #define TICK_MS 1000
 #define SYNC_EVERY 30 /* ticks between store syncs */
+#define VOLATILE_NAG 3600 /* ticks between reminders that the store is a volatile stand-in */
 #define TRIM_FREE_MIN (16u << 20) /* free heap bytes kept after streams closed (trim_heap) */
 #define TRIM_QUIET_MIN (1u << 20) /* ... after streams went quiet */
 #define TRIM_PIECES_MAX 512       /* free heap pieces beyond which the trim waits (trim_heap) */
@@ -75,11 +77,11 @@ static void log_room(struct px_node *n, const dre_store_stats *ss)
 	char a[16], b[16];
 	if (ss->room && !n->room)
 		log_warn("store %s: its file system leaves it %s of its %s: it keeps to that, evicting its oldest"
-			 " data, and grows back as space frees up", conf_store(px_daemon_conf(n->d)),
+			 " data, and grows back as space frees up", n->store_dir,
 			 stats_bytes_str((double)ss->room, 1, a, sizeof a),
 			 stats_bytes_str((double)ss->size_limit, 1, b, sizeof b));
 	else if (!ss->room && n->room)
-		log_info("store %s: its file system has room for its %s again", conf_store(px_daemon_conf(n->d)),
+		log_info("store %s: its file system has room for its %s again", n->store_dir,
 			 stats_bytes_str((double)ss->size_limit, 1, b, sizeof b));
 	n->room = ss->room;
 }
@@ -118,35 +120,35 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	if (ss.io_errors > n->io_errors)
 		log_warn("store %s: %llu data file read/write errors, the last: %s (what they touched is dropped"
 			 " from the store and asked back from the peer when needed)",
-			 conf_store(px_daemon_conf(n->d)), (unsigned long long)(ss.io_errors - n->io_errors),
+			 n->store_dir, (unsigned long long)(ss.io_errors - n->io_errors),
 			 strerror(ss.io_errno ? ss.io_errno : EIO));
 	n->io_errors = ss.io_errors;
 	if (ss.dir_remade > n->dir_remade)
 		log_warn("store %s: its directory was removed while in use: made again, with its identity and lock"
 			 " (what the store held stays readable until evicted; after a restart, what it stored since)",
-			 conf_store(px_daemon_conf(n->d)));
+			 n->store_dir);
 	n->dir_remade = ss.dir_remade;
 	if (ss.bad_reads > n->bad_reads)
 		log_warn("store %s: %llu chunks found gone bad on disk (their records fail their checksums): dropped,"
-			 " and stored again when a peer or a client sends them", conf_store(px_daemon_conf(n->d)),
+			 " and stored again when a peer or a client sends them", n->store_dir,
 			 (unsigned long long)(ss.bad_reads - n->bad_reads));
 	n->bad_reads = ss.bad_reads;
 	log_room(n, &ss);
 	if (ss.peers_untracked > n->untracked)
 		log_warn("store %s: %llu streams from peers beyond the %d tracked, whose slots were used within %d h:"
 			 " sent as if those peers held every chunk (their misses cost an ask each)",
-			 conf_store(px_daemon_conf(n->d)), (unsigned long long)(ss.peers_untracked - n->untracked),
+			 n->store_dir, (unsigned long long)(ss.peers_untracked - n->untracked),
 			 DRE_PEER_SLOTS, DRE_PEER_IDLE_S / 3600);
 	n->untracked = ss.peers_untracked;
 	if (ss.pin_forced > n->pin_forced)
 		log_warn("store %s: %llu data files evicted though frames in flight still referenced them (the store"
 			 " was %d MiB past its size, or a smaller store_size waited 10 s for them): a stream whose such frame"
-			 " its peer asks for is reset", conf_store(px_daemon_conf(n->d)),
+			 " its peer asks for is reset", n->store_dir,
 			 (unsigned long long)(ss.pin_forced - n->pin_forced), DRE_PIN_SLACK_MIB);
 	n->pin_forced = ss.pin_forced;
 	if (ss.reads_switches != n->reads_switches)
 		log_info("store %s: runs of stored chunks are now read %s: timed on the store's own reads, %.0f us"
-			 " per MiB through 128 KiB preads, %.0f through the mapping", conf_store(px_daemon_conf(n->d)),
+			 " per MiB through 128 KiB preads, %.0f through the mapping", n->store_dir,
 			 reads_way(ss.reads), ss.reads_window_cost / 1e3, ss.reads_map_cost / 1e3);
 	n->reads_switches = ss.reads_switches;
 	/* quiet or closed streams freed their codecs' memory: hand the pages
@@ -160,9 +162,13 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	 * on it, while the store was idle: its writer measures (statvfs may
 	 * wait on a remote disk; the loop never does) */
 	(void)dre_store_room_later(n->store); /* out of memory: measured as it writes */
+	if (n->store_volatile && n->ticks && n->ticks % VOLATILE_NAG == 0)
+		log_warn("store %s: still running on the volatile store in memory that stands in for %s (it could"
+			 " not be opened at start): restart once it can be", n->store_dir,
+			 conf_store(px_daemon_conf(n->d)));
 	/* the store's writer thread does the fdatasync: the loop never waits on it */
 	if (++n->ticks % SYNC_EVERY == 0 && dre_store_sync_later(n->store))
-		log_warn("store %s: cannot queue a sync", conf_store(px_daemon_conf(n->d)));
+		log_warn("store %s: cannot queue a sync", n->store_dir);
 }
 
 /* c's peer as the stats list it: at a core by the edge's address, name and
@@ -442,27 +448,55 @@ static void check_fs_room(const char *dir, uint64_t size, uint64_t held)
 			 stats_bytes_str((double)size, 1, a, sizeof a), stats_bytes_str((double)room, 1, b, sizeof b));
 }
 
+/* The store size the node keeps to for c's store_size. */
+static uint64_t store_size(const struct px_node *n, const struct conf *c)
+{
+	return n->store_volatile ? px_volstore_size(conf_store_size(c)) : conf_store_size(c);
+}
+
+/* Open the node's store; if it cannot be opened (its disk failed or went
+ * read-only, no room for a new store), a volatile one in memory instead
+ * (volstore.c), so that the node still carries traffic -- unless another
+ * process runs on the store (not ours to stand in for).  0, or -1 logged. */
+static int store_open(struct px_node *n, const struct conf *c)
+{
+	char err[512], verr[512], a[32];
+	dre_store_opts so = { .size_limit = conf_store_size(c), .create = 1 };
+	snprintf(n->store_dir, sizeof n->store_dir, "%s", conf_store(c));
+	if ((n->store = dre_store_open(conf_store(c), &so, err, sizeof err)))
+		return 0;
+	log_error("store: %s", err);
+	if (dre_store_in_use(conf_store(c)))
+		return -1;
+	if (!(n->store = px_volstore_open(conf_store_size(c), n->store_dir, sizeof n->store_dir, verr, sizeof verr))) {
+		log_error("store: no volatile store to stand in for it either: %s", verr);
+		return -1;
+	}
+	n->store_volatile = 1;
+	log_warn("store %s cannot be used: running on a volatile store in memory instead (%s, %s at most):"
+		 " DRE and LZ as usual, but it starts empty and is gone at exit; restart once the store's disk is"
+		 " fixed", conf_store(c), n->store_dir, stats_bytes_str((double)store_size(n, c), 1, a, sizeof a));
+	return 0;
+}
+
 int px_node_start(struct px_node *n, struct px_daemon *d, int role)
 {
 	const struct conf *c = px_daemon_conf(d);
-	char err[512];
 	n->d = d;
 	n->serves = role == PROTO_ROLE_CORE;
-	dre_store_opts so = { .size_limit = conf_store_size(c), .create = 1 };
-	if (!(n->store = dre_store_open(conf_store(c), &so, err, sizeof err))) {
-		log_error("store: %s", err);
+	if (store_open(n, c))
 		return -1;
-	}
+	stats_set(px_daemon_stats(d), STATS_STORE_VOLATILE, (uint64_t)n->store_volatile);
 	dre_store_stats ss;
 	dre_store_get_stats(n->store, &ss);
 	char dropped[80] = "";
 	if (ss.dropped_records)
 		snprintf(dropped, sizeof dropped, ", %llu torn or damaged stretches of records dropped",
 			 (unsigned long long)ss.dropped_records);
-	log_info("store %s: %llu chunks, %llu bytes (limit %llu)%s", conf_store(c), (unsigned long long)ss.chunks,
+	log_info("store %s: %llu chunks, %llu bytes (limit %llu)%s", n->store_dir, (unsigned long long)ss.chunks,
 		 (unsigned long long)ss.data_bytes, (unsigned long long)ss.size_limit, dropped);
-	log_reads(conf_store(c), &ss, "are");
-	check_fs_room(conf_store(c), conf_store_size(c), ss.disk_bytes);
+	log_reads(n->store_dir, &ss, "are");
+	check_fs_room(n->store_dir, store_size(n, c), ss.disk_bytes);
 	if (ss.reads_ignored)
 		log_warn("WANOPT_STORE_READS=%s in the environment names no way (window or map): ignored, the"
 			 " way was measured", ss.reads_ignored);
@@ -571,14 +605,14 @@ void px_node_reload(struct px_node *n, const struct conf *c)
 	}
 	dre_store_stats ss;
 	dre_store_get_stats(n->store, &ss);
-	if (conf_store_size(c) != ss.size_limit)
-		check_fs_room(conf_store(c), conf_store_size(c), ss.disk_bytes);
+	if (store_size(n, c) != ss.size_limit)
+		check_fs_room(n->store_dir, store_size(n, c), ss.disk_bytes);
 	if (!event_pending(n->shrink, EV_TIMEOUT, NULL)) {
 		n->shrink_evicted0 = ss.evicted_bytes;
 		n->shrink_from = ss.size_limit;
 		n->shrink_t0_us = px_mono_us();
 	}
-	n->shrink_to = conf_store_size(c);
+	n->shrink_to = store_size(n, c);
 	struct timeval now = { 0, 0 };
 	event_add(n->shrink, &now);
 }
@@ -599,4 +633,7 @@ void px_node_stop(struct px_node *n)
 		log_warn("store: final sync failed");
 	dre_store_close(n->store);
 	n->store = NULL;
+	if (n->store_volatile)
+		px_volstore_remove(n->store_dir);
+	n->store_volatile = 0;
 }

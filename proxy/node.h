@@ -26,6 +26,8 @@ struct px_node_tls {
 struct px_node {
 	struct px_daemon *d;
 	dre_store *store;
+	char store_dir[4096]; /* its directory: the configured one, or a volatile store's */
+	int store_volatile;   /* 1: the configured store could not be opened (volstore.c) */
 	tun_config tcfg;
 	struct px_relay_env env;
 	struct event *tick;

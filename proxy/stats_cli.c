@@ -31,7 +31,7 @@ struct scli_row {
 struct scli_page {
 	char role[16];
 	double lan[2], wan[2], red, hit, lz, asks, opened, active;
-	double fill, size, room, evict, rtt, up, uptime, warm_file, warm_wan, lag;
+	double fill, size, room, vol, evict, rtt, up, uptime, warm_file, warm_wan, lag;
 	double bulk, bulk_given; /* LAN sockets with the bulk receive buffer: now, since start */
 	double direct, refused;  /* edge: connections not through the tunnel, since start */
 	double handed;           /* ... of the direct ones, turned back by the core */
@@ -174,6 +174,7 @@ static void scli_total_sample(struct scli_page *pg, const struct scli_sample *sm
 		M("reduction_percent", red), M("dre_hit_bytes_total", hit), M("lz_ratio", lz),
 		M("asks_total", asks), M("streams_opened_total", opened), M("active_streams", active),
 		M("store_fill_bytes", fill), M("store_size_bytes", size), M("store_room_bytes", room),
+		M("store_volatile", vol),
 		M("store_evictions_total", evict), M("tunnel_rtt_seconds", rtt),
 		M("tunnels_up", up), M("uptime_seconds", uptime),
 		M("warm_file_bytes_total", warm_file), M("warm_wan_bytes_total", warm_wan),
@@ -268,6 +269,9 @@ static void scli_print(const struct scli_page *pg, const char *addr)
 	printf("store %s of %s (%.1f %%), %.0f evictions; streams %.0f active, %.0f opened\n",
 	       stats_bytes_str(pg->fill, 1, a, sizeof a), stats_bytes_str(pg->size, 1, b, sizeof b),
 	       pg->size > 0 ? 100 * pg->fill / pg->size : 0.0, pg->evict, pg->active, pg->opened);
+	if (pg->vol > 0)
+		printf("store VOLATILE: the configured store could not be opened (see the log): a store in memory,"
+		       " empty at start and gone at exit, stands in until the node is restarted\n");
 	if (pg->room > 0) /* the file system leaves the store less than its size */
 		printf("store kept to %s: all its file system leaves it now (it grows back as space frees up)\n",
 		       stats_bytes_str(pg->room, 1, a, sizeof a));

@@ -76,6 +76,10 @@ static const struct prom_plain prom_plains[] = {
 	{ "store_room_bytes", "gauge",
 	  "What the store's file system leaves it, while less than its size (the store keeps to that); 0: its size.",
 	  STATS_STORE_ROOM },
+	{ "store_volatile", "gauge",
+	  "1: the configured store could not be opened, and the node runs on a volatile store in memory"
+	  " (empty at start, gone at exit) until restarted.",
+	  STATS_STORE_VOLATILE },
 };
 
 /* The node-wide metrics. */
@@ -381,13 +385,14 @@ static void json_fill(FILE *f, struct stats *s)
 	json_counters(f, &t, STATS_NCTR);
 	fprintf(f, ",\"streams_opened\":%llu,\"active_streams\":%llu},",
 		(unsigned long long)atomic_load(&s->opened), (unsigned long long)stats_active(s));
-	fprintf(f, "\"store\":{\"fill_bytes\":%llu,\"size_bytes\":%llu,\"room_bytes\":%llu,\"evictions\":%llu,"
-		"\"hit_bytes\":%llu,\"new_bytes\":%llu,\"hit_ratio\":%.4f,"
+	fprintf(f, "\"store\":{\"fill_bytes\":%llu,\"size_bytes\":%llu,\"room_bytes\":%llu,\"volatile\":%llu,"
+		"\"evictions\":%llu,\"hit_bytes\":%llu,\"new_bytes\":%llu,\"hit_ratio\":%.4f,"
 		"\"larger_hit_ratio\":{\"2x\":%.4f,\"4x\":%.4f,\"8x\":%.4f},"
 		"\"peers\":%llu,\"peers_held\":%llu,\"peers_untracked\":%llu,"
 		"\"pins\":%llu,\"pinned_over_max\":%llu,\"pins_forced\":%llu,"
 		"\"reads\":{\"way\":\"%s\",\"window_ns_per_mib\":%llu,\"map_ns_per_mib\":%llu,\"changes\":%llu}},",
-		G(STATS_STORE_FILL), G(STATS_STORE_SIZE), G(STATS_STORE_ROOM), G(STATS_STORE_EVICTIONS),
+		G(STATS_STORE_FILL), G(STATS_STORE_SIZE), G(STATS_STORE_ROOM), G(STATS_STORE_VOLATILE),
+		G(STATS_STORE_EVICTIONS),
 		G(STATS_STORE_HIT_BYTES),
 		G(STATS_STORE_NEW_BYTES), stats_hit_ratio(s->gauge, 0), stats_hit_ratio(s->gauge, 1),
 		stats_hit_ratio(s->gauge, 2), stats_hit_ratio(s->gauge, 3), G(STATS_STORE_PEERS),

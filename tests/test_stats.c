@@ -49,6 +49,7 @@ static struct stats *sample_registry(struct stats_stream **a, struct stats_strea
 	stats_set(s, STATS_STORE_PIN_OVER, 3000000);
 	stats_set(s, STATS_STORE_PIN_FORCED, 1);
 	stats_set(s, STATS_STORE_ROOM, 8000000000);
+	stats_set(s, STATS_STORE_VOLATILE, 1);
 	stats_set(s, STATS_STORE_HIT_BYTES, 600);
 	stats_set(s, STATS_STORE_NEW_BYTES, 400);
 	stats_set(s, STATS_STORE_LARGER_2X, 100);
@@ -248,6 +249,8 @@ static void test_render(void **state)
 		"wanopt_store_pins_forced_total 1\n",
 		"# TYPE wanopt_store_room_bytes gauge\n",
 		"wanopt_store_room_bytes 8000000000\n",
+		"# TYPE wanopt_store_volatile gauge\n",
+		"wanopt_store_volatile 1\n",
 		"wanopt_store_reference_bytes_total 600\n",
 		"wanopt_store_new_bytes_total 400\n",
 		"wanopt_store_hit_ratio 0.6000\n",
@@ -285,7 +288,7 @@ static void test_render(void **state)
 				  "\"lz_out\":30000,\"asks\":2,\"warm_file_bytes\":0,\"warm_wan_bytes\":0,"
 				  "\"reduction_pct\":94.53,\"lz_ratio\":3.000,"
 				  "\"streams_opened\":2,\"active_streams\":2}"));
-	assert_non_null(strstr(p, "\"store\":{\"fill_bytes\":1073741824,\"size_bytes\":10737418240,\"room_bytes\":8000000000,"
+	assert_non_null(strstr(p, "\"store\":{\"fill_bytes\":1073741824,\"size_bytes\":10737418240,\"room_bytes\":8000000000,\"volatile\":1,"
 				  "\"evictions\":7,\"hit_bytes\":600,\"new_bytes\":400,\"hit_ratio\":0.6000,"
 				  "\"larger_hit_ratio\":{\"2x\":0.7000,\"4x\":0.8000,\"8x\":0.8500},"
 				  "\"peers\":3,\"peers_held\":1,\"peers_untracked\":4,"
