@@ -4,7 +4,8 @@
  * optimizer that stops carrying traffic because of its cache is worse than
  * none, so rather than exit the node runs on a store of its own in a tmpfs:
  * DRE and LZ as usual, on a store that is empty at start, holds at most
- * PX_VOLSTORE_MAX of memory, and goes when the node stops.  Peers see a new
+ * PX_VOLSTORE_MAX (or an eighth of the host's memory) and goes when the node
+ * stops.  Peers see a new
  * store identity and send it what it lacks, as for a wiped store.
  *
  * Each lives in a directory WANOPT_VOLATILE_DIR/wanopt-volatile-XXXXXX
@@ -36,7 +37,11 @@ static const char *vol_root(void)
 
 uint64_t px_volstore_size(uint64_t size)
 {
-	return size < PX_VOLSTORE_MAX ? size : PX_VOLSTORE_MAX;
+	uint64_t cap = PX_VOLSTORE_MAX;
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	if (pages > 0 && page > 0 && (uint64_t)pages * (uint64_t)page / 8 < cap)
+		cap = (uint64_t)pages * (uint64_t)page / 8; /* a small host keeps most of its memory */
+	return size < cap ? size : cap;
 }
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)

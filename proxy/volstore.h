@@ -8,10 +8,10 @@
 
 #include "dre.h"
 
-#define PX_VOLSTORE_MAX (256ull << 20) /* its size at most */
+#define PX_VOLSTORE_MAX (256ull << 20) /* its size at most (and an eighth of the host's memory) */
 #define PX_VOLSTORE_ENV "WANOPT_VOLATILE_DIR" /* where it is made; /dev/shm unless set */
 
-/* Opens a new, empty store of `size` bytes (at most PX_VOLSTORE_MAX) in a
+/* Opens a new, empty store of px_volstore_size(size) bytes in a
  * directory of its own under /dev/shm (or PX_VOLSTORE_ENV), first removing
  * those that processes gone since left there.  Its path goes to dir.  NULL,
  * with err set, when none can be made. */
