@@ -126,10 +126,14 @@ static int set_forward(struct conf *c, const char *v, char *msg, size_t len)
 		snprintf(msg, len, "target address: %s", e);
 		return -1;
 	}
-	struct conf_fwd_ent *nv = realloc(c->fwd, (c->nfwd + 1) * sizeof *nv);
-	if (!nv)
-		return conf_fail(msg, len, "out of memory");
-	c->fwd = nv;
+	if (c->nfwd == c->capfwd) { /* doubling: thousands of forwards cost no copy each */
+		size_t cap = c->capfwd ? 2 * c->capfwd : 8;
+		struct conf_fwd_ent *nv = realloc(c->fwd, cap * sizeof *nv);
+		if (!nv)
+			return conf_fail(msg, len, "out of memory");
+		c->fwd = nv;
+		c->capfwd = cap;
+	}
 	c->fwd[c->nfwd].f = f;
 	c->fwd[c->nfwd].where = NULL;
 	c->nfwd++;
@@ -143,7 +147,7 @@ static void reset_forward(struct conf *c)
 		free(c->fwd[i].where);
 	free(c->fwd);
 	c->fwd = NULL;
-	c->nfwd = 0;
+	c->nfwd = c->capfwd = 0;
 }
 
 /* Appends s to a string array. */
@@ -532,52 +536,6 @@ static int conf_overrides(struct conf *c, int nargs, char *const *args, char *er
 	return 0;
 }
 
-/* 1 if listeners on a and b would take the same port: the same address, or
- * either a wildcard covering the other ("::" and "" any, 0.0.0.0 IPv4). */
-static int addrs_clash(const struct conf_addr *a, const struct conf_addr *b)
-{
-	if (a->port != b->port || !a->port)
-		return 0;
-	int a6 = strchr(a->host, ':') != NULL, b6 = strchr(b->host, ':') != NULL;
-	int aany = !a->host[0] || !strcmp(a->host, "::"), bany = !b->host[0] || !strcmp(b->host, "::");
-	return !strcmp(a->host, b->host) || aany || bany || (!strcmp(a->host, "0.0.0.0") && !b6) ||
-	       (!strcmp(b->host, "0.0.0.0") && !a6);
-}
-
-/* The listeners of c (forwards, stats, and the core's tunnel listener) must
- * not take each other's ports; 0 or -1 with err naming both. */
-static int listeners_clash(struct conf *c, char *err, size_t errlen)
-{
-	struct conf_addr tp = { "", (uint16_t)c->transparent };
-	struct lis { const struct conf_addr *a; const char *where, *what; } *l = calloc(c->nfwd + 3, sizeof *l);
-	size_t n = 0;
-	int rc = 0;
-	if (!l) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	if (c->role == CONF_CORE && c->src[K_LISTEN] != SRC_UNSET)
-		l[n++] = (struct lis){ &c->listen, c->where[K_LISTEN], "listen" };
-	if (c->src[K_STATS] != SRC_UNSET)
-		l[n++] = (struct lis){ &c->stats, c->where[K_STATS], "stats" };
-	if (c->transparent)
-		l[n++] = (struct lis){ &tp, c->where[K_TRANSPARENT], "transparent" };
-	for (size_t i = 0; i < c->nfwd; i++)
-		l[n++] = (struct lis){ &c->fwd[i].f.listen, c->fwd[i].where, "forward" };
-	for (size_t i = 1; i < n && !rc; i++) {
-		for (size_t j = 0; j < i && !rc; j++) {
-			if (addrs_clash(l[i].a, l[j].a)) {
-				snprintf(err, errlen, "%s: %s: listen address (port %u) already used by %s at %s",
-					 l[i].where ? l[i].where : "?", l[i].what, l[i].a->port, l[j].what,
-					 l[j].where ? l[j].where : "?");
-				rc = -1;
-			}
-		}
-	}
-	free(l);
-	return rc;
-}
-
 /* Missing required keys and cross-key conflicts. */
 static int conf_validate(struct conf *c, char *err, size_t errlen)
 {
@@ -597,7 +555,7 @@ static int conf_validate(struct conf *c, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: nothing to accelerate: give 'forward' or 'transparent'", src);
 		return -1;
 	}
-	return listeners_clash(c, err, errlen);
+	return conf_listeners_clash(c, err, errlen);
 }
 
 /* Allocates a configuration with defaults and a copy of the overrides. */

@@ -72,7 +72,7 @@ struct conf {
 	char **args;          /* the overrides, kept for reload */
 	struct conf_addr peer, listen, stats;
 	struct conf_fwd_ent *fwd;
-	size_t nfwd;
+	size_t nfwd, capfwd;
 	uint16_t transparent;
 	char *store, *tls_cert, *tls_key, *tls_ca;
 	uint64_t store_size;
@@ -130,5 +130,10 @@ int conf_ignore(struct conf *c, const char *where, int k, char *err, size_t errl
 
 /* The name of key index k (K_*). */
 const char *conf_key_name(int k);
+
+/* The listeners of c (forwards, stats, the transparent port, the core's
+ * tunnel listener) must not take each other's ports (conf_listen.c): 0, or
+ * -1 with err naming the first that clashes and the one before it. */
+int conf_listeners_clash(struct conf *c, char *err, size_t errlen);
 
 #endif

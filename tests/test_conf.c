@@ -178,6 +178,54 @@ static void test_table(void **state)
 	}
 }
 
+/* Parses EDGE_MIN (its forward on 127.0.0.1:2121, line 6), n forwards on
+ * port 2121 of 127.77.x.y (lines 7 on), then `last` if not NULL: the
+ * config, or NULL with err set. */
+static struct conf *many_forwards(size_t n, const char *last, char *err, size_t errlen)
+{
+	size_t cap = sizeof EDGE_MIN + (n + 1) * 64;
+	char *text = malloc(cap);
+	assert_non_null(text);
+	size_t len = (size_t)snprintf(text, cap, "%s", EDGE_MIN);
+	for (size_t i = 0; i < n; i++)
+		len += (size_t)snprintf(text + len, cap - len, "forward = 127.77.%zu.%zu:2121 -> b:1\n", i / 250,
+					i % 250 + 1);
+	if (last)
+		snprintf(text + len, cap - len, "%s\n", last);
+	struct conf *c = conf_parse(CONF_EDGE, "t.conf", text, 0, NULL, err, errlen);
+	free(text);
+	return c;
+}
+
+/* 20,000 forwards on one port (checked by port and address, not pair by
+ * pair: conf_listen.c): distinct ones parse; a clash at the end names the
+ * line it clashes with. */
+static void test_many_listeners(void **state)
+{
+	(void)state;
+	static const struct { const char *last, *err; } k[] = {
+		{ NULL, NULL },
+		{ "forward = 127.77.0.5:2121 -> b:1",
+		  "t.conf:20007: forward: listen address (port 2121) already used by forward at t.conf:11" },
+		{ "forward = 0.0.0.0:2121 -> b:1",
+		  "t.conf:20007: forward: listen address (port 2121) already used by forward at t.conf:6" },
+		{ "forward = [::]:2121 -> b:1",
+		  "t.conf:20007: forward: listen address (port 2121) already used by forward at t.conf:6" },
+		{ "forward = [::1]:2121 -> b:1", NULL },
+		{ "stats = 127.77.79.250:2121",
+		  "t.conf:20006: forward: listen address (port 2121) already used by stats at t.conf:20007" },
+	};
+	for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+		char err[512] = "";
+		struct conf *c = many_forwards(20000, k[i].last, err, sizeof err);
+		if (k[i].err && (c || strcmp(err, k[i].err)))
+			fail_msg("case %zu: expected '%s', got '%s'", i, k[i].err, c ? "(parsed)" : err);
+		if (!k[i].err && !c)
+			fail_msg("case %zu: unexpected error '%s'", i, err);
+		conf_free(c);
+	}
+}
+
 /* The other role's keys: each parses, ignored with this warning (conf.h). */
 static const struct conf_case other_role[] = {
 	{ CONF_EDGE, EDGE_MIN "listen = 1.2.3.4:5\n", { NULL }, "t.conf:7: 'listen' has no effect on an edge (it is for the core only): ignored" },
@@ -566,6 +614,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_table),
+		cmocka_unit_test(test_many_listeners),
 		cmocka_unit_test(test_other_role),
 		cmocka_unit_test(test_values),
 		cmocka_unit_test(test_link_rate),
