@@ -5,13 +5,14 @@
  * none, so rather than exit the node runs on a store of its own in a tmpfs:
  * DRE and LZ as usual, on a store that is empty at start, holds at most
  * PX_VOLSTORE_MAX (or an eighth of the host's memory) and goes when the node
- * stops.  Peers see a new
- * store identity and send it what it lacks, as for a wiped store.
+ * stops.  Peers see a new store identity and send it what it lacks, as for a
+ * wiped store.
  *
  * Each lives in a directory WANOPT_VOLATILE_DIR/wanopt-volatile-XXXXXX
  * (/dev/shm unless set), removed when the node stops; one that a killed
- * process left (its lock free, untouched for a minute) is removed by the
- * next process that makes one.
+ * process left (its lock free, untouched for a minute, made by this user
+ * with mode 0700, as mkdtemp makes it) is removed by the next process that
+ * makes one.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -70,7 +71,10 @@ static void sweep(const char *root)
 		char path[4096];
 		struct stat sb;
 		snprintf(path, sizeof path, "%s/%s", root, e->d_name);
-		if (lstat(path, &sb) || !S_ISDIR(sb.st_mode) || now - sb.st_mtime < VOL_STALE_S || dre_store_in_use(path))
+		/* ours only (others may write to the root, not into a 0700
+		 * directory of ours, so nothing under it is swapped for a link) */
+		if (lstat(path, &sb) || !S_ISDIR(sb.st_mode) || sb.st_uid != geteuid() || (sb.st_mode & 077) ||
+		    now - sb.st_mtime < VOL_STALE_S || dre_store_in_use(path))
 			continue;
 		log_info("volatile store %s: left by a process gone: removed", path);
 		px_volstore_remove(path);

@@ -15,7 +15,7 @@
 #    transfers byte-exact, the second of the same data hot.
 # 2. Stopped, it removes its volatile store; started, it removes those left
 #    by processes gone (their lock free, untouched for a minute), not one in
-#    use or just made.
+#    use or just made, nor one that others may write into.
 # 3. A store that another process holds is not stood in for: the edge exits
 #    with the store's error, as before (two daemons on one store is a
 #    mistake to fix, not to run through).
@@ -89,16 +89,19 @@ size=$(stat_ "j['store']['size_bytes']")
 expect "download 2 on a new volatile store" pxt get 127.0.0.1 "$L" 2 $((16 * MB))
 
 # ---- 2. left-over volatile stores ----
-old="$T/shm/wanopt-volatile-gone01" new="$T/shm/wanopt-volatile-young1"
-mkdir "$old" "$new"
+old="$T/shm/wanopt-volatile-gone01" new="$T/shm/wanopt-volatile-young1" open="$T/shm/wanopt-volatile-open01"
+mkdir -m 700 "$old" "$new"
+mkdir -m 755 "$open"
 : >"$old/lock"
 : >"$new/lock"
-touch -d '2 minutes ago' "$old"
+touch -d '2 minutes ago' "$old" "$open"
 px_stop edge
 px_run edge edge -c "$T/conf/edge.conf"
 px_wait_count edge "tunnel up" 4 15 || fail "the edge did not start again"
 [ ! -e "$old" ] && ok "a volatile store left by a process gone is removed" || fail "$old is still there"
 [ -e "$new" ] && ok "one made a moment ago is kept" || fail "$new was removed"
+[ -e "$open" ] && ok "one others may write into (mode 755: not as made) is kept" || fail "$open was removed"
+rmdir "$open"
 px_wait_count edge "left by a process gone: removed" 1 1 >/dev/null && ok "logged" || fail "no log line"
 # one in use, however old: a second edge starting beside the first leaves it alone
 touch -d '2 minutes ago' "$(find "$T/shm" -maxdepth 1 -name 'wanopt-volatile-*' ! -name '*young1')"
