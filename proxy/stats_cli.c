@@ -31,7 +31,7 @@ struct scli_row {
 struct scli_page {
 	char role[16];
 	double lan[2], wan[2], red, hit, lz, asks, opened, active;
-	double fill, size, room, vol, evict, rtt, up, uptime, warm_file, warm_wan, lag;
+	double fill, size, room, vol, evict, rtt, up, uptime, warm_file, warm_wan, lag, holds;
 	double bulk, bulk_given; /* LAN sockets with the bulk receive buffer: now, since start */
 	double direct, refused;  /* edge: connections not through the tunnel, since start */
 	double handed;           /* ... of the direct ones, turned back by the core */
@@ -179,7 +179,7 @@ static void scli_total_sample(struct scli_page *pg, const struct scli_sample *sm
 		M("tunnels_up", up), M("uptime_seconds", uptime),
 		M("warm_file_bytes_total", warm_file), M("warm_wan_bytes_total", warm_wan),
 		M("store_hit_ratio", hit_ratio), M("store_new_bytes_total", new_bytes),
-		M("loop_lag_max_seconds", lag), M("lan_bulk_buffers", bulk),
+		M("loop_lag_max_seconds", lag), M("loop_holds_total", holds), M("lan_bulk_buffers", bulk),
 		M("lan_bulk_buffers_total", bulk_given), M("store_reads_mapped", reads_mapped),
 		M("tls_cert_expiry_timestamp_seconds", cert_exp), M("store_pins", pins),
 		M("store_pinned_over_max_bytes", pin_over), M("store_pins_forced_total", pin_forced),
@@ -283,7 +283,8 @@ static void scli_print(const struct scli_page *pg, const char *addr)
 		       " size: %s; pinned files evicted all the same: %.0f\n", pg->pins,
 		       stats_bytes_str(pg->pin_over, 1, a, sizeof a), pg->pin_forced);
 	if (pg->lag >= 0.1) /* shorter holds are routine; a tunnel gives up after 1 s without a frame */
-		printf("longest event loop stall since start: %.0f ms\n", pg->lag * 1000);
+		printf("longest event loop stall since start: %.0f ms (%.0f of 500 ms or more)\n", pg->lag * 1000,
+		       pg->holds);
 	if (pg->read_cost[0] > 0 || pg->read_cost[1] > 0) /* timed by the store (dre/rtune.c) */
 		printf("store reads runs %s: %.0f us per MiB through 128 KiB preads, %.0f through the mapping"
 		       " (timed on its own reads)\n", pg->reads_mapped > 0 ? "through its mapping" : "through 128 KiB preads",

@@ -171,4 +171,9 @@ px_wait_log e2 "event loop held for" 2 && ok "edge stopped 1.5 s: logged ($(grep
 	fail "edge stopped 1.5 s: no stall in its log"
 lag=$(px_stat "$S3" 'j["loop_lag_max_us"]')
 [ "$lag" -ge 1200000 ] && ok "edge stopped 1.5 s: loop_lag_max_us $lag" || fail "edge stopped 1.5 s: loop_lag_max_us $lag"
+holds=$(px_stat "$S3" 'j["loop_holds"]') sum=$(px_stat "$S3" 'j["loop_lag_us"]')
+[ "$holds" -ge 1 ] && [ "$sum" -ge "$lag" ] && ok "edge stopped 1.5 s: loop_holds $holds, loop_lag_us $sum" ||
+	fail "edge stopped 1.5 s: loop_holds $holds, loop_lag_us $sum"
+line=$("$BIN" stats --stats=127.0.0.1:"$S3" | grep -F "longest event loop stall" || true)
+case $line in *" of 500 ms or more)") ok "wanopt stats: $line" ;; *) fail "wanopt stats: '$line'" ;; esac
 px_done
