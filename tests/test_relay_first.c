@@ -14,16 +14,8 @@
 #include <event2/buffer.h>
 
 #include "../proxy/relay_int.h"
+#include "relay_util.h"
 #include "proto.h"
-
-/* n bytes of a pattern that tells every offset from seed apart. */
-static uint8_t *pattern(size_t n, uint32_t seed)
-{
-	uint8_t *p = malloc(n);
-	for (size_t i = 0; i < n; i++)
-		p[i] = (uint8_t)((i * 2654435761u + seed) >> 13);
-	return p;
-}
 
 /* Not kept: nothing is copied.  Kept: pieces in order, up to the limit
  * exactly; one byte more drops the copy, and nothing comes back after. */
@@ -31,7 +23,7 @@ static void test_copy(void **state)
 {
 	struct px_relay r = { 0 };
 	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(80) };
-	uint8_t *p = pattern(PX_RELAY_FIRST_MAX + 1, 7);
+	uint8_t *p = t_pattern(PX_RELAY_FIRST_MAX + 1, 7);
 	px_relay_first_add(&r, p, 100);
 	assert_null(r.first);
 	px_relay_keep_first(&r, (struct sockaddr *)&to, sizeof to);

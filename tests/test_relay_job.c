@@ -23,6 +23,7 @@
 #include <event2/thread.h>
 
 #include "../proxy/relay_int.h"
+#include "relay_util.h"
 #include "stats.h"
 
 struct fix {
@@ -81,22 +82,13 @@ static void read_in(struct evbuffer *in, const void *p, size_t n)
 	evbuffer_freeze(in, 0);
 }
 
-/* n bytes of a pattern that tells every offset from seed apart. */
-static uint8_t *pattern(size_t n, uint32_t seed)
-{
-	uint8_t *p = malloc(n);
-	for (size_t i = 0; i < n; i++)
-		p[i] = (uint8_t)((i * 2654435761u + seed) >> 13);
-	return p;
-}
-
 /* A bulk waiting (in `in` or the socket) on a link of up to 20 Mbit/s. */
 static void test_wanted(void **state)
 {
 	struct fix *f = *state;
 	struct evbuffer *in = bufferevent_get_input(f->r.bev);
 	assert_false(px_relay_job_wanted(&f->r, in)); /* nothing waits */
-	uint8_t *p = pattern(3000, 1);
+	uint8_t *p = t_pattern(3000, 1);
 	assert_int_equal(write(f->peer, p, 1000), 1000);
 	assert_false(px_relay_job_wanted(&f->r, in)); /* a short message */
 	read_in(in, p, 1500);
@@ -162,7 +154,7 @@ static void test_order(void **state)
 	struct fix *f = *state;
 	struct evbuffer *in = bufferevent_get_input(f->r.bev);
 	enum { IN = 5000, SOCK = 40000 };
-	uint8_t *a = pattern(IN, 2), *b = pattern(SOCK, 3);
+	uint8_t *a = t_pattern(IN, 2), *b = t_pattern(SOCK, 3);
 	read_in(in, a, IN);
 	assert_int_equal(write(f->peer, b, SOCK), SOCK);
 	assert_int_equal(px_relay_job_start(&f->r, in, IN - 1), 0);
@@ -200,7 +192,7 @@ static void test_first_copy(void **state)
 	struct fix *f = *state;
 	struct evbuffer *in = bufferevent_get_input(f->r.bev);
 	enum { IN = 5000, SOCK = 40000 };
-	uint8_t *a = pattern(IN, 4), *b = pattern(SOCK, 5);
+	uint8_t *a = t_pattern(IN, 4), *b = t_pattern(SOCK, 5);
 	struct sockaddr_in to = { .sin_family = AF_INET };
 	px_relay_keep_first(&f->r, (struct sockaddr *)&to, sizeof to);
 	px_relay_first_add(&f->r, "GET", 3);
@@ -217,7 +209,7 @@ static void test_first_copy(void **state)
 	assert_memory_equal(p + 3, a, IN);
 	assert_memory_equal(p + 3 + IN, b, SOCK);
 	/* the next job's bytes would pass the limit: the copy goes */
-	uint8_t *c = pattern(PX_RELAY_FIRST_MAX - 3 - IN - SOCK, 6);
+	uint8_t *c = t_pattern(PX_RELAY_FIRST_MAX - 3 - IN - SOCK, 6);
 	px_relay_first_add(&f->r, c, PX_RELAY_FIRST_MAX - 3 - IN - SOCK);
 	assert_non_null(f->r.first);
 	assert_int_equal(write(f->peer, b, SOCK), SOCK);
@@ -237,7 +229,7 @@ static void test_first_take_back(void **state)
 	struct fix *f = *state;
 	struct evbuffer *in = bufferevent_get_input(f->r.bev);
 	enum { IN = 5000, SOCK = 40000 };
-	uint8_t *a = pattern(IN, 7), *b = pattern(SOCK, 8), *rest = malloc(SOCK);
+	uint8_t *a = t_pattern(IN, 7), *b = t_pattern(SOCK, 8), *rest = malloc(SOCK);
 	struct sockaddr_in to = { .sin_family = AF_INET };
 	px_relay_keep_first(&f->r, (struct sockaddr *)&to, sizeof to);
 	read_in(in, a, IN);
