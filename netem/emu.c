@@ -32,6 +32,7 @@ struct wn_emu {
 	uint64_t           armed_ns;       /* due time the timer is set for, or UINT64_MAX */
 	uint64_t           seq;            /* stats file generation */
 	uint64_t           write_errors;
+	uint64_t           late_max_ns;    /* the latest the delivery timer fired past a due time */
 	uint64_t           start_ns;
 	int                fail_errno;     /* a TUN read failed: why, and on which side */
 	int                fail_side;
@@ -69,9 +70,9 @@ static void write_stats(struct wn_emu *e)
 	snprintf(tmp, sizeof tmp, "%s.tmp", e->conf->stats_path);
 	if (!(f = fopen(tmp, "w")))
 		return;
-	fprintf(f, "{\"seq\":%llu,\"pid\":%d,\"uptime_s\":%.6f,\"write_errors\":%llu,",
+	fprintf(f, "{\"seq\":%llu,\"pid\":%d,\"uptime_s\":%.6f,\"write_errors\":%llu,\"late_max_us\":%llu,",
 		(unsigned long long)++e->seq, (int)getpid(), (wn_now_ns() - e->start_ns) / 1e9,
-		(unsigned long long)e->write_errors);
+		(unsigned long long)e->write_errors, (unsigned long long)(e->late_max_ns / 1000));
 	json_dir(f, "up", &e->link[WN_UP]);
 	fputc(',', f);
 	json_dir(f, "down", &e->link[WN_DOWN]);
@@ -106,6 +107,9 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 	struct wn_emu *e = arg;
 	uint64_t now = wn_now_ns();
 
+	/* held past a due time (not scheduled, say): the link idled that long */
+	if (e->armed_ns != UINT64_MAX && now > e->armed_ns && now - e->armed_ns > e->late_max_ns)
+		e->late_max_ns = now - e->armed_ns;
 	e->armed_ns = UINT64_MAX;
 	for (int d = 0; d < WN_NDIR; d++) {
 		int out = e->fd[d == WN_UP ? 1 : 0];

@@ -36,6 +36,36 @@ sleep_until() {
 	sleep "$(python3 -c "import time; print(max(0, $1 + $2 - time.time()))")"
 }
 
+# steal_ms: the processors' steal time so far (the VM's host ran something
+# else), ms summed over processors.
+steal_ms() { awk '/^cpu / {print $9 * 10}' /proc/stat; }
+
+# goodput_run PROFILE SECONDS WINDOW: one measured transfer; sets r (the
+# client's figures), ip_bps, drops, held, late (wanem's delivery timer at
+# its latest, us) and steal (ms of the measured window).  The endpoints run
+# at nice -10: the test measures the emulator, not how long a busy host
+# leaves a reader unscheduled.
+goodput_run() {
+	local prof=$1 secs=$2 win=$3 s0 s1 gpid t0 st0
+	wn_start "$prof"
+	in_b nice -n -10 "$WN_BIN" serve --listen=10.77.0.2:5001 --send-zero=10000000000 --once &
+	sleep 0.3
+	t0=$EPOCHREALTIME
+	in_a nice -n -10 "$WN_BIN" get --connect=10.77.0.2:5001 --recv=/dev/null --max-time="$secs" \
+		--steady-after=1.5 --window="$win" >"$WN_TMP/get.json" &
+	gpid=$!
+	sleep_until "$t0" 1.5
+	s0=$(wn_stats) st0=$(steal_ms)
+	sleep_until "$t0" "$secs - 0.5"
+	s1=$(wn_stats) steal=$(($(steal_ms) - st0))
+	wait "$gpid" || true
+	r=$(cat "$WN_TMP/get.json")
+	wn_stop
+	ip_bps=$(python3 -c "print(($(jget "$s1" down.out_bytes) - $(jget "$s0" down.out_bytes))*8/($(jget "$s1" uptime_s) - $(jget "$s0" uptime_s)))")
+	drops=$(jget "$s1" down.drop_queue) held=$(jget "$s1" down.held) late=$(jget "$s1" late_max_us)
+	echo "      $name (window $([ "$win" = 0 ] && echo default || echo "$win")): $r; IP throughput from 1.5 s to $secs - 0.5 s: $ip_bps bit/s; $drops queue drops; wanem's timer at most $late us late, steal $steal ms"
+}
+
 # goodput_test PROFILE SECONDS [WINDOW]: one TCP download for SECONDS.  The
 # link's IP throughput, counted by wanem between two snapshots taken while the
 # transfer runs (at 1.5 s, after slow start, and 0.5 s before its end, timed by
@@ -50,35 +80,28 @@ sleep_until() {
 # CUBIC's window then stays small and steady, so its sawtooth (deep on a T1,
 # whose 1-BDP queue is 5 packets) never drains the queue and the figure is the
 # emulator's rate.  The few queue drops left do not idle the link.  (The
-# 20 Mbit/s link gets the same clamp: see its call below.)
+# 20 Mbit/s link gets the same clamp: see its call below.)  A run out of
+# bounds while the host held the emulator (its SCHED_FIFO timer 50 ms or more
+# late) or took the VM's processors away (steal of 2 % of the measured
+# processor time or more) measured the host, not the emulator: it is printed,
+# and the transfer runs once more, to the same bounds.
 goodput_test() {
-	local prof=$1 secs=$2 win=${3:-0} p r s0 s1 ip_bps gpid t0
+	local prof=$1 secs=$2 win=${3:-0} r ip_bps drops held late steal tcp_max
 	eval "$("$WN_BIN" check "$prof")"
-	wn_start "$prof"
-	in_b "$WN_BIN" serve --listen=10.77.0.2:5001 --send-zero=10000000000 --once &
-	sleep 0.3
-	t0=$EPOCHREALTIME
-	in_a "$WN_BIN" get --connect=10.77.0.2:5001 --recv=/dev/null --max-time="$secs" \
-		--steady-after=1.5 --window="$win" >"$WN_TMP/get.json" &
-	gpid=$!
-	sleep_until "$t0" 1.5
-	s0=$(wn_stats)
-	sleep_until "$t0" "$secs - 0.5"
-	s1=$(wn_stats)
-	wait "$gpid" || true
-	r=$(cat "$WN_TMP/get.json")
-	wn_stop
-	ip_bps=$(python3 -c "print(($(jget "$s1" down.out_bytes) - $(jget "$s0" down.out_bytes))*8/($(jget "$s1" uptime_s) - $(jget "$s0" uptime_s)))")
-	echo "      $name (window $([ "$win" = 0 ] && echo default || echo "$win")): $r; IP throughput from 1.5 s to $secs - 0.5 s: $ip_bps bit/s; $(jget "$s1" down.drop_queue) queue drops"
 	# the emulator's rate is IP bytes: TCP can carry at most its payload share
-	local tcp_max
 	tcp_max=$(python3 -c "print(round($down_rate_bit * ($mtu - 52) / $mtu))")
+	goodput_run "$prof" "$secs" "$win"
+	if ! python3 -c "import sys; ip_bps=$ip_bps; gp=$(jget "$r" steady_bps); sys.exit(0 if abs(ip_bps / $down_rate_bit - 1) <= 0.02 and abs(gp / $tcp_max - 1) <= 0.05 else 1)" &&
+		{ [ "$late" -ge 50000 ] || [ "$steal" -ge $(( (secs * 1000 - 2000) * $(nproc) / 50 )) ]; }; then
+		echo "      (out of bounds while the host held the run: measured once more)"
+		goodput_run "$prof" "$secs" "$win"
+	fi
 	# the transfer must still run at the second snapshot (it ran to its time
 	# limit: complete false).  Packets held on the link at that instant were
 	# asked for too, until one run in CI found none (99.88 % of the rate,
 	# CUBIC's default window between two sawtooth teeth): informative only.
 	check "rate-$name" "abs($ip_bps / $down_rate_bit - 1) <= 0.02 and not $(jget "$r" complete)" \
-		"IP throughput $(python3 -c "print(round(100*$ip_bps/$down_rate_bit,2))") % of $down_rate_bit bit/s, $(jget "$s1" down.held) packets on the link at the end"
+		"IP throughput $(python3 -c "print(round(100*$ip_bps/$down_rate_bit,2))") % of $down_rate_bit bit/s, $held packets on the link at the end"
 	check "goodput-$name" "abs($(jget "$r" steady_bps) / $tcp_max - 1) <= 0.05" \
 		"TCP goodput $(jget "$r" steady_bps) bit/s = $(python3 -c "print(round(100*$(jget "$r" steady_bps)/$tcp_max,2))") % of the $tcp_max bit/s TCP payload can fill at $down_rate_bit bit/s"
 }
@@ -107,7 +130,10 @@ goodput_test netem/profiles/t1.conf 7 13900     # 1.8 x 7720 bytes
 # the 2-BDP queue (20-25 drops a run), and in 2 CI runs of about 12 the link
 # sat idle about 0.4 s of the 4 measured (89.2 and 90.9 % of the rate), as a
 # retransmission timeout idles it; not reproduced here, under two busy loops
-# or heavy writeback.  Clamped: no drops, 99.95-100.0 % (3 runs)
+# or heavy writeback.  Clamped: no drops, 99.95-100.0 % (3 runs).  A third
+# CI run, clamped, found 76.6 % with no drops: the signature of the emulator
+# held about a second (a local run with wanem stopped 1 s: 75.4 %, its timer
+# 1,002 ms late), which goodput_test now tells from the emulator's own rate
 goodput_test tests/netem/fast.conf 6 90000
 loss_test
 exit $WN_FAIL
