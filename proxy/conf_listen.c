@@ -108,8 +108,11 @@ static void first_clash(struct lis *l, size_t n, size_t *i, size_t *j)
 	for (size_t k = 0, e; k < n; k = e) {
 		for (e = k + 1; e < n && l[e].a->port == l[k].a->port; e++)
 			;
+		if (!l[k].a->port) /* none asked for */
+			continue;
 		size_t pi, pj;
-		if (l[k].a->port && (port_clash(l + k, e - k, &pi, &pj), pi < *i)) {
+		port_clash(l + k, e - k, &pi, &pj);
+		if (pi < *i) {
 			*i = pi;
 			*j = pj;
 		}
