@@ -20,6 +20,7 @@
 #define TICK_MS 1000
 #define SYNC_EVERY 30 /* ticks between store syncs */
 #define VOLATILE_NAG 3600 /* ticks between reminders that the store is a volatile stand-in */
+#define VOLATILE_PROBE 5  /* ticks between probes of whether the store could be opened again */
 #define TRIM_FREE_MIN (16u << 20) /* free heap bytes kept after streams closed (trim_heap) */
 #define TRIM_QUIET_MIN (1u << 20) /* ... after streams went quiet */
 #define TRIM_PIECES_MAX 512       /* free heap pieces beyond which the trim waits (trim_heap) */
@@ -84,6 +85,28 @@ static void log_room(struct px_node *n, const dre_store_stats *ss)
 		log_info("store %s: its file system has room for its %s again", n->store_dir,
 			 stats_bytes_str((double)ss->size_limit, 1, b, sizeof b));
 	n->room = ss->room;
+}
+
+/* While a volatile store stands in for the node's: probe whether the store
+ * could be opened again (off the loop), say so once it could, and remind
+ * every VOLATILE_NAG ticks. */
+static void volatile_tick(struct px_node *n)
+{
+	const char *dir = conf_store(px_daemon_conf(n->d));
+	int could = n->probe_said;
+	if (n->probe && n->ticks % VOLATILE_PROBE == 0) {
+		int st = px_volprobe_poll(n->probe);
+		if (st != PX_VOLPROBE_RUNNING)
+			could = st == PX_VOLPROBE_OK;
+	}
+	if (could && !n->probe_said)
+		log_warn("store %s takes writes again and no process holds it: restart the node to use it (it runs"
+			 " on the volatile store %s meanwhile)", dir, n->store_dir);
+	n->probe_said = could;
+	if (n->store_volatile && n->ticks && n->ticks % VOLATILE_NAG == 0)
+		log_warn("store %s: still running on the volatile store in memory that stands in for %s (it could"
+			 " not be opened at start): %s", n->store_dir, dir,
+			 could ? "it could be now: restart the node to use it" : "restart once it can be");
 }
 
 /* Once a second: gauges; every SYNC_EVERY: make the store durable. */
@@ -162,10 +185,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	 * on it, while the store was idle: its writer measures (statvfs may
 	 * wait on a remote disk; the loop never does) */
 	(void)dre_store_room_later(n->store); /* out of memory: measured as it writes */
-	if (n->store_volatile && n->ticks && n->ticks % VOLATILE_NAG == 0)
-		log_warn("store %s: still running on the volatile store in memory that stands in for %s (it could"
-			 " not be opened at start): restart once it can be", n->store_dir,
-			 conf_store(px_daemon_conf(n->d)));
+	volatile_tick(n);
 	/* the store's writer thread does the fdatasync: the loop never waits on it */
 	if (++n->ticks % SYNC_EVERY == 0 && dre_store_sync_later(n->store))
 		log_warn("store %s: cannot queue a sync", n->store_dir);
@@ -473,6 +493,7 @@ static int store_open(struct px_node *n, const struct conf *c)
 		return -1;
 	}
 	n->store_volatile = 1;
+	n->probe = px_volprobe_new(conf_store(c)); /* NULL: not probed */
 	log_warn("store %s cannot be used: running on a volatile store in memory instead (%s, %s at most):"
 		 " DRE and LZ as usual, but it starts empty and is gone at exit; restart once the store's disk is"
 		 " fixed", conf_store(c), n->store_dir, stats_bytes_str((double)store_size(n, c), 1, a, sizeof a));
@@ -636,4 +657,6 @@ void px_node_stop(struct px_node *n)
 	if (n->store_volatile)
 		px_volstore_remove(n->store_dir);
 	n->store_volatile = 0;
+	px_volprobe_free(n->probe);
+	n->probe = NULL;
 }

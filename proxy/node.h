@@ -28,6 +28,8 @@ struct px_node {
 	dre_store *store;
 	char store_dir[4096]; /* its directory: the configured one, or a volatile store's */
 	int store_volatile;   /* 1: the configured store could not be opened (volstore.c) */
+	struct px_volprobe *probe; /* ...and whether it could be now (NULL unless volatile) */
+	int probe_said;       /* the log said it could be */
 	tun_config tcfg;
 	struct px_relay_env env;
 	struct event *tick;

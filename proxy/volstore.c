@@ -16,6 +16,9 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,4 +102,81 @@ dre_store *px_volstore_open(uint64_t size, char *dir, size_t dirlen, char *err, 
 	if (!st)
 		px_volstore_remove(dir);
 	return st;
+}
+
+struct px_volprobe {
+	_Atomic int state; /* PX_VOLPROBE_* */
+	_Atomic int refs;  /* the node's, and a probe thread's while it runs */
+	char dir[];
+};
+
+struct px_volprobe *px_volprobe_new(const char *dir)
+{
+	size_t len = strlen(dir) + 1;
+	struct px_volprobe *p = malloc(sizeof *p + len);
+	if (!p)
+		return NULL;
+	atomic_init(&p->state, PX_VOLPROBE_NO);
+	atomic_init(&p->refs, 1);
+	memcpy(p->dir, dir, len);
+	return p;
+}
+
+static void probe_put(struct px_volprobe *p)
+{
+	if (p && atomic_fetch_sub(&p->refs, 1) == 1)
+		free(p);
+}
+
+void px_volprobe_free(struct px_volprobe *p)
+{
+	probe_put(p);
+}
+
+/* Would the store in dir open for writing now: its directory (made if
+ * absent) takes a 4 KiB write that reaches the disk, and no process holds
+ * its lock.  Blocks as long as a failing disk takes. */
+static int store_writable(const char *dir)
+{
+	char path[4200], buf[4096] = { 0 };
+	if ((mkdir(dir, 0700) && errno != EEXIST) || dre_store_in_use(dir))
+		return 0;
+	snprintf(path, sizeof path, "%s/.wanopt-probe", dir); /* not a name the store reads */
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return 0;
+	int ok = write(fd, buf, sizeof buf) == (ssize_t)sizeof buf && !fsync(fd);
+	close(fd);
+	unlink(path);
+	return ok;
+}
+
+static void *probe_main(void *arg)
+{
+	struct px_volprobe *p = arg;
+	atomic_store(&p->state, store_writable(p->dir) ? PX_VOLPROBE_OK : PX_VOLPROBE_NO);
+	probe_put(p);
+	return NULL;
+}
+
+int px_volprobe_poll(struct px_volprobe *p)
+{
+	int was = atomic_load(&p->state);
+	if (was == PX_VOLPROBE_RUNNING)
+		return was; /* a disk that hangs holds one thread, not one per call */
+	pthread_attr_t a;
+	pthread_t t;
+	atomic_store(&p->state, PX_VOLPROBE_RUNNING);
+	atomic_fetch_add(&p->refs, 1);
+	int rc = pthread_attr_init(&a);
+	if (!rc) {
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		rc = pthread_create(&t, &a, probe_main, p);
+		pthread_attr_destroy(&a);
+	}
+	if (rc) { /* no thread: try again at the next call */
+		atomic_fetch_sub(&p->refs, 1);
+		atomic_store(&p->state, was);
+	}
+	return was;
 }

@@ -21,4 +21,17 @@ uint64_t px_volstore_size(uint64_t size);
 /* Removes the directory of a volatile store, once it is closed. */
 void px_volstore_remove(const char *dir);
 
+/* Whether the store a volatile one stands in for could be opened again
+ * (its directory takes writes that reach the disk, its lock is free),
+ * probed on a thread of its own: a failing disk may hang the probe. */
+struct px_volprobe;
+enum { PX_VOLPROBE_NO, PX_VOLPROBE_RUNNING, PX_VOLPROBE_OK };
+/* A probe of the store in dir (copied); NULL when out of memory. */
+struct px_volprobe *px_volprobe_new(const char *dir);
+/* The last probe's result (PX_VOLPROBE_RUNNING while one runs); unless one
+ * runs, starts another.  Returns at once. */
+int px_volprobe_poll(struct px_volprobe *p);
+/* Drops the caller's reference (a probe still running keeps its own). */
+void px_volprobe_free(struct px_volprobe *p);
+
 #endif

@@ -15,7 +15,8 @@
 #    transfers byte-exact, the second of the same data hot.
 # 2. Stopped, it removes its volatile store; started, it removes those left
 #    by processes gone (their lock free, untouched for a minute), not one in
-#    use or just made, nor one that others may write into.
+#    use or just made, nor one that others may write into.  Once the
+#    store's disk takes writes again, the edge says so (a restart uses it).
 # 3. A store that another process holds is not stood in for: the edge exits
 #    with the store's error, as before (two daemons on one store is a
 #    mistake to fix, not to run through).
@@ -114,6 +115,13 @@ px_wait_count edge2 "tunnel up" 1 15 || fail "a second edge did not start"
 [ "$(vols)" = 3 ] && ok "an old one in use is kept (and the second edge has its own)" ||
 	fail "$(vols) volatile stores: $(ls "$T/shm")"
 expect "download 2 through the first edge" pxt get 127.0.0.1 "$L" 2 $((4 * MB))
+# the store's disk writable again: the edge says so (it probes every 5 s, off
+# its loop), and keeps to its volatile store until restarted
+mount -o remount,rw "$T/disk"
+px_wait_count edge "takes writes again" 1 15 &&
+	ok "the store's disk back: $(grep -F "takes writes again" "$T/edge.log" | cut -c26-)" ||
+	fail "the store's disk back: not said"
+[ "$(stat_ "j['store']['volatile']")" = 1 ] && ok "still on the volatile store" || fail "stats: $(stat_ "j['store']")"
 px_stop edge2
 px_stop edge
 
