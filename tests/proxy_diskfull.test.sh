@@ -29,10 +29,7 @@ P=$(px_port) S1=$(px_port) S2=$(px_port) L=$(px_port)
 px_server srv
 SRV=$(cat "$T/srv.port")
 MB=$((1 << 20))
-mkdir -p "$T/disk"
-mount -t tmpfs -o size=96m tmpfs "$T/disk"
-unmount_disk() { umount -l "$T/disk" 2>/dev/null; }
-CLEANUP_HOOK=unmount_disk
+px_tmpfs "$T/disk" 96m
 mkdir "$T/disk/store"
 ln -s "$T/disk/store" "$T/edge.store"
 px_core core "$P" "$S1" --allow=127.0.0.0/8

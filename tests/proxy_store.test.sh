@@ -242,10 +242,7 @@ grep -q "bulk coded on the coder thread (zstd 9)" "$T/core.log" &&
 # on its disk: an upload of that data must still arrive exact, through
 # ask/learn, with the reason logged.
 P3=$(px_port) S4=$(px_port) S5=$(px_port) L3=$(px_port)
-mkdir "$T/tiny"
-if mount -t tmpfs -o size=8m tmpfs "$T/tiny" 2>/dev/null; then
-	unmount_tiny() { umount "$T/tiny" 2>/dev/null || true; }
-	CLEANUP_HOOK=unmount_tiny
+if px_tmpfs "$T/tiny" 8m; then
 	px_run core3 core --listen=127.0.0.1:"$P3" --store="$T/tiny/st" --store_size=100M --tls_cert="$T/pki/core.crt" \
 		--tls_key="$T/pki/core.key" --tls_ca="$T/pki/ca.crt" --stats=127.0.0.1:"$S4" --allow=127.0.0.0/8
 	px_wait_log core3 "tunnel listener on" 10
@@ -261,7 +258,7 @@ if mount -t tmpfs -o size=8m tmpfs "$T/tiny" 2>/dev/null; then
 	px_alive core3 && ok "the core with a full store is alive" || fail "the core with a full store died"
 	echo "     edge3: $(grep -c "resent frame" "$T/edge3.log") frames resent, $(grep -c "coding job taken back" "$T/edge3.log") of them after taking a coding job back"
 	px_stop core3 >/dev/null; px_stop edge3 >/dev/null
-	unmount_tiny
+	umount "$T/tiny" 2>/dev/null || true
 else
 	ok "SKIP full-store case: cannot mount a tmpfs"
 fi

@@ -29,11 +29,8 @@ P=$(px_port) S1=$(px_port) S2=$(px_port) L=$(px_port)
 px_server srv
 SRV=$(cat "$T/srv.port")
 MB=$((1 << 20))
-mkdir -p "$T/disk" "$T/shm"
-mount -t tmpfs -o size=64m tmpfs "$T/disk"
-mount -t tmpfs -o size=96m tmpfs "$T/shm"
-unmount_all() { umount -l "$T/disk" 2>/dev/null; umount -l "$T/shm" 2>/dev/null; }
-CLEANUP_HOOK=unmount_all
+px_tmpfs "$T/disk" 64m
+px_tmpfs "$T/shm" 96m
 export WANOPT_VOLATILE_DIR="$T/shm"
 mkdir "$T/disk/store"
 ln -s "$T/disk/store" "$T/edge.store"

@@ -26,6 +26,7 @@ T=""
 FAILS=0
 declare -A PID=()
 CLEANUP_HOOK=${CLEANUP_HOOK:-}
+PX_MOUNTS=() # tmpfs mounts of px_tmpfs, unmounted at cleanup
 
 px_cleanup() {
 	local rc=$?
@@ -39,6 +40,7 @@ px_cleanup() {
 	done
 	for n in "${!PID[@]}"; do kill -KILL "${PID[$n]}" 2>/dev/null; done
 	[ -n "$CLEANUP_HOOK" ] && $CLEANUP_HOOK
+	for m in "${PX_MOUNTS[@]}"; do umount -l "$m" 2>/dev/null; done
 	# a sanitizer build (make asan / ubsan, SAN=thread) reports into the daemon logs
 	local san="ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:\|WARNING: ThreadSanitizer"
 	if [ -n "$T" ] && grep -l "$san" "$T"/*.log 2>/dev/null; then
@@ -56,6 +58,14 @@ px_cleanup() {
 	[ -n "$T" ] && [ -z "${KEEP:-}" ] && rm -rf "$T"
 	[ -n "${KEEP:-}" ] && echo "kept $T"
 	exit $rc
+}
+
+# Mounts a tmpfs of SIZE (mount's -o size) on DIR, made if absent, and
+# unmounts it at cleanup; mount's status (root only).
+px_tmpfs() {  # dir size
+	mkdir -p "$1"
+	mount -t tmpfs -o size="$2" tmpfs "$1" 2>/dev/null || return 1
+	PX_MOUNTS+=("$1")
 }
 
 px_setup() {
