@@ -14,8 +14,9 @@
  * swept out of the index later by the writer, are stamped by their offset
  * in it.  When a sampled chunk is stored anew (it crossed the WAN again)
  * and is still remembered, the bytes evicted since tell which larger stores
- * would have held it; its length, times 2^shift, counts for those.  This is the "ghost list" of cache
- * literature with spatial sampling (SHARDS, Waldspurger et al., FAST '15).
+ * would have held it; its length, times 2^shift, counts for those.  This
+ * is the "ghost list" of cache literature with spatial sampling (SHARDS,
+ * Waldspurger et al., FAST '15).
  *
  * Hit bytes (references) and new bytes (chunks stored) are counted too, and
  * all of it persists in DIR/sizing, so figures span runs and restarts.

@@ -90,8 +90,11 @@ goodput_test() {
 	eval "$("$WN_BIN" check "$prof")"
 	# the emulator's rate is IP bytes: TCP can carry at most its payload share
 	tcp_max=$(python3 -c "print(round($down_rate_bit * ($mtu - 52) / $mtu))")
+	# the two bounds, on the last run's figures (Python expressions)
+	rate_bound() { echo "abs($ip_bps / $down_rate_bit - 1) <= 0.02"; }
+	goodput_bound() { echo "abs($(jget "$r" steady_bps) / $tcp_max - 1) <= 0.05"; }
 	goodput_run "$prof" "$secs" "$win"
-	if ! python3 -c "import sys; ip_bps=$ip_bps; gp=$(jget "$r" steady_bps); sys.exit(0 if abs(ip_bps / $down_rate_bit - 1) <= 0.02 and abs(gp / $tcp_max - 1) <= 0.05 else 1)" &&
+	if ! python3 -c "import sys; sys.exit(0 if ($(rate_bound)) and ($(goodput_bound)) else 1)" &&
 		{ [ "$late" -ge 50000 ] || [ "$steal" -ge $(( (secs * 1000 - 2000) * $(nproc) / 50 )) ]; }; then
 		echo "      (out of bounds while the host held the run: measured once more)"
 		goodput_run "$prof" "$secs" "$win"
@@ -100,9 +103,9 @@ goodput_test() {
 	# limit: complete false).  Packets held on the link at that instant were
 	# asked for too, until one run in CI found none (99.88 % of the rate,
 	# CUBIC's default window between two sawtooth teeth): informative only.
-	check "rate-$name" "abs($ip_bps / $down_rate_bit - 1) <= 0.02 and not $(jget "$r" complete)" \
+	check "rate-$name" "$(rate_bound) and not $(jget "$r" complete)" \
 		"IP throughput $(python3 -c "print(round(100*$ip_bps/$down_rate_bit,2))") % of $down_rate_bit bit/s, $held packets on the link at the end"
-	check "goodput-$name" "abs($(jget "$r" steady_bps) / $tcp_max - 1) <= 0.05" \
+	check "goodput-$name" "$(goodput_bound)" \
 		"TCP goodput $(jget "$r" steady_bps) bit/s = $(python3 -c "print(round(100*$(jget "$r" steady_bps)/$tcp_max,2))") % of the $tcp_max bit/s TCP payload can fill at $down_rate_bit bit/s"
 }
 
