@@ -92,6 +92,8 @@ static void log_room(struct px_node *n, const dre_store_stats *ss)
  * every VOLATILE_NAG ticks. */
 static void volatile_tick(struct px_node *n)
 {
+	if (!n->store_volatile)
+		return;
 	const char *dir = conf_store(px_daemon_conf(n->d));
 	int could = n->probe_said;
 	if (n->probe && n->ticks % VOLATILE_PROBE == 0) {
@@ -103,7 +105,7 @@ static void volatile_tick(struct px_node *n)
 		log_warn("store %s takes writes again and no process holds it: restart the node to use it (it runs"
 			 " on the volatile store %s meanwhile)", dir, n->store_dir);
 	n->probe_said = could;
-	if (n->store_volatile && n->ticks && n->ticks % VOLATILE_NAG == 0)
+	if (n->ticks && n->ticks % VOLATILE_NAG == 0)
 		log_warn("store %s: still running on the volatile store in memory that stands in for %s (it could"
 			 " not be opened at start): %s", n->store_dir, dir,
 			 could ? "it could be now: restart the node to use it" : "restart once it can be");
