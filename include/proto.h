@@ -124,7 +124,8 @@ enum proto_cap {
 	PROTO_CAP_DSCP = 1u << 4, /* OPEN may carry the client's DiffServ class (PROTO_OPEN_F_DSCP) */
 	PROTO_CAP_LINK = 1u << 5, /* this HELLO carries the link fields after the name; LINK frames */
 	PROTO_CAP_ALLOW = 1u << 6, /* ALLOW frames: an edge reads the core's allow list */
-	PROTO_CAP_ALL = 0x7f,     /* everything this build implements */
+	PROTO_CAP_RENEW = 1u << 7, /* GOAWAY with PROTO_GOAWAY_RENEW (a client reads it) */
+	PROTO_CAP_ALL = 0xff,     /* everything this build implements */
 };
 
 enum proto_role {
@@ -179,6 +180,11 @@ enum proto_addr {
  * PING:   u64 opaque (the sender's clock); PONG echoes it unchanged.
  * GOAWAY: u32 last stream id the sender accepted from the receiver, u32 code
  *         (enum proto_goaway), then 0..PROTO_GOAWAY_TEXT_MAX bytes of text.
+ *         Code PROTO_GOAWAY_RENEW (server to a client whose HELLO had
+ *         PROTO_CAP_RENEW) is a request, not a GOAWAY: the server's HELLO
+ *         fields changed (its store), so the client dials a new connection,
+ *         and sends GOAWAY on this one once that is up; until then both
+ *         ends go on opening streams here.
  * LINK:   the HELLO link fields again (u64 rates in and out, u32 round trip), when the
  *         sender's link hints changed (a reload); sent only to a peer whose
  *         HELLO had PROTO_CAP_LINK.
@@ -227,7 +233,8 @@ enum proto_goaway {
 	PROTO_GOAWAY_FLOW = 3,       /* the receiver sent more than its credit */
 	PROTO_GOAWAY_TIMEOUT = 4,    /* handshake or keepalive timeout */
 	PROTO_GOAWAY_INTERNAL = 5,   /* local resource failure */
-	PROTO_GOAWAY_MAX = 5,
+	PROTO_GOAWAY_RENEW = 6,      /* dial a replacement (see GOAWAY above); to PROTO_CAP_RENEW peers */
+	PROTO_GOAWAY_MAX = 6,
 };
 
 #endif

@@ -355,6 +355,12 @@ void tun_client_drain(tun_client *c, const char *text);
 /* Connections dialed from now on use t (reloaded credentials); the
  * caller's reference to t passes to c.  On c's event loop thread. */
 void tun_client_set_tls(tun_client *c, tun_tls *t);
+/* Our DRE store changed (its id: store_id): later HELLOs carry it, and each
+ * connection up is replaced, make before break: a new one is dialed, and
+ * the old one keeps taking streams until another is up, then is sent
+ * GOAWAY (text) and closes as its streams finish.  (A server's
+ * PROTO_GOAWAY_RENEW does the same for one connection.) */
+void tun_client_renew(tun_client *c, const uint8_t *store_id, const char *text);
 
 /* Listen on host:port (port 0: any; see tun_server_port). */
 tun_server *tun_server_new(struct event_base *base, const tun_config *cfg,
@@ -372,6 +378,13 @@ void tun_server_drain(tun_server *s, const char *text);
 void tun_server_set_link(tun_server *s, uint64_t rx_bps, uint64_t tx_bps, uint32_t rtt_us);
 /* As tun_client_set_tls, for the connections s accepts from now on. */
 void tun_server_set_tls(tun_server *s, tun_tls *t);
+/* Our DRE store changed (its id: store_id): later HELLOs carry it, and every
+ * connection up is replaced: its peer is asked to dial another (a GOAWAY
+ * with PROTO_GOAWAY_RENEW and text) and to send GOAWAY on this one once that
+ * is up, as tun_client_renew does; streams go on being taken here until
+ * then.  A peer without PROTO_CAP_RENEW is sent a plain GOAWAY (text) and
+ * dials again after it.  Each closes as its streams finish. */
+void tun_server_renew(tun_server *s, const uint8_t *store_id, const char *text);
 /* Close the listening socket (new connections are refused at once, so peers
  * back off instead of reconnecting to be sent away); connections stay. */
 void tun_server_unlisten(tun_server *s);

@@ -2,7 +2,7 @@
  * byte-exact transfer of many concurrent streams both ways with half-close;
  * a slow receiver bounds the sender's buffering; an interactive stream gets
  * through while a bulk stream saturates the tunnel; ASK/ACK/RESET routing;
- * GOAWAY.  Every wait is bounded. */
+ * GOAWAY; a store change renewing the connections.  Every wait is bounded. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,11 +30,13 @@ struct pair {
 	struct owner *sowners;   /* server-side owners, indexed by port - 1 */
 };
 
+static tun_conn *g_last_up; /* the client connection last up */
+
 static void pair_up(tun_conn *c, void *arg)
 {
 	int *up = arg;
 
-	(void)c;
+	g_last_up = c;
 	*up = 1;
 }
 
@@ -67,8 +69,11 @@ static int cond_pair_up(void *arg)
 	return p->up[0] && p->up[1];
 }
 
-/* Scheduling settings for the edge in the next pair_start (0: defaults). */
+/* Scheduling settings and capabilities for the edge in the next pair_start
+ * (0: defaults). */
 static size_t g_quantum, g_out_buffer;
+static uint32_t g_caps;
+static unsigned g_backoff_min;
 
 /* Start a core and an edge; srv_window: the core's per-stream window. */
 static void pair_start(struct pair *p, uint32_t srv_window, size_t cl_hiwat)
@@ -82,6 +87,10 @@ static void pair_start(struct pair *p, uint32_t srv_window, size_t cl_hiwat)
 	cc.sendq_hiwat = cl_hiwat;
 	cc.quantum = g_quantum;
 	cc.out_buffer = g_out_buffer;
+	cc.caps = g_caps;
+	if (g_backoff_min)
+		cc.backoff_min_ms = cc.backoff_max_ms = g_backoff_min;
+	g_last_up = NULL;
 	p->base = event_base_new();
 	p->srv = tun_server_new(p->base, &sc, "127.0.0.1", 0, &scb, p, err, sizeof(err));
 	if (!p->srv)
@@ -672,6 +681,85 @@ static void test_drain(void **state)
 	pair_stop(&p);
 }
 
+/* The client connection last up is not `old` and its server's HELLO
+ * carries store id `id`. */
+struct renewed {
+	tun_conn *old;
+	uint8_t id[PROTO_STORE_ID_LEN];
+};
+
+static int cond_renewed(void *arg)
+{
+	struct renewed *r = arg;
+
+	return g_last_up && g_last_up != r->old &&
+	       !memcmp(tun_conn_hello(g_last_up)->store_id, r->id, sizeof r->id);
+}
+
+/* The core's store changes (tun_server_renew): an edge reading
+ * PROTO_GOAWAY_RENEW dials a new connection, whose HELLO carries the new
+ * id, while the old one goes on taking streams (none refused meanwhile);
+ * once the new one is up, new streams go there and the old one closes as
+ * its streams finish.  An edge without the capability gets a plain GOAWAY
+ * and dials again all the same. */
+static void test_renew(void **state)
+{
+	static struct owner so[3], co[3];
+	int never = 0;
+
+	(void)state;
+	for (int caps = 0; caps < 2; caps++) {
+		struct pair p = { .accept = accept_owner, .sowners = so };
+		memset(so, 0, sizeof(so));
+		memset(co, 0, sizeof(co));
+		for (int i = 0; i < 3; i++) {
+			so[i] = (struct owner){ .to_send = 1 << 16, .expect = 1 << 16, .seed_out = 2, .seed_in = 1 };
+			co[i] = (struct owner){ .to_send = 1 << 16, .expect = 1 << 16, .seed_out = 1, .seed_in = 2 };
+		}
+		g_caps = caps ? PROTO_CAP_ALL & ~PROTO_CAP_RENEW : 0;
+		g_backoff_min = 300; /* the replacement is dialed 225-375 ms after the request */
+		pair_start(&p, 0, 0);
+		g_caps = 0;
+		g_backoff_min = 0;
+		co[0].keep_open = so[0].keep_open = 1;
+		owner_open(&p, &co[0], 0);
+		assert_true(tt_run_until(p.base, cond_has_stream, &so[0], 5000));
+		tun_conn *old = tun_stream_conn(co[0].s);
+		struct renewed r = { old, { 1, 2, 3, 4, 5, 6, 7, 8 } };
+		tun_server_renew(p.srv, r.id, "store changed");
+		if (!caps) { /* the renewing connection still takes a stream, once the request arrived */
+			tt_run_until(p.base, tt_flag, &never, 100);
+			owner_open(&p, &co[1], 1);
+			assert_ptr_equal(tun_stream_conn(co[1].s), old);
+		}
+		assert_true(tt_run_until(p.base, cond_renewed, &r, 5000));
+		owner_open(&p, &co[2], 2);
+		assert_ptr_equal(tun_stream_conn(co[2].s), g_last_up);
+		for (int i = caps ? 2 : 1; i < 3; i++) {
+			assert_true(tt_run_until(p.base, tt_flag, &co[i].closed_rcvd, 5000));
+			assert_true(tt_run_until(p.base, tt_flag, &so[i].closed_rcvd, 5000));
+			assert_int_equal(co[i].got, 1 << 16);
+			assert_int_equal(so[i].got, 1 << 16);
+		}
+		uint8_t b = pat(1 << 16, co[0].seed_out);
+		assert_int_equal(tun_stream_write(co[0].s, &b, 1), TUN_OK);
+		tt_run_until(p.base, tt_flag, &never, 100);
+		assert_int_equal(so[0].got, (1 << 16) + 1); /* the old connection's stream went on */
+		for (int i = 0; i < 3; i++) {
+			assert_false(so[i].bad || co[i].bad);
+			assert_int_equal(so[i].reset + co[i].reset, 0);
+		}
+		assert_int_equal(tun_client_up(p.cl), 2);
+		for (int i = 0; i < 3; i++) {
+			tun_stream_free(co[i].s);
+			tun_stream_free(so[i].s);
+		}
+		struct up_count uc = { p.cl, 1 };
+		assert_true(tt_run_until(p.base, cond_client_up, &uc, 5000)); /* the old one closed */
+		pair_stop(&p);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -683,6 +771,7 @@ int main(void)
 		cmocka_unit_test(test_sparse_stream_first),
 		cmocka_unit_test(test_ask_ack_reset_goaway),
 		cmocka_unit_test(test_drain),
+		cmocka_unit_test(test_renew),
 	};
 	return cmocka_run_group_tests(tests, tt_setup, tt_teardown);
 }

@@ -123,6 +123,20 @@ static void ops_kick(void *arg)
 		event_active(c->pump, EV_TIMEOUT, 0);
 }
 
+/* c is up: the connections it replaces (tun_ep_renew) take no more streams. */
+static void renewed(tun_conn *c)
+{
+	tun_conn *o, *next;
+
+	for (o = TAILQ_FIRST(&c->ep->conns); o; o = next) {
+		next = TAILQ_NEXT(o, link);
+		if (o != c && o->renewing) {
+			o->renewing = 0;
+			tun_conn_goaway(o, c->ep->renew_text);
+		}
+	}
+}
+
 /* Negotiate the version; the connection is up. */
 static int ops_hello(void *arg, const tun_hello *h, char *err, size_t errlen)
 {
@@ -150,6 +164,7 @@ static int ops_hello(void *arg, const tun_hello *h, char *err, size_t errlen)
 	c->ka_tick_us = now_us();
 	c->ka_quiet_us = 0;
 	mux_ping(c->m, now_us()); /* an RTT sample now, not a keepalive period later */
+	renewed(c);
 	if (c->ep->cbs.on_up)
 		c->ep->cbs.on_up(c, c->ep->arg);
 	return TUN_OK;
@@ -210,11 +225,20 @@ static void conn_detach_slot(tun_conn *c)
 	}
 }
 
-/* The peer goes away: take no new streams here; keep its reason. */
+/* The peer goes away: take no new streams here; keep its reason.  Or it
+ * asks for a replacement (a client's only): as tun_ep_renew. */
 static void ops_goaway(void *arg, uint32_t code, const char *text)
 {
 	tun_conn *c = arg;
 
+	if (code == PROTO_GOAWAY_RENEW) {
+		if (c->slot >= 0 && !c->goaway_sent) {
+			snprintf(c->ep->renew_text, sizeof(c->ep->renew_text), "renewed as asked: %.200s", text);
+			c->renewing = 1;
+			conn_detach_slot(c);
+		}
+		return;
+	}
 	c->goaway_rcvd = 1;
 	snprintf(c->goaway_text, sizeof(c->goaway_text), "%s", text[0] ? text : "no reason given");
 	(void)code;
@@ -686,6 +710,28 @@ void tun_ep_goaway(struct tun_ep *ep, const char *text)
 	for (c = TAILQ_FIRST(&ep->conns); c; c = next) {
 		next = TAILQ_NEXT(c, link);
 		tun_conn_goaway(c, text);
+	}
+}
+
+/* See conn.h. */
+void tun_ep_renew(struct tun_ep *ep, const char *text)
+{
+	tun_conn *c, *next;
+
+	snprintf(ep->renew_text, sizeof(ep->renew_text), "%s", text);
+	for (c = TAILQ_FIRST(&ep->conns); c; c = next) {
+		next = TAILQ_NEXT(c, link);
+		if (c->state != CS_UP || c->goaway_rcvd || c->goaway_sent)
+			continue;
+		if (c->slot < 0) { /* a server's: the client dials */
+			if (c->caps & PROTO_CAP_RENEW)
+				mux_renew(c->m, text);
+			else
+				tun_conn_goaway(c, text);
+			continue;
+		}
+		c->renewing = 1;
+		conn_detach_slot(c);
 	}
 }
 

@@ -32,6 +32,7 @@ struct tun_ep {
 	TAILQ_HEAD(, tun_conn) conns; /* every connection, any state */
 	LIST_HEAD(, tun_linger) lingers; /* sockets closing after a failed handshake (linger.c) */
 	unsigned nlinger;
+	char renew_text[PROTO_GOAWAY_TEXT_MAX + 1]; /* tun_ep_renew's, for its GOAWAYs */
 	/* A connection left (failed or closed) after or before being up; slot
 	 * is what tun_conn_connect got.  NULL on the server. */
 	void (*conn_gone)(struct tun_ep *ep, int slot, int was_up);
@@ -54,6 +55,10 @@ void tun_ep_close_all(struct tun_ep *ep);
 
 /* tun_conn_goaway on every connection of ep that is up. */
 void tun_ep_goaway(struct tun_ep *ep, const char *text);
+/* Replace every connection of ep that is up and takes streams (client:
+ * its slot dials another now; it takes streams until another connection is
+ * up, then gets GOAWAY with text; server: GOAWAY with text now). */
+void tun_ep_renew(struct tun_ep *ep, const char *text);
 /* The up connection taking new streams with the fewest streams, or NULL. */
 tun_conn *tun_ep_least_loaded(struct tun_ep *ep);
 /* The link fields we tell peers changed: later HELLOs carry them, and a LINK

@@ -242,6 +242,13 @@ void tun_client_set_tls(tun_client *c, tun_tls *t)
 	ep_set_tls(&c->ep, t);
 }
 
+void tun_client_renew(tun_client *c, const uint8_t *store_id, const char *text)
+{
+	memcpy(c->ep.cfg.store_id, store_id, sizeof(c->ep.cfg.store_id));
+	if (!c->freeing)
+		tun_ep_renew(&c->ep, text);
+}
+
 /* ---- server ------------------------------------------------------------- */
 
 /* A connection arrived. */
@@ -359,6 +366,12 @@ void tun_server_set_link(tun_server *s, uint64_t rx_bps, uint64_t tx_bps, uint32
 void tun_server_set_tls(tun_server *s, tun_tls *t)
 {
 	ep_set_tls(&s->ep, t);
+}
+
+void tun_server_renew(tun_server *s, const uint8_t *store_id, const char *text)
+{
+	memcpy(s->ep.cfg.store_id, store_id, sizeof(s->ep.cfg.store_id));
+	tun_ep_renew(&s->ep, text);
 }
 
 void tun_server_unlisten(tun_server *s)

@@ -371,9 +371,15 @@ static int in_stream(mux *m, tun_stream *s, const tun_frame *f, char *err, size_
 }
 
 /* GOAWAY from the peer: our streams above its last accepted id are refused.
- * The connection hears first, so owners reopening from on_reset go elsewhere. */
+ * The connection hears first, so owners reopening from on_reset go elsewhere.
+ * PROTO_GOAWAY_RENEW only goes to the connection. */
 static void in_goaway(mux *m, const tun_frame *f)
 {
+	if (f->u.goaway.code == PROTO_GOAWAY_RENEW) { /* a request: streams go on here */
+		if (m->ops.on_goaway)
+			m->ops.on_goaway(m->arg, f->u.goaway.code, f->u.goaway.text);
+		return;
+	}
 	m->goaway_rcvd = 1;
 	m->goaway_last = f->u.goaway.last_sid;
 	if (m->ops.on_goaway)
@@ -664,8 +670,8 @@ void mux_ping(mux *m, uint64_t val)
 	mux_ctl_frame(m, &f);
 }
 
-/* Queue a GOAWAY. */
-void mux_goaway(mux *m, uint32_t code, const char *text)
+/* Queue a GOAWAY frame with code and text. */
+static void goaway_frame(mux *m, uint32_t code, const char *text)
 {
 	tun_frame f = { .type = PROTO_GOAWAY };
 
@@ -675,8 +681,19 @@ void mux_goaway(mux *m, uint32_t code, const char *text)
 	for (char *p = f.u.goaway.text; *p; p++)
 		if (*p < 0x20 || *p > 0x7e)
 			*p = '?';
-	m->goaway_sent = 1;
 	mux_ctl_frame(m, &f);
+}
+
+/* Queue a GOAWAY: the peer's streams are refused from now on. */
+void mux_goaway(mux *m, uint32_t code, const char *text)
+{
+	m->goaway_sent = 1;
+	goaway_frame(m, code, text);
+}
+
+void mux_renew(mux *m, const char *text)
+{
+	goaway_frame(m, PROTO_GOAWAY_RENEW, text);
 }
 
 /* 1 once the peer's HELLO was accepted. */

@@ -73,6 +73,9 @@ int mux_pending(const mux *m);
 void mux_ping(mux *m, uint64_t val);
 /* Queue GOAWAY: refuse streams the peer opens after this. */
 void mux_goaway(mux *m, uint32_t code, const char *text);
+/* Queue a GOAWAY with PROTO_GOAWAY_RENEW: the peer dials a replacement;
+ * streams go on being taken here. */
+void mux_renew(mux *m, const char *text);
 /* 1 once the peer's HELLO was accepted. */
 int mux_ready(const mux *m);
 /* Open a stream (see tun_conn_open). */
