@@ -197,6 +197,42 @@ static void core_retls(void *arg, tun_tls *t)
 	tun_tls_unref(t);
 }
 
+/* The node's new store on its way to one worker. */
+struct restore_job {
+	struct worker *w;
+	struct px_store_use *u; /* held for the worker's env */
+};
+
+/* On a worker's thread: new relays code on the node's new store; its edges
+ * are asked to renew their connections (tun_server_renew), whose HELLO then
+ * carries the store's id. */
+static void worker_restore(evutil_socket_t fd, short what, void *arg)
+{
+	struct restore_job *j = arg;
+	struct worker *w = j->w;
+	struct px_store_use *old = w->env.store;
+	w->env.store = j->u;
+	px_store_drop(old);
+	tun_server_renew(w->srv, w->k->node.tcfg.store_id, "the core's store changed: connect again");
+	free(j);
+}
+
+static void core_restore(void *arg, struct px_store_use *u)
+{
+	struct px_core *k = arg;
+	for (int i = 0; i < k->nw; i++) {
+		struct restore_job *j = malloc(sizeof *j);
+		if (j)
+			*j = (struct restore_job){ &k->w[i], px_store_hold(u) };
+		if (!j || event_base_once(k->w[i].env.base, -1, EV_TIMEOUT, worker_restore, j, NULL)) {
+			log_error("store: worker %d keeps the volatile store for its streams: out of memory", i);
+			if (j)
+				px_store_drop(j->u);
+			free(j);
+		}
+	}
+}
+
 /* A connection to the tunnel port refused (bad certificate, not TLS, ...):
  * logged, 20 in 10 s at most, then a count of the rest, so that a scan or
  * a flood of bad connections cannot fill the disk. */
@@ -410,6 +446,7 @@ static int worker_init(struct px_core *k, struct worker *w, struct event_base *b
 	char err[512];
 	w->k = k;
 	w->env = k->node.env;
+	px_store_hold(w->env.store);
 	w->env.base = base;
 	w->env.coder = NULL; /* its own, on its own loop */
 	w->env.active = 0;
@@ -502,6 +539,7 @@ static int core_start(struct px_daemon *d, void *arg)
 	k->node.role = k;
 	k->node.relink = core_relink;
 	k->node.retls = core_retls;
+	k->node.restore = core_restore;
 	pthread_mutex_init(&k->allow_lock, NULL);
 	k->allow_len = conf_allow_wire(c, k->allow, sizeof k->allow); /* before any worker runs */
 	allow_untold_note(k->allow);

@@ -117,6 +117,17 @@ static void edge_retls(void *arg, tun_tls *t)
 	tun_tls_unref(t);
 }
 
+/* The node went over to another store (in n->env already): each lane dials
+ * new connections, whose HELLO carries its id, and lets the old ones go once
+ * they are up. */
+static void edge_restore(void *arg, struct px_store_use *u)
+{
+	struct px_edge *e = arg;
+	(void)u;
+	for (int i = 0; i < e->nlane; i++)
+		tun_client_renew(e->lane[i].tc, e->node.tcfg.store_id, "the edge's store changed: connected again");
+}
+
 static void tun_down(tun_conn *c, void *arg, const char *why)
 {
 	struct px_edge_lane *l = arg;
@@ -562,6 +573,7 @@ static int edge_start(struct px_daemon *d, void *arg)
 	e->node.retune = edge_retune;
 	e->node.relink = edge_relink;
 	e->node.retls = edge_retls;
+	e->node.restore = edge_restore;
 	e->node.env.on_refused = edge_reset_early;
 	e->node.role = e;
 	if (px_node_start(&e->node, d, PROTO_ROLE_EDGE))

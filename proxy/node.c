@@ -19,8 +19,6 @@
 
 #define TICK_MS 1000
 #define SYNC_EVERY 30 /* ticks between store syncs */
-#define VOLATILE_NAG 3600 /* ticks between reminders that the store is a volatile stand-in */
-#define VOLATILE_PROBE 5  /* ticks between probes of whether the store could be opened again */
 #define TRIM_FREE_MIN (16u << 20) /* free heap bytes kept after streams closed (trim_heap) */
 #define TRIM_QUIET_MIN (1u << 20) /* ... after streams went quiet */
 #define TRIM_PIECES_MAX 512       /* free heap pieces beyond which the trim waits (trim_heap) */
@@ -85,30 +83,6 @@ static void log_room(struct px_node *n, const dre_store_stats *ss)
 		log_info("store %s: its file system has room for its %s again", n->store_dir,
 			 stats_bytes_str((double)ss->size_limit, 1, b, sizeof b));
 	n->room = ss->room;
-}
-
-/* While a volatile store stands in for the node's: probe whether the store
- * could be opened again (off the loop), say so once it could, and remind
- * every VOLATILE_NAG ticks. */
-static void volatile_tick(struct px_node *n)
-{
-	if (!n->store_volatile)
-		return;
-	const char *dir = conf_store(px_daemon_conf(n->d));
-	int could = n->probe_said;
-	if (n->probe && n->ticks % VOLATILE_PROBE == 0) {
-		int st = px_volprobe_poll(n->probe);
-		if (st != PX_VOLPROBE_RUNNING)
-			could = st == PX_VOLPROBE_OK;
-	}
-	if (could && !n->probe_said)
-		log_warn("store %s takes writes again and no process holds it: restart the node to use it (it runs"
-			 " on the volatile store %s meanwhile)", dir, n->store_dir);
-	n->probe_said = could;
-	if (n->ticks && n->ticks % VOLATILE_NAG == 0)
-		log_warn("store %s: still running on the volatile store in memory that stands in for %s (it could"
-			 " not be opened at start): %s", n->store_dir, dir,
-			 could ? "it could be now: restart the node to use it" : "restart once it can be");
 }
 
 /* Once a second: gauges; every SYNC_EVERY: make the store durable. */
@@ -187,7 +161,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	 * on it, while the store was idle: its writer measures (statvfs may
 	 * wait on a remote disk; the loop never does) */
 	(void)dre_store_room_later(n->store); /* out of memory: measured as it writes */
-	volatile_tick(n);
+	px_node_swap_tick(n);
 	/* the store's writer thread does the fdatasync: the loop never waits on it */
 	if (++n->ticks % SYNC_EVERY == 0 && dre_store_sync_later(n->store))
 		log_warn("store %s: cannot queue a sync", n->store_dir);
@@ -497,19 +471,13 @@ static int store_open(struct px_node *n, const struct conf *c)
 	n->store_volatile = 1;
 	n->probe = px_volprobe_new(conf_store(c)); /* NULL: not probed */
 	log_warn("store %s cannot be used: running on a volatile store in memory instead (%s, %s at most):"
-		 " DRE and LZ as usual, but it starts empty and is gone at exit; restart once the store's disk is"
-		 " fixed", conf_store(c), n->store_dir, stats_bytes_str((double)store_size(n, c), 1, a, sizeof a));
+		 " DRE and LZ as usual, but it starts empty and is gone at exit; the node goes back to the store"
+		 " once it opens again (probed every 5 s)", conf_store(c), n->store_dir, stats_bytes_str((double)store_size(n, c), 1, a, sizeof a));
 	return 0;
 }
 
-int px_node_start(struct px_node *n, struct px_daemon *d, int role)
+void px_node_store_said(struct px_node *n, const struct conf *c)
 {
-	const struct conf *c = px_daemon_conf(d);
-	n->d = d;
-	n->serves = role == PROTO_ROLE_CORE;
-	if (store_open(n, c))
-		return -1;
-	stats_set(px_daemon_stats(d), STATS_STORE_VOLATILE, (uint64_t)n->store_volatile);
 	dre_store_stats ss;
 	dre_store_get_stats(n->store, &ss);
 	char dropped[80] = "";
@@ -523,6 +491,21 @@ int px_node_start(struct px_node *n, struct px_daemon *d, int role)
 	if (ss.reads_ignored)
 		log_warn("WANOPT_STORE_READS=%s in the environment names no way (window or map): ignored, the"
 			 " way was measured", ss.reads_ignored);
+}
+
+int px_node_start(struct px_node *n, struct px_daemon *d, int role)
+{
+	const struct conf *c = px_daemon_conf(d);
+	n->d = d;
+	n->serves = role == PROTO_ROLE_CORE;
+	if (store_open(n, c))
+		return -1;
+	stats_set(px_daemon_stats(d), STATS_STORE_VOLATILE, (uint64_t)n->store_volatile);
+	if (!(n->use = calloc(1, sizeof *n->use)))
+		return -1;
+	n->use->st = n->store;
+	atomic_init(&n->use->holds, 1); /* n->env's */
+	px_node_store_said(n, c);
 	px_lanbuf_set_max(n->lan_bulk = conf_lan_bulk_streams(c));
 	if (gethostname(n->name, sizeof n->name - 1))
 		snprintf(n->name, sizeof n->name, "wanopt");
@@ -546,7 +529,7 @@ int px_node_start(struct px_node *n, struct px_daemon *d, int role)
 	/* about 10 ms of link rate queued for TLS, and small turns on slow links */
 	mux_link(n->rate_bps, &t->quantum, &t->out_buffer);
 	n->env.base = px_daemon_base(d);
-	n->env.store = n->store;
+	n->env.store = n->use;
 	n->env.stats = px_daemon_stats(d);
 	n->env.link_bps = n->rate_bps;
 	if (!(n->tick = event_new(n->env.base, -1, EV_PERSIST, tick_cb, n)))
@@ -622,6 +605,11 @@ void px_node_reload(struct px_node *n, const struct conf *c)
 		dre_store_get_stats(n->store, &ss);
 		log_reads(NULL, &ss, changed ? "are now" : "are still"); /* the store opened at start */
 	}
+	px_node_apply_size(n, c);
+}
+
+void px_node_apply_size(struct px_node *n, const struct conf *c)
+{
 	if (!n->shrink && !(n->shrink = event_new(n->env.base, -1, 0, shrink_cb, n))) {
 		log_warn("store: cannot apply store_size: out of memory");
 		return;
@@ -644,6 +632,7 @@ void px_node_stop(struct px_node *n)
 {
 	px_node_tls_stop(n);
 	px_relay_env_close(&n->env);
+	px_node_swap_stop(n);
 	if (n->tick)
 		event_free(n->tick);
 	n->tick = NULL;
@@ -656,6 +645,8 @@ void px_node_stop(struct px_node *n)
 		log_warn("store: final sync failed");
 	dre_store_close(n->store);
 	n->store = NULL;
+	free(n->use);
+	n->use = NULL;
 	if (n->store_volatile)
 		px_volstore_remove(n->store_dir);
 	n->store_volatile = 0;

@@ -28,8 +28,12 @@ struct px_node {
 	dre_store *store;
 	char store_dir[4096]; /* its directory: the configured one, or a volatile store's */
 	int store_volatile;   /* 1: the configured store could not be opened (volstore.c) */
-	struct px_volprobe *probe; /* ...and whether it could be now (NULL unless volatile) */
-	int probe_said;       /* the log said it could be */
+	struct px_volprobe *probe; /* ...and whether it can be now (NULL unless volatile) */
+	char probe_err[256];  /* why the configured store did not open at the last probe, as logged */
+	struct px_store_use *use; /* the store as relays use it (n->env.store) */
+	struct px_store_use *retired; /* a volatile store left for the configured one, open while
+				       * relays made on it run (node_swap.c), or NULL */
+	char retired_dir[4096];  /* its directory, removed once it is closed */
 	tun_config tcfg;
 	struct px_relay_env env;
 	struct event *tick;
@@ -67,6 +71,12 @@ struct px_node {
 	 * tunnel endpoints (tun_*_set_tls), each on its own thread, and drops
 	 * the reference it is given; or NULL */
 	void (*retls)(void *arg, tun_tls *t);
+	/* after the node went over to another store (u, whose id is now
+	 * tcfg.store_id): the role gives each of its envs other than n->env the
+	 * new store (holding u for it, dropping the old), and renews its tunnel
+	 * connections (tun_*_renew) so that peers learn the new id, each on its
+	 * own thread; or NULL */
+	void (*restore)(void *arg, struct px_store_use *u);
 	void *role;
 	struct px_node_tls tls;
 };
@@ -80,6 +90,20 @@ int px_node_start(struct px_node *n, struct px_daemon *d, int role);
 void px_node_reload(struct px_node *n, const struct conf *c);
 /* Sync and close the store, stop the timers. */
 void px_node_stop(struct px_node *n);
+/* Bring the store to c's store_size: at once if larger, else a data file
+ * per event loop pass (a shrink under way goes on to the new size). */
+void px_node_apply_size(struct px_node *n, const struct conf *c);
+/* Log the figures of the store as opened (node.c). */
+void px_node_store_said(struct px_node *n, const struct conf *c);
+
+/* Once a tick while a volatile store stands in for the configured one
+ * (node_swap.c): probe the configured store off the loop, and once it
+ * opens, go over to it: new relays code on it, tunnel connections are
+ * renewed so that peers see its id, and the volatile store is closed and
+ * removed once the last relay made on it ends.  Reminds every hour. */
+void px_node_swap_tick(struct px_node *n);
+/* Close and remove a volatile store still held at stop (node_swap.c). */
+void px_node_swap_stop(struct px_node *n);
 /* Log the certificate's subject and expiry (a warning within 30 days),
  * publish the expiry, and look again twice a day.  0, or -1 after logging. */
 int px_node_tls_start(struct px_node *n, const struct conf *c);

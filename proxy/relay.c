@@ -136,7 +136,9 @@ static void relay_free(struct px_relay *r, int rst, const char *why)
 		atomic_fetch_add(&frees, 1);
 	dre_enc_free(r->enc);
 	dre_dec_free(r->dec);
-	dre_store_peer_put(r->env->store, r->peer_slot); /* the codecs that marked its bit are gone */
+	if (r->store)
+		dre_store_peer_put(r->store->st, r->peer_slot); /* the codecs that marked its bit are gone */
+	px_store_drop(r->store);
 	if (r->pend)
 		evbuffer_free(r->pend);
 	if (r->gather)
@@ -595,7 +597,10 @@ static int make_codec(struct px_relay *r, tun_stream *s)
 		return 0;
 	tun_conn *c = tun_stream_conn(s);
 	const tun_hello *h = c ? tun_conn_hello(c) : NULL;
-	int slot = r->peer_slot = h ? dre_store_peer(r->env->store, h->store_id) : -1;
+	if (!r->store)
+		return -1;
+	dre_store *st = r->store->st;
+	int slot = r->peer_slot = h ? dre_store_peer(st, h->store_id) : -1;
 	/* the link this stream's tunnel connection sends on (ours, or the peer's
 	 * slower one); the node's hint for a connection not up */
 	uint64_t bps = c && tun_conn_link_bps(c) ? tun_conn_link_bps(c) : r->env->link_bps;
@@ -605,8 +610,8 @@ static int make_codec(struct px_relay *r, tun_stream *s)
 			   .no_dedup = r->policy == PROTO_POLICY_LZ, .peer = slot + 1,
 			   /* a version-N peer decodes DRE stream versions up to N */
 			   .version = c && tun_conn_version(c) < DRE_STREAM_VERSION ? (int)tun_conn_version(c) : 0 };
-	r->enc = dre_enc_new(r->env->store, &o);
-	r->dec = dre_dec_new(r->env->store);
+	r->enc = dre_enc_new(st, &o);
+	r->dec = dre_dec_new(st);
 	r->pend = evbuffer_new();
 	r->gather = evbuffer_new();
 	r->rest_ev = event_new(r->env->base, -1, EV_PERSIST, rest_cb, r);
@@ -632,6 +637,7 @@ struct px_relay *px_relay_new(struct px_relay_env *env, struct bufferevent *bev,
 	}
 	env->active++;
 	r->env = env;
+	r->store = px_store_hold(env->store);
 	r->bev = bev;
 	r->policy = policy;
 	r->peer_slot = -1;

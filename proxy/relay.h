@@ -11,6 +11,7 @@
 #ifndef WANOPT_RELAY_H
 #define WANOPT_RELAY_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -24,10 +25,34 @@ struct px_coder;
 struct px_relay_handoff;
 struct evbuffer;
 
+/* A segment store as relays use it: each env whose store it is holds it,
+ * and each relay made on it, until it ends.  A node that goes over to
+ * another store (a volatile one replaced by its own, node_swap.c) closes
+ * the one it left once nothing holds it. */
+struct px_store_use {
+	dre_store *st;           /* thread-safe */
+	_Atomic unsigned holds;
+};
+
+/* One more holder of u (NULL: nothing); u. */
+static inline struct px_store_use *px_store_hold(struct px_store_use *u)
+{
+	if (u)
+		atomic_fetch_add(&u->holds, 1);
+	return u;
+}
+
+/* A holder of u lets go (NULL: nothing); whoever closes u reads holds. */
+static inline void px_store_drop(struct px_store_use *u)
+{
+	if (u)
+		atomic_fetch_sub(&u->holds, 1);
+}
+
 /* What every relay of a node (or of one worker thread) shares. */
 struct px_relay_env {
 	struct event_base *base;
-	dre_store *store;       /* the node's segment store (thread-safe) */
+	struct px_store_use *store; /* the store new relays code on (each env holds it) */
 	struct stats *stats;    /* the stats registry (thread-safe) */
 	uint64_t link_bps;      /* WAN rate hint for the residual coder (0: unknown) */
 	unsigned active;        /* relays alive on this env */
@@ -99,7 +124,8 @@ void px_relay_fail(struct px_relay *r, int code, const char *why);
 /* r carries a warm push (either end; call before it moves data): its stats
  * count as pre-positioning, not as client traffic (stats_stream_set_warm). */
 void px_relay_set_warm(struct px_relay *r);
-/* Free what env holds (its coder); every relay of env must be gone. */
+/* Free what env holds (its coder, its hold on its store); every relay of
+ * env must be gone. */
 void px_relay_env_close(struct px_relay_env *env);
 /* While r lives, *slot points to it; when r is freed (a reset from the peer,
  * the tunnel going down), *slot becomes NULL.  One slot per relay; NULL

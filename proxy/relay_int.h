@@ -45,6 +45,7 @@ struct px_relay_job {
 
 struct px_relay {
 	struct px_relay_env *env;
+	struct px_store_use *store; /* env's store when r was made: its codecs' */
 	struct px_relay **watch;  /* px_relay_watch: cleared when r is freed */
 	uint64_t backlog;         /* what its decoder held undecoded when last counted */
 	uint64_t ask_since_us;    /* its decoder waits for a LEARN, with nothing come since (px_mono_us), or 0 */

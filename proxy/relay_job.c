@@ -329,4 +329,6 @@ void px_relay_env_close(struct px_relay_env *env)
 {
 	px_coder_free(env->coder);
 	env->coder = NULL;
+	px_store_drop(env->store);
+	env->store = NULL;
 }

@@ -6,7 +6,8 @@
  * DRE and LZ as usual, on a store that is empty at start, holds at most
  * PX_VOLSTORE_MAX (or an eighth of the host's memory) and goes when the node
  * stops.  Peers see a new store identity and send it what it lacks, as for a
- * wiped store.
+ * wiped store.  A probe (px_volprobe_*) opens the node's own store once it
+ * can, and the node goes back to it (node_swap.c).
  *
  * Each lives in a directory WANOPT_VOLATILE_DIR/wanopt-volatile-XXXXXX
  * (/dev/shm unless set), removed when the node stops; one that a killed
@@ -107,13 +108,16 @@ dre_store *px_volstore_open(uint64_t size, char *dir, size_t dirlen, char *err, 
 struct px_volprobe {
 	_Atomic int state; /* PX_VOLPROBE_* */
 	_Atomic int refs;  /* the node's, and a probe thread's while it runs */
+	uint64_t size;     /* the size limit to open the store with */
+	dre_store *st;     /* PX_VOLPROBE_OPEN: what the probe opened */
+	char err[256];     /* why the last probe could not open it, or "" */
 	char dir[];
 };
 
 struct px_volprobe *px_volprobe_new(const char *dir)
 {
 	size_t len = strlen(dir) + 1;
-	struct px_volprobe *p = malloc(sizeof *p + len);
+	struct px_volprobe *p = calloc(1, sizeof *p + len);
 	if (!p)
 		return NULL;
 	atomic_init(&p->state, PX_VOLPROBE_NO);
@@ -124,8 +128,10 @@ struct px_volprobe *px_volprobe_new(const char *dir)
 
 static void probe_put(struct px_volprobe *p)
 {
-	if (p && atomic_fetch_sub(&p->refs, 1) == 1)
+	if (p && atomic_fetch_sub(&p->refs, 1) == 1) {
+		dre_store_close(p->st); /* opened, never taken */
 		free(p);
+	}
 }
 
 void px_volprobe_free(struct px_volprobe *p)
@@ -154,18 +160,24 @@ static int store_writable(const char *dir)
 static void *probe_main(void *arg)
 {
 	struct px_volprobe *p = arg;
-	atomic_store(&p->state, store_writable(p->dir) ? PX_VOLPROBE_OK : PX_VOLPROBE_NO);
+	p->err[0] = 0;
+	if (store_writable(p->dir)) {
+		dre_store_opts so = { .size_limit = p->size, .create = 1 };
+		p->st = dre_store_open(p->dir, &so, p->err, sizeof p->err);
+	}
+	atomic_store(&p->state, p->st ? PX_VOLPROBE_OPEN : PX_VOLPROBE_NO);
 	probe_put(p);
 	return NULL;
 }
 
-int px_volprobe_poll(struct px_volprobe *p)
+int px_volprobe_poll(struct px_volprobe *p, uint64_t size)
 {
 	int was = atomic_load(&p->state);
-	if (was == PX_VOLPROBE_RUNNING)
+	if (was != PX_VOLPROBE_NO)
 		return was; /* a disk that hangs holds one thread, not one per call */
 	pthread_attr_t a;
 	pthread_t t;
+	p->size = size;
 	atomic_store(&p->state, PX_VOLPROBE_RUNNING);
 	atomic_fetch_add(&p->refs, 1);
 	int rc = pthread_attr_init(&a);
@@ -179,4 +191,17 @@ int px_volprobe_poll(struct px_volprobe *p)
 		atomic_store(&p->state, was);
 	}
 	return was;
+}
+
+dre_store *px_volprobe_take(struct px_volprobe *p, char *err, size_t errlen)
+{
+	int state = atomic_load(&p->state);
+	if (state == PX_VOLPROBE_NO)
+		snprintf(err, errlen, "%s", p->err);
+	if (state != PX_VOLPROBE_OPEN)
+		return NULL;
+	dre_store *st = p->st;
+	p->st = NULL;
+	atomic_store(&p->state, PX_VOLPROBE_NO);
+	return st;
 }
