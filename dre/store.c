@@ -65,10 +65,12 @@ struct dre_sfile *dre_store_file(dre_store *st, uint32_t num)
 	return file_find(st, num);
 }
 
-void dre_store_written(dre_store *st, uint32_t num, uint64_t end)
+void dre_store_written(dre_store *st, uint32_t num, uint64_t off, uint64_t end, int rc)
 {
 	struct dre_sfile *f = file_find(st, num);
-	if (f && end > f->written)
+	if (f && rc && !f->cut)
+		f->cut = off + 1;
+	if (f && !rc && end > f->written && (!f->cut || end < f->cut))
 		f->written = end;
 }
 

@@ -63,6 +63,13 @@ struct dre_sfile {
 	uint64_t ents, ent_bytes; /* index entries that point here, and their payload bytes */
 	uint32_t pins; /* dre_store_pin holds on it (evict.c) */
 	uint64_t lost; /* bytes whose write failed (a full disk): counted in size, not on disk */
+	/* 1 + the offset of its first record whose write failed (0: none):
+	 * `written` stops short of it, so nothing from there on is read through
+	 * the mapping.  Past a failed write the file may have a hole, and on a
+	 * tmpfs that is full, reading a hole through a mapping raises SIGBUS
+	 * (the page cannot be allocated); a pread of it reads zeros, whose
+	 * record fails its checksum and is dropped. */
+	uint64_t cut;
 };
 
 /* What a larger store would buy (sizing.c). */
@@ -350,8 +357,10 @@ struct dre_sfile *dre_store_file_from(dre_store *st, uint32_t num);
  * read through the mappings (st->reads) takes no window where the mapping
  * covers e: NULL then. */
 const uint8_t *dre_rwin_unlock(dre_store *st, dre_rwin *w, const dre_ent *e);
-/* The writer finished writing file num up to `end` (lock held). */
-void dre_store_written(dre_store *st, uint32_t num, uint64_t end);
+/* The writer wrote file num's bytes [off, end) (rc 0), or failed to
+ * (rc: the errno); lock held.  What is read through the mapping ends
+ * before the first failed write (dre_sfile.cut). */
+void dre_store_written(dre_store *st, uint32_t num, uint64_t off, uint64_t end, int rc);
 /* DIR/NNNNNNNN.ext of data file num. */
 void dre_store_path(const dre_store *st, uint32_t num, const char *ext, char *out, size_t len);
 /* Write the knowledge files of peers that changed, and renew the time of

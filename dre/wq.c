@@ -383,8 +383,7 @@ static void *writer_main(void *arg)
 		st->wq_busy = NULL;
 		if (j->kind == WQ_DATA) {
 			st->wq_bytes -= j->len;
-			if (!rc)
-				dre_store_written(st, j->file, j->off + j->len);
+			dre_store_written(st, j->file, j->off, j->off + j->len, rc);
 			dre_store_room_note(st, j->file, j->len, rc, measured ? &fs : NULL);
 		} else if (j->kind == WQ_UNLINK) {
 			unlink_gone(st, j);

@@ -1,7 +1,8 @@
 /* test_dre_room.c: a store on a file system with less room than its size
  * (dre/room.c): the room worked out from the file system's figures, the
  * store evicting down to it (and its horizon knowing it would), writes lost
- * to a full disk, the floor, and letting go once the room is back.  The
+ * to a full disk (and no mapped reads past one), the floor, and letting go
+ * once the room is back.  The
  * figures are given, not measured, so that the test is the same on any disk;
  * the writer, idle once drained, measures nothing meanwhile -- except when
  * asked to (test_room_later, which needs a disk with room). */
@@ -154,6 +155,33 @@ static void test_room_evicted(void **state)
 	t_rmstore(dir);
 }
 
+/* A write that failed (a full disk) leaves a hole the file may keep: past
+ * it nothing is read through the mapping, even once later writes to the
+ * file succeed (on a full tmpfs, reading a hole through a mapping raises
+ * SIGBUS); what was written before it still is. */
+static void test_room_cut(void **state)
+{
+	(void)state;
+	char dir[64];
+	dre_store *st = t_store(dir, 64 * MiB);
+	assert_non_null(st);
+	store_new(st, 1);
+	pthread_mutex_lock(&st->mu);
+	struct dre_sfile *f = &st->files[st->nfiles - 1];
+	uint64_t w = f->written;
+	assert_true(w > 4096 && dre_store_covers(f, 0, 1024));
+	dre_store_written(st, f->num, w, w + 4096, ENOSPC);
+	dre_store_written(st, f->num, w + 4096, w + 8192, 0);
+	assert_int_equal(f->written, w);
+	assert_false(dre_store_covers(f, w + 4096, 1024));
+	assert_true(dre_store_covers(f, 0, 1024));
+	dre_store_written(st, f->num, w + 8192, w + 12288, ENOSPC); /* the first failure counts */
+	assert_int_equal(f->cut, w + 1);
+	pthread_mutex_unlock(&st->mu);
+	dre_store_close(st);
+	t_rmstore(dir);
+}
+
 /* Asked to (dre_store_room_later), the writer measures the file system
  * the store is on, with nothing written: a room given by figures that the
  * real disk does not impose is let go of. */
@@ -193,6 +221,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_room),
 		cmocka_unit_test(test_room_evicted),
+		cmocka_unit_test(test_room_cut),
 		cmocka_unit_test(test_room_later),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
