@@ -11,9 +11,9 @@
  *
  * Each lives in a directory WANOPT_VOLATILE_DIR/wanopt-volatile-XXXXXX
  * (/dev/shm unless set), removed when the node stops; one that a killed
- * process left (its lock free, untouched for a minute, made by this user
- * with mode 0700, as mkdtemp makes it) is removed by the next process that
- * makes one.
+ * process left (made by this user with mode 0700, as mkdtemp makes it; its
+ * lock free, untouched for 5 s, or for a minute if it has no lock file) is
+ * removed by the next process that makes one.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -33,6 +33,7 @@
 
 #define VOL_PREFIX "wanopt-volatile-"
 #define VOL_STALE_S 60 /* a directory with no lock held, untouched this long, is left over */
+#define VOL_DEAD_S 5    /* ... or this long, if its store's lock file is there: its store was opened */
 
 static const char *vol_root(void)
 {
@@ -77,8 +78,15 @@ static void sweep(const char *root)
 		snprintf(path, sizeof path, "%s/%s", root, e->d_name);
 		/* ours only (others may write to the root, not into a 0700
 		 * directory of ours, so nothing under it is swapped for a link) */
-		if (lstat(path, &sb) || !S_ISDIR(sb.st_mode) || sb.st_uid != geteuid() || (sb.st_mode & 077) ||
-		    now - sb.st_mtime < VOL_STALE_S || dre_store_in_use(path))
+		if (lstat(path, &sb) || !S_ISDIR(sb.st_mode) || sb.st_uid != geteuid() || (sb.st_mode & 077))
+			continue;
+		/* a process takes the lock as it makes the lock file: one whose
+		 * lock file is there and free for a few seconds is gone (a node
+		 * killed again and again must not fill the memory with them) */
+		char lock[4200];
+		snprintf(lock, sizeof lock, "%s/lock", path);
+		int opened = !access(lock, F_OK);
+		if (now - sb.st_mtime < (opened ? VOL_DEAD_S : VOL_STALE_S) || dre_store_in_use(path))
 			continue;
 		log_info("volatile store %s: left by a process gone: removed", path);
 		px_volstore_remove(path);

@@ -14,7 +14,8 @@
 #    to the volatile store's cap (also after a reload), and carries
 #    transfers byte-exact, the second of the same data hot.
 # 2. Stopped, it removes its volatile store; started, it removes those left
-#    by processes gone (their lock free, untouched for a minute), not one in
+#    by processes gone (their lock free, untouched for 5 s, or a minute with
+#    no lock file), not one in
 #    use or just made, nor one that others may write into.  Once the
 #    store's disk takes writes again, one of two edges standing in for it
 #    goes over to it, the other finding it held.
@@ -89,15 +90,22 @@ expect "download 2 on a new volatile store" pxt get 127.0.0.1 "$L" 2 $((16 * MB)
 
 # ---- 2. left-over volatile stores ----
 old="$T/shm/wanopt-volatile-gone01" new="$T/shm/wanopt-volatile-young1" open="$T/shm/wanopt-volatile-open01"
-mkdir -m 700 "$old" "$new"
+dead="$T/shm/wanopt-volatile-dead01" bare="$T/shm/wanopt-volatile-bare01"
+mkdir -m 700 "$old" "$new" "$dead" "$bare"
 mkdir -m 755 "$open"
 : >"$old/lock"
 : >"$new/lock"
+: >"$dead/lock"
 touch -d '2 minutes ago' "$old" "$open"
+touch -d '10 seconds ago' "$dead" "$bare"
 px_stop edge
 px_run edge edge -c "$T/conf/edge.conf"
 px_wait_count edge "tunnel up" 4 15 || fail "the edge did not start again"
 [ ! -e "$old" ] && ok "a volatile store left by a process gone is removed" || fail "$old is still there"
+[ ! -e "$dead" ] && ok "one whose lock file is free, untouched for 10 s, is removed" || fail "$dead is still there"
+[ -e "$bare" ] && ok "one with no lock file, untouched for 10 s, is kept (its process may not have opened it yet)" ||
+	fail "$bare was removed"
+rmdir "$bare"
 [ -e "$new" ] && ok "one made a moment ago is kept" || fail "$new was removed"
 [ -e "$open" ] && ok "one others may write into (mode 755: not as made) is kept" || fail "$open was removed"
 rmdir "$open"
