@@ -9,14 +9,6 @@
 static const char *const conf_opt_names[] = { "full", "lz", "tfo", "passthrough" };
 static const char *const conf_role_names[] = { "edge", "core" };
 
-/* strcmp with NULLs equal to each other only. */
-static int conf_str_differs(const char *a, const char *b)
-{
-	if (!a || !b)
-		return a != b;
-	return strcmp(a, b) != 0;
-}
-
 /* Address differs (including set/unset). */
 static int conf_addr_differs(const struct conf_addr *a, const struct conf_addr *b)
 {
@@ -30,16 +22,6 @@ static void restart_note(char *buf, size_t len, int k, int *n)
 	if (used < len)
 		snprintf(buf + used, len - used, "%s'%s'", *n ? ", " : "", conf_key_name(k));
 	++*n;
-}
-
-/* A restart-only string key: c keeps old's value (as it was if no memory). */
-static void restart_keep_str(char **dst, const char *old)
-{
-	char *s = old ? strdup(old) : NULL;
-	if (old && !s)
-		return;
-	free(*dst);
-	*dst = s;
 }
 
 int conf_restart_keep(const struct conf *old, struct conf *c, char *keys, size_t keyslen)
@@ -56,7 +38,6 @@ int conf_restart_keep(const struct conf *old, struct conf *c, char *keys, size_t
 	KEEP(K_LISTEN, conf_addr_differs(&old->listen, &c->listen), c->listen = old->listen);
 	KEEP(K_STATS, conf_addr_differs(&old->stats, &c->stats), c->stats = old->stats);
 	KEEP(K_TRANSPARENT, old->transparent != c->transparent, c->transparent = old->transparent);
-	KEEP(K_STORE, conf_str_differs(old->store, c->store), restart_keep_str(&c->store, old->store));
 	KEEP(K_CONGESTION, old->cc != c->cc, c->cc = old->cc);
 	KEEP(K_TUNNELS, old->tunnels != c->tunnels, c->tunnels = old->tunnels);
 	KEEP(K_WORKERS, old->workers != c->workers, c->workers = old->workers);

@@ -131,7 +131,8 @@ static void px_daemon_on_hup(evutil_socket_t sig, short what, void *arg)
 	char err[1024], keys[256];
 	struct conf *c = conf_reload(d->conf, err, sizeof err);
 
-	if (!c || load_tls(d, c, err, sizeof err)) { /* all of the file, or none of it */
+	if (!c || px_daemon_check_store(c, err, sizeof err) || load_tls(d, c, err, sizeof err)) {
+		/* all of the file, or none of it */
 		log_error("reload: %s; keeping the running configuration", err);
 		conf_free(c);
 		return;

@@ -591,6 +591,7 @@ static void reload_link(struct px_node *n, const struct conf *c)
 
 void px_node_reload(struct px_node *n, const struct conf *c)
 {
+	px_node_swap_reload(n, c);
 	reload_link(n, c);
 	px_node_tls_reload(n, c);
 	if (conf_lan_bulk_streams(c) != n->lan_bulk) {

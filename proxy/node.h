@@ -13,6 +13,13 @@
 
 struct px_daemon;
 struct px_lag;
+
+/* A store the node left (node_swap.c). */
+struct px_retired {
+	struct px_store_use *u;
+	int temp;       /* a volatile store: its directory goes with it */
+	char dir[4096];
+};
 struct event;
 
 /* The tunnel credentials in use (node_tls.c). */
@@ -28,12 +35,14 @@ struct px_node {
 	dre_store *store;
 	char store_dir[4096]; /* its directory: the configured one, or a volatile store's */
 	int store_volatile;   /* 1: the configured store could not be opened (volstore.c) */
-	struct px_volprobe *probe; /* ...and whether it can be now (NULL unless volatile) */
-	char probe_err[256];  /* why the configured store did not open at the last probe, as logged */
+	/* whether the configured store can be opened now, while the node runs
+	 * on another (a volatile one, or the store a reload moved it from),
+	 * or NULL (node_swap.c) */
+	struct px_volprobe *probe;
+	char probe_err[512];  /* why it did not open at the last probe, as logged */
 	struct px_store_use *use; /* the store as relays use it (n->env.store) */
-	struct px_store_use *retired; /* a volatile store left for the configured one, open while
-				       * relays made on it run (node_swap.c), or NULL */
-	char retired_dir[4096];  /* its directory, removed once it is closed */
+	struct px_retired *retired; /* stores it left, open while relays made on them run */
+	size_t nretired;
 	tun_config tcfg;
 	struct px_relay_env env;
 	struct event *tick;
@@ -96,13 +105,19 @@ void px_node_apply_size(struct px_node *n, const struct conf *c);
 /* Log the figures of the store as opened (node.c). */
 void px_node_store_said(struct px_node *n, const struct conf *c);
 
-/* Once a tick while a volatile store stands in for the configured one
- * (node_swap.c): probe the configured store off the loop, and once it
- * opens, go over to it: new relays code on it, tunnel connections are
- * renewed so that peers see its id, and the volatile store is closed and
- * removed once the last relay made on it ends.  Reminds every hour. */
+/* Once a tick (node_swap.c): while the node runs on a store other than
+ * the configured one (a volatile stand-in, or the one a reload moved it
+ * from), probe the configured store off the loop, and once it opens, go
+ * over to it: new relays code on it, tunnel connections are renewed so that
+ * peers see its id, and the store left is closed (a volatile one removed)
+ * once the last relay made on it ends.  Reminds every hour of a volatile
+ * store. */
 void px_node_swap_tick(struct px_node *n);
-/* Close and remove a volatile store still held at stop (node_swap.c). */
+/* A reload named store c's store (conf_store): if it is not the one the
+ * node runs on or is on its way to, go over to it as above (at once, to a
+ * store it left that is still open). */
+void px_node_swap_reload(struct px_node *n, const struct conf *c);
+/* Close the stores left that are still open (node_swap.c). */
 void px_node_swap_stop(struct px_node *n);
 /* Log the certificate's subject and expiry (a warning within 30 days),
  * publish the expiry, and look again twice a day.  0, or -1 after logging. */

@@ -1,7 +1,8 @@
 /*
- * node_swap.c: a node on a volatile store (volstore.c) goes back to the
- * store it is configured with once that can be opened again, without a
- * restart and without cutting a stream.
+ * node_swap.c: a node goes over to another store without a restart and
+ * without cutting a stream: from a volatile store (volstore.c) back to the
+ * store it is configured with once that can be opened again, and to the
+ * store a reload names.
  *
  * Every few seconds a probe, on a thread of its own, checks that the
  * store's directory takes a write that reaches the disk and that no process
@@ -14,15 +15,17 @@
  *     new store holds.  An edge dials new connections first and sends the
  *     old ones GOAWAY once one is up; a core sends GOAWAY, and its edges
  *     dial again.  Streams on the old connections finish there;
- *   - the volatile store is closed and its directory removed at the first
- *     tick after nothing holds it any more.
- * A stream of a peer that still encodes for the volatile store's id (on a
+ *   - the store left is closed (a volatile one's directory removed) at the
+ *     first tick after nothing holds it any more.  A reload back to a store
+ *     left that is still open goes back to it at once.
+ * A stream of a peer that still encodes for the old store's id (on a
  * connection not yet renewed) may reference what the new store lacks: its
  * decoder asks for it, as for a wiped store.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <event2/event.h>
 
@@ -33,94 +36,175 @@
 #include "volstore.h"
 
 #define SWAP_NAG 3600 /* ticks between reminders that the store is a volatile stand-in */
-#define SWAP_PROBE 5  /* ticks between probes of whether the store can be opened again */
+#define SWAP_PROBE 5  /* ticks between probes of whether the store can be opened */
 
-/* Close the volatile store left behind and remove its directory. */
-static void retire_close(struct px_node *n, const char *why)
+/* Close store left i (nothing holds it), remove it if volatile, forget it. */
+static void retire_close(struct px_node *n, size_t i, const char *why)
 {
-	if (!n->retired)
-		return;
-	dre_store_close(n->retired->st);
-	free(n->retired);
-	n->retired = NULL;
-	px_volstore_remove(n->retired_dir);
-	log_info("volatile store %s: closed and removed (%s)", n->retired_dir, why);
+	struct px_retired *r = &n->retired[i];
+	if (!r->temp && dre_store_sync(r->u->st))
+		log_warn("store %s: final sync failed", r->dir);
+	dre_store_close(r->u->st);
+	free(r->u);
+	if (r->temp)
+		px_volstore_remove(r->dir);
+	log_info("%s %s: closed%s (%s)", r->temp ? "volatile store" : "store", r->dir,
+		 r->temp ? " and removed" : "", why);
+	n->retired[i] = n->retired[--n->nretired];
 }
 
-/* Go over from the volatile store to st, the configured store, opened. */
-static void swap_in(struct px_node *n, dre_store *st)
+/* Keep the node's store among those left.  0, or -1 (out of memory). */
+static int retire(struct px_node *n)
+{
+	struct px_retired *r = realloc(n->retired, (n->nretired + 1) * sizeof *r);
+	if (!r)
+		return -1;
+	n->retired = r;
+	r += n->nretired++;
+	r->u = n->env.store;
+	r->temp = n->store_volatile;
+	snprintf(r->dir, sizeof r->dir, "%s", n->store_dir);
+	return 0;
+}
+
+/* Log the move from store `from` (volatile: temp) to the node's. */
+static void say_swap(const struct px_node *n, const char *from, int temp)
+{
+	const uint8_t *id = n->tcfg.store_id;
+	log_info("store %s: %s: new streams use it from now on%s%s, and the tunnel connections are renewed so"
+		 " that peers learn its id (store %02x%02x%02x%02x); streams already open finish on %s%s, %s after"
+		 " the last", n->store_dir, temp ? "opened again" : "opened", temp ? "" : " in place of ",
+		 temp ? "" : from, id[0], id[1], id[2], id[3], temp ? "the volatile store " : "", from,
+		 temp ? "removed" : "closed");
+}
+
+/* Go over to store u (its directory: dir), holding it for n->env. */
+static void swap_in(struct px_node *n, struct px_store_use *u, const char *dir)
 {
 	const struct conf *c = px_daemon_conf(n->d);
-	struct px_store_use *u = calloc(1, sizeof *u);
-	if (!u) {
-		log_warn("store %s: opened again, but out of memory to go over to it: closed", conf_store(c));
-		dre_store_close(st);
+	if (retire(n)) {
+		log_warn("store %s: out of memory to go over to it: staying on %s", dir, n->store_dir);
+		if (!atomic_load(&u->holds)) { /* opened for this */
+			dre_store_close(u->st);
+			free(u);
+		}
 		return;
 	}
-	u->st = st;
-	atomic_init(&u->holds, 1); /* n->env's */
-	n->retired = n->env.store;
-	snprintf(n->retired_dir, sizeof n->retired_dir, "%s", n->store_dir);
+	struct px_store_use *old = n->env.store;
+	int temp = n->store_volatile;
+	atomic_fetch_add(&u->holds, 1); /* n->env's */
 	n->env.store = n->use = u;
-	n->store = st;
+	n->store = u->st;
 	n->store_volatile = 0;
-	snprintf(n->store_dir, sizeof n->store_dir, "%s", conf_store(c));
+	char from[sizeof n->store_dir];
+	snprintf(from, sizeof from, "%s", n->store_dir);
+	snprintf(n->store_dir, sizeof n->store_dir, "%s", dir);
 	px_volprobe_free(n->probe);
 	n->probe = NULL;
-	/* the new store's counters start from 0, as at start */
+	n->probe_err[0] = 0;
+	/* the store's counters start from 0, as at start */
 	n->io_errors = n->dir_remade = n->bad_reads = n->room = 0;
 	n->untracked = n->pin_forced = n->reads_switches = 0;
 	if (n->shrink)
-		event_del(n->shrink); /* it worked towards the volatile store's size */
+		event_del(n->shrink); /* it worked towards the old store's size */
 	stats_set(px_daemon_stats(n->d), STATS_STORE_VOLATILE, 0);
-	uint64_t id = dre_store_id(st);
+	uint64_t id = dre_store_id(u->st);
 	memcpy(n->tcfg.store_id, &id, sizeof id);
-	log_info("store %s: opened again: new streams use it from now on, and the tunnel connections are renewed"
-		 " so that peers learn its id (store %02x%02x%02x%02x); streams already open finish on the volatile"
-		 " store %s, removed after the last", n->store_dir, n->tcfg.store_id[0], n->tcfg.store_id[1],
-		 n->tcfg.store_id[2], n->tcfg.store_id[3], n->retired_dir);
+	say_swap(n, from, temp);
 	px_node_store_said(n, c);
 	px_node_apply_size(n, c);
 	if (n->restore)
 		n->restore(n->role, u);
-	px_store_drop(n->retired); /* n->env's */
+	px_store_drop(old); /* n->env's */
 }
 
 /* Probe the configured store; go over to it once it opens. */
 static void swap_probe(struct px_node *n)
 {
-	const struct conf *c = px_daemon_conf(n->d);
+	const char *dir = px_volprobe_dir(n->probe);
 	char err[sizeof n->probe_err];
-	if (!n->probe)
-		return;
 	snprintf(err, sizeof err, "%s", n->probe_err);
 	dre_store *st = px_volprobe_take(n->probe, err, sizeof err);
-	if (st) {
-		swap_in(n, st);
+	struct px_store_use *u = st ? calloc(1, sizeof *u) : NULL;
+	if (u) {
+		u->st = st;
+		char to[sizeof n->store_dir];
+		snprintf(to, sizeof to, "%s", dir); /* (the probe goes) */
+		swap_in(n, u, to);
 		return;
 	}
+	if (st) {
+		log_warn("store %s: opened, but out of memory to go over to it: closed", dir);
+		dre_store_close(st);
+	}
 	if (*err && strcmp(err, n->probe_err))
-		log_warn("store %s: takes writes again, but does not open: %s (probed again every %d s)",
-			 conf_store(c), err, SWAP_PROBE);
+		log_warn("store %s cannot be used yet: %s (streams use %s meanwhile; tried again every %d s)", dir,
+			 err, n->store_dir, SWAP_PROBE);
 	snprintf(n->probe_err, sizeof n->probe_err, "%s", err);
 	if (n->ticks % SWAP_PROBE == 0)
-		px_volprobe_poll(n->probe, conf_store_size(c));
+		px_volprobe_poll(n->probe, conf_store_size(px_daemon_conf(n->d)));
 }
 
 void px_node_swap_tick(struct px_node *n)
 {
-	if (n->retired && !atomic_load(&n->retired->holds))
-		retire_close(n, "the last stream on it ended");
-	if (!n->store_volatile)
-		return;
-	swap_probe(n);
+	for (size_t i = n->nretired; i-- > 0;)
+		if (!atomic_load(&n->retired[i].u->holds))
+			retire_close(n, i, "the last stream on it ended");
+	if (n->probe)
+		swap_probe(n);
 	if (n->store_volatile && n->ticks && n->ticks % SWAP_NAG == 0)
 		log_warn("store %s: still running on the volatile store in memory that stands in for %s (it could"
 			 " not be opened at start, nor since)%s%s", n->store_dir, conf_store(px_daemon_conf(n->d)),
 			 *n->probe_err ? ": " : "", n->probe_err);
 }
 
+/* Whether paths a and b name the same directory. */
+static int same_dir(const char *a, const char *b)
+{
+	struct stat sa, sb;
+	if (stat(a, &sa) || stat(b, &sb))
+		return !strcmp(a, b);
+	return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+void px_node_swap_reload(struct px_node *n, const struct conf *c)
+{
+	const char *to = conf_store(c);
+	if (n->probe && !strcmp(px_volprobe_dir(n->probe), to))
+		return; /* on its way there already */
+	if (!n->store_volatile && same_dir(n->store_dir, to)) {
+		if (n->probe)
+			log_info("store %s: the node stays on it (no longer going over to %s)", to,
+				 px_volprobe_dir(n->probe));
+		px_volprobe_free(n->probe);
+		n->probe = NULL;
+		n->probe_err[0] = 0;
+		snprintf(n->store_dir, sizeof n->store_dir, "%s", to);
+		return;
+	}
+	for (size_t i = 0; i < n->nretired; i++) {
+		struct px_retired r = n->retired[i];
+		if (r.temp || !same_dir(r.dir, to))
+			continue;
+		n->retired[i] = n->retired[--n->nretired]; /* still open: back to it at once */
+		swap_in(n, r.u, to);
+		return;
+	}
+	px_volprobe_free(n->probe);
+	n->probe_err[0] = 0;
+	if (!(n->probe = px_volprobe_new(to))) {
+		log_error("store %s: cannot go over to it: out of memory (streams use %s)", to, n->store_dir);
+		return;
+	}
+	px_volprobe_poll(n->probe, conf_store_size(c));
+	log_info("store %s: going over to it once it opens (probed every %d s; streams use %s meanwhile)", to,
+		 SWAP_PROBE, n->store_dir);
+}
+
 void px_node_swap_stop(struct px_node *n)
 {
-	retire_close(n, "the node stops");
+	while (n->nretired)
+		retire_close(n, n->nretired - 1, "the node stops");
+	free(n->retired);
+	n->retired = NULL;
 }

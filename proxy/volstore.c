@@ -118,7 +118,7 @@ struct px_volprobe {
 	_Atomic int refs;  /* the node's, and a probe thread's while it runs */
 	uint64_t size;     /* the size limit to open the store with */
 	dre_store *st;     /* PX_VOLPROBE_OPEN: what the probe opened */
-	char err[256];     /* why the last probe could not open it, or "" */
+	char err[512];     /* why the last probe could not open it, or "" */
 	char dir[];
 };
 
@@ -149,17 +149,28 @@ void px_volprobe_free(struct px_volprobe *p)
 
 /* Would the store in dir open for writing now: its directory (made if
  * absent) takes a 4 KiB write that reaches the disk, and no process holds
- * its lock.  Blocks as long as a failing disk takes. */
-static int store_writable(const char *dir)
+ * its lock.  If not, why in err.  Blocks as long as a failing disk takes. */
+static int store_writable(const char *dir, char *err, size_t errlen)
 {
 	char path[4200], buf[4096] = { 0 };
-	if ((mkdir(dir, 0700) && errno != EEXIST) || dre_store_in_use(dir))
+	if (mkdir(dir, 0700) && errno != EEXIST) {
+		snprintf(err, errlen, "%.400s: %s", dir, strerror(errno));
 		return 0;
+	}
+	if (dre_store_in_use(dir)) {
+		snprintf(err, errlen, "%.400s: store is in use by another process", dir);
+		return 0;
+	}
 	snprintf(path, sizeof path, "%s/.wanopt-probe", dir); /* not a name the store reads */
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
+	if (fd < 0) {
+		snprintf(err, errlen, "%.400s: %s", path, strerror(errno));
 		return 0;
-	int ok = write(fd, buf, sizeof buf) == (ssize_t)sizeof buf && !fsync(fd);
+	}
+	ssize_t n = write(fd, buf, sizeof buf);
+	int ok = n == (ssize_t)sizeof buf && !fsync(fd);
+	if (!ok)
+		snprintf(err, errlen, "%.400s: %s", path, n < 0 || n == (ssize_t)sizeof buf ? strerror(errno) : "short write");
 	close(fd);
 	unlink(path);
 	return ok;
@@ -169,13 +180,18 @@ static void *probe_main(void *arg)
 {
 	struct px_volprobe *p = arg;
 	p->err[0] = 0;
-	if (store_writable(p->dir)) {
+	if (store_writable(p->dir, p->err, sizeof p->err)) {
 		dre_store_opts so = { .size_limit = p->size, .create = 1 };
 		p->st = dre_store_open(p->dir, &so, p->err, sizeof p->err);
 	}
 	atomic_store(&p->state, p->st ? PX_VOLPROBE_OPEN : PX_VOLPROBE_NO);
 	probe_put(p);
 	return NULL;
+}
+
+const char *px_volprobe_dir(const struct px_volprobe *p)
+{
+	return p->dir;
 }
 
 int px_volprobe_poll(struct px_volprobe *p, uint64_t size)

@@ -21,10 +21,11 @@ uint64_t px_volstore_size(uint64_t size);
 /* Removes the directory of a volatile store, once it is closed. */
 void px_volstore_remove(const char *dir);
 
-/* Whether the store a volatile one stands in for can be opened again (its
- * directory takes writes that reach the disk, its lock is free), and if so
- * the store opened, on a thread of its own: a failing disk may hang the
- * probe, and opening a large store takes a while. */
+/* Whether a store can be opened (its directory takes writes that reach the
+ * disk, its lock is free), and if so the store opened, on a thread of its
+ * own: a failing disk may hang the probe, and opening a large store takes
+ * a while.  For the store a volatile one stands in for, or one a reload
+ * names (node_swap.c). */
 struct px_volprobe;
 enum { PX_VOLPROBE_NO, PX_VOLPROBE_RUNNING, PX_VOLPROBE_OPEN };
 /* A probe of the store in dir (copied); NULL when out of memory. */
@@ -35,9 +36,11 @@ struct px_volprobe *px_volprobe_new(const char *dir);
  * limit of size (and creates it if absent).  Returns at once. */
 int px_volprobe_poll(struct px_volprobe *p, uint64_t size);
 /* The store the last probe opened, now the caller's; NULL if none.  Unless
- * a probe runs, the error that kept the last one from opening it goes to
- * err ("" if the disk did not take the write, or none ran). */
+ * a probe runs, why the last one could not open it goes to err ("" if none
+ * ran). */
 dre_store *px_volprobe_take(struct px_volprobe *p, char *err, size_t errlen);
+/* The directory p probes. */
+const char *px_volprobe_dir(const struct px_volprobe *p);
 /* Drops the caller's reference (a probe still running keeps its own, and
  * closes what it opens). */
 void px_volprobe_free(struct px_volprobe *p);
