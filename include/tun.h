@@ -316,6 +316,9 @@ uint32_t tun_conn_set_recv_window(tun_conn *c, uint32_t window);
 uint64_t tun_conn_link_bps(const tun_conn *c);
 /* The connection's socket (for tuning, e.g. tfo_retune), or -1. */
 int tun_conn_fd(const tun_conn *c);
+/* Whether c closed because its streams were done after a GOAWAY (sent or
+ * received: a drain, a renewal), not for a fault: for on_down. */
+int tun_conn_drained(const tun_conn *c);
 /* Streams currently open on c. */
 unsigned tun_conn_streams(const tun_conn *c);
 /* Counters of c since it connected. */

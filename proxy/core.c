@@ -119,7 +119,7 @@ static void conn_up(tun_conn *c, void *arg)
 static void conn_down(tun_conn *c, void *arg, const char *why)
 {
 	struct worker *k = arg;
-	log_warn("tunnel down: %s", why);
+	log_msg(tun_conn_drained(c) ? LOGL_INFO : LOGL_WARN, "tunnel down: %s", why);
 	for (size_t i = 0; i < k->nconns; i++) {
 		if (k->conns[i] == c) {
 			k->conns[i] = k->conns[--k->nconns];

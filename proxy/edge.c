@@ -133,7 +133,7 @@ static void tun_down(tun_conn *c, void *arg, const char *why)
 	struct px_edge_lane *l = arg;
 	struct px_edge *e = l->e;
 	char what[32];
-	log_warn("tunnel down%s: %s", lane_what(l, what, sizeof what), why);
+	log_msg(tun_conn_drained(c) ? LOGL_INFO : LOGL_WARN, "tunnel down%s: %s", lane_what(l, what, sizeof what), why);
 	for (int i = 0; i < e->nup; i++)
 		if (e->up[i] == c)
 			e->up[i] = e->up[--e->nup];

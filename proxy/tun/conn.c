@@ -261,8 +261,10 @@ static void conn_pump(evutil_socket_t fd, short what, void *arg)
 	if (!c->m || c->state == CS_CLOSING)
 		return;
 	mux_output(c->m, bufferevent_get_output(c->bev), conn_share(c));
-	if (c->state == CS_UP && (c->goaway_rcvd || c->goaway_sent) && mux_streams(c->m) == 0 && !mux_pending(c->m))
+	if (c->state == CS_UP && (c->goaway_rcvd || c->goaway_sent) && mux_streams(c->m) == 0 && !mux_pending(c->m)) {
+		c->drained = 1;
 		conn_fail(c, PROTO_GOAWAY_NORMAL, "drained after GOAWAY");
+	}
 }
 
 /* Frames arrived. */
@@ -711,6 +713,11 @@ void tun_ep_goaway(struct tun_ep *ep, const char *text)
 		next = TAILQ_NEXT(c, link);
 		tun_conn_goaway(c, text);
 	}
+}
+
+int tun_conn_drained(const tun_conn *c)
+{
+	return c->drained;
 }
 
 /* See conn.h. */

@@ -40,6 +40,7 @@ struct tun_conn {
 	int goaway_rcvd;            /* the peer sent GOAWAY: no new streams here */
 	int goaway_sent;            /* we sent GOAWAY: close once the streams are done */
 	int renewing;               /* replaced (tun_ep_renew): GOAWAY once another connection is up */
+	int drained;                /* closed once its streams were done after a GOAWAY */
 	int io_dead;                /* the socket failed or hit EOF: nothing to flush */
 	int shut_wr;                /* CLOSING: output flushed, TCP write side shut */
 	char goaway_text[PROTO_GOAWAY_TEXT_MAX + 1];
