@@ -4,6 +4,8 @@
 #ifndef WANOPT_NODE_H
 #define WANOPT_NODE_H
 
+#include <stdatomic.h>
+
 #include <event2/event.h>
 
 #include "conf.h"
@@ -43,6 +45,7 @@ struct px_node {
 	struct px_store_use *use; /* the store as relays use it (n->env.store) */
 	struct px_retired *retired; /* stores it left, open while relays made on them run */
 	size_t nretired;
+	_Atomic unsigned closing; /* ... and closing on threads of their own */
 	tun_config tcfg;
 	struct px_relay_env env;
 	struct event *tick;

@@ -15,17 +15,19 @@
  *     new store holds.  An edge dials new connections first and sends the
  *     old ones GOAWAY once one is up; a core sends GOAWAY, and its edges
  *     dial again.  Streams on the old connections finish there;
- *   - the store left is closed (a volatile one's directory removed) at the
- *     first tick after nothing holds it any more.  A reload back to a store
+ *   - the store left is closed (a volatile one's directory removed), on a
+ *     thread of its own, at the first tick after nothing holds it any more.  A reload back to a store
  *     left that is still open goes back to it at once.
  * A stream of a peer that still encodes for the old store's id (on a
  * connection not yet renewed) may reference what the new store lacks: its
  * decoder asks for it, as for a wiped store.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -37,11 +39,12 @@
 
 #define SWAP_NAG 3600 /* ticks between reminders that the store is a volatile stand-in */
 #define SWAP_PROBE 5  /* ticks between probes of whether the store can be opened */
+#define SWAP_CLOSE_WAIT_MS 30000 /* how long a stopping node waits for stores closing */
 
-/* Close store left i (nothing holds it), remove it if volatile, forget it. */
-static void retire_close(struct px_node *n, size_t i, const char *why)
+/* Sync (unless volatile) and close a store left, remove it if volatile,
+ * and log it with why. */
+static void close_left(struct px_retired *r, const char *why)
 {
-	struct px_retired *r = &n->retired[i];
 	if (!r->temp && dre_store_sync(r->u->st))
 		log_warn("store %s: final sync failed", r->dir);
 	dre_store_close(r->u->st);
@@ -50,6 +53,43 @@ static void retire_close(struct px_node *n, size_t i, const char *why)
 		px_volstore_remove(r->dir);
 	log_info("%s %s: closed%s (%s)", r->temp ? "volatile store" : "store", r->dir,
 		 r->temp ? " and removed" : "", why);
+}
+
+struct close_job {
+	struct px_retired r;
+	struct px_node *n;
+};
+
+static void *close_main(void *arg)
+{
+	struct close_job *j = arg;
+	close_left(&j->r, "the last stream on it ended");
+	atomic_fetch_sub(&j->n->closing, 1);
+	free(j);
+	return NULL;
+}
+
+/* Close store left i, which nothing holds, off the loop (a large store's
+ * sync and close may take a while), and forget it. */
+static void retire_close(struct px_node *n, size_t i)
+{
+	struct close_job *j = malloc(sizeof *j);
+	pthread_attr_t a;
+	pthread_t t;
+	int rc = !j || pthread_attr_init(&a);
+	if (j)
+		*j = (struct close_job){ n->retired[i], n };
+	if (!rc) {
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		atomic_fetch_add(&n->closing, 1);
+		if ((rc = pthread_create(&t, &a, close_main, j)))
+			atomic_fetch_sub(&n->closing, 1);
+		pthread_attr_destroy(&a);
+	}
+	if (rc) { /* no thread (or no memory): here */
+		close_left(&n->retired[i], "the last stream on it ended");
+		free(j);
+	}
 	n->retired[i] = n->retired[--n->nretired];
 }
 
@@ -149,7 +189,7 @@ void px_node_swap_tick(struct px_node *n)
 {
 	for (size_t i = n->nretired; i-- > 0;)
 		if (!atomic_load(&n->retired[i].u->holds))
-			retire_close(n, i, "the last stream on it ended");
+			retire_close(n, i);
 	if (n->probe)
 		swap_probe(n);
 	if (n->store_volatile && n->ticks && n->ticks % SWAP_NAG == 0)
@@ -203,8 +243,11 @@ void px_node_swap_reload(struct px_node *n, const struct conf *c)
 
 void px_node_swap_stop(struct px_node *n)
 {
+	/* stores closing on their threads: done within the drain's bound */
+	for (int i = 0; atomic_load(&n->closing) && i < SWAP_CLOSE_WAIT_MS / 10; i++)
+		usleep(10000);
 	while (n->nretired)
-		retire_close(n, n->nretired - 1, "the node stops");
+		close_left(&n->retired[--n->nretired], "the node stops");
 	free(n->retired);
 	n->retired = NULL;
 }
