@@ -15,7 +15,12 @@
 # a link on which both daemons code the bulk on their coding threads (zstd 9;
 # 16 up to 4M).  SOAK_STORE=4M (say) gives both daemons stores of that size
 # instead of 64 and 48 MiB: they turn over within a round trip, so frames in
-# flight pin their files.  Not part of make check: it is long by design.
+# flight pin their files.  SOAK_VOLATILE=1 restarts the killed core with its
+# store's disk read-only, so that it runs on a volatile store, and remounts it
+# read-write a second later: the core goes back to its store under the next
+# rounds' traffic, asking the edge to renew its tunnel connections (the
+# core is then killed once it has run 12 s, not every fifth round).  Not
+# part of make check: it is long by design.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/proxy/lib.sh
@@ -23,7 +28,19 @@ px_setup
 px_server srv
 SP=$(cat "$T/srv.port")
 CP=$(px_port) FP=$(px_port) HC=$(px_port) HE=$(px_port)
-core() { px_core core "$CP" "$HC" --allow=127.0.0.0/8 --store_size="${SOAK_STORE:-64M}"; }
+core() {
+	cstart=$(date +%s)
+	px_core core "$CP" "$HC" --allow=127.0.0.0/8 --store_size="${SOAK_STORE:-64M}"
+}
+vol=${SOAK_VOLATILE:-0}
+if [ "$vol" = 1 ]; then
+	[ "$(id -u)" = 0 ] || { echo "SOAK_VOLATILE=1 needs root (tmpfs mounts)"; exit 1; }
+	px_tmpfs "$T/cdisk" 256m
+	px_tmpfs "$T/shm" 256m
+	export WANOPT_VOLATILE_DIR="$T/shm"
+	mkdir "$T/cdisk/store"
+	ln -s "$T/cdisk/store" "$T/core.store"
+fi
 core
 px_edge edge "$CP" "$HE" --forward="127.0.0.1:$FP -> 127.0.0.1:$SP" --store_size="${SOAK_STORE:-48M}" --tunnels=2 \
 	--link_rate="${SOAK_LINK:-2G}"
@@ -40,12 +57,21 @@ k=0 bad=0 kills=0 resets=0 fd0="" rssall=()
 while [ "$(date +%s)" -lt $end ]; do
 	k=$((k + 1))
 	seed=$((k % 2 ? (k % 9) * 100 : k * 1000))
-	if [ $((k % 5)) = 0 ]; then
+	# (SOAK_VOLATILE: a core up 12 s, time to go back to its store under traffic)
+	if [ $((k % 5)) = 0 ] && { [ "$vol" = 0 ] || [ $(($(date +%s) - cstart)) -ge 12 ]; }; then
 		out=$(many $seed --sizes=65536,1048576,3000000,12000000 & sleep 0.4; kill -9 "${PID[core]}"; wait) || true
 		wait "${PID[core]}" 2>/dev/null || true
 		ups=$(px_count_log edge "tunnel up")
+		if [ "$vol" = 1 ]; then
+			wait "${RW:-}" 2>/dev/null || true
+			mount -o remount,ro "$T/cdisk"
+		fi
 		core >/dev/null
 		px_wait_count edge "tunnel up" $((ups + 1)) 15 >/dev/null || true
+		if [ "$vol" = 1 ]; then
+			{ sleep 1; mount -o remount,rw "$T/cdisk"; } &
+			RW=$!
+		fi
 		kills=$((kills + 1))
 		resets=$((resets + $(echo "$out" | grep -c "^stream .* reset" || true)))
 		if echo "$out" | grep "^stream" | grep -qv " reset"; then
@@ -67,6 +93,13 @@ done
 rss0=$(printf '%s\n' "${rssall[@]:9:$((k / 5 + 1))}" | sort -n | tail -1)
 rsslast=("${rssall[@]: -10}")
 echo "$k rounds in $secs s, $kills with the core killed ($resets transfers reset there)"
+if [ "$vol" = 1 ]; then
+	wait "$RW" 2>/dev/null || true # the last remount
+	sw=$(px_count_log core "opened again")
+	[ "$sw" -ge $((kills - 1)) ] && [ "$kills" -gt 0 ] &&
+		ok "the core went back from a volatile store to its own $sw times ($kills restarts)" ||
+		fail "the core went back to its store $sw times in $kills restarts"
+fi
 [ $bad = 0 ] && ok "every transfer byte-exact, or reset where the core was killed" || fail "$bad bad rounds of $k"
 if [ $k -gt 30 ]; then
 	set -- $fd0
