@@ -358,6 +358,9 @@ void tun_client_drain(tun_client *c, const char *text);
 /* Connections dialed from now on use t (reloaded credentials); the
  * caller's reference to t passes to c.  On c's event loop thread. */
 void tun_client_set_tls(tun_client *c, tun_tls *t);
+/* Dial host:port from now on (tun_client_new's; a resolve hook, if any,
+ * still picks the address); connections up stay (see tun_client_renew). */
+void tun_client_set_peer(tun_client *c, const char *host, uint16_t port);
 /* Our DRE store changed (its id: store_id): later HELLOs carry it, and each
  * connection up is replaced, make before break: a new one is dialed, and
  * the old one keeps taking streams until another is up, then is sent

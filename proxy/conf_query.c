@@ -34,7 +34,6 @@ int conf_restart_keep(const struct conf *old, struct conf *c, char *keys, size_t
 	}
 	if (keyslen)
 		*keys = 0;
-	KEEP(K_PEER, conf_addr_differs(&old->peer, &c->peer), c->peer = old->peer);
 	KEEP(K_LISTEN, conf_addr_differs(&old->listen, &c->listen), c->listen = old->listen);
 	KEEP(K_STATS, conf_addr_differs(&old->stats, &c->stats), c->stats = old->stats);
 	KEEP(K_TRANSPARENT, old->transparent != c->transparent, c->transparent = old->transparent);

@@ -732,6 +732,7 @@ static int edge_reload(struct px_daemon *d, const struct conf *old, const struct
 	if (reopen_forwards(e, c))
 		return -1;
 	px_node_reload(&e->node, c); /* only once the reload is sure to be kept */
+	(void)px_edge_repoint(e, old, c);
 	return 0;
 }
 

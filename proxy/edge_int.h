@@ -50,6 +50,12 @@ struct px_edge {
 	size_t core_allow_len;
 };
 
+/* edge_peer.c */
+/* A reload changed `peer` from old's to c's: the lanes dial the new core and
+ * let the old connections go once one to it is up.  0: unchanged, 1: moved,
+ * -1: cannot (logged; the tunnel stays). */
+int px_edge_repoint(struct px_edge *e, const struct conf *old, const struct conf *c);
+
 /* edge_direct.c */
 /* Turn client connection fd away with a reset, counted as refused. */
 void px_edge_refuse(struct px_edge *e, evutil_socket_t fd);

@@ -242,6 +242,15 @@ void tun_client_set_tls(tun_client *c, tun_tls *t)
 	ep_set_tls(&c->ep, t);
 }
 
+void tun_client_set_peer(tun_client *c, const char *host, uint16_t port)
+{
+	if (strlen(host) >= sizeof(c->host))
+		return; /* (conf keeps names shorter) */
+	snprintf(c->host, sizeof(c->host), "%s", host);
+	snprintf(c->port, sizeof(c->port), "%u", port);
+	snprintf(c->peer, sizeof(c->peer), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
+}
+
 void tun_client_renew(tun_client *c, const uint8_t *store_id, const char *text)
 {
 	memcpy(c->ep.cfg.store_id, store_id, sizeof(c->ep.cfg.store_id));
