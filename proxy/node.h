@@ -15,6 +15,7 @@
 
 struct px_daemon;
 struct px_lag;
+struct event;
 
 /* A store the node left (node_swap.c). */
 struct px_retired {
@@ -22,7 +23,6 @@ struct px_retired {
 	int temp;       /* a volatile store: its directory goes with it */
 	char dir[4096];
 };
-struct event;
 
 /* The tunnel credentials in use (node_tls.c). */
 struct px_node_tls {
@@ -116,11 +116,12 @@ void px_node_store_said(struct px_node *n, const struct conf *c);
  * once the last relay made on it ends.  Reminds every hour of a volatile
  * store. */
 void px_node_swap_tick(struct px_node *n);
-/* A reload named store c's store (conf_store): if it is not the one the
- * node runs on or is on its way to, go over to it as above (at once, to a
- * store it left that is still open). */
+/* A reload's configuration c names a store (conf_store): if it is not the
+ * one the node runs on or is on its way to, go over to it as above (at
+ * once, to a store it left that is still open). */
 void px_node_swap_reload(struct px_node *n, const struct conf *c);
-/* Close the stores left that are still open (node_swap.c). */
+/* Wait for the stores left that are closing, and close those still open
+ * (node_swap.c). */
 void px_node_swap_stop(struct px_node *n);
 /* Log the certificate's subject and expiry (a warning within 30 days),
  * publish the expiry, and look again twice a day.  0, or -1 after logging. */

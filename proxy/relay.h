@@ -27,8 +27,8 @@ struct evbuffer;
 
 /* A segment store as relays use it: each env whose store it is holds it,
  * and each relay made on it, until it ends.  A node that goes over to
- * another store (a volatile one replaced by its own, node_swap.c) closes
- * the one it left once nothing holds it. */
+ * another store (from a volatile one to its own, or to one a reload names:
+ * node_swap.c) closes the one it left once nothing holds it. */
 struct px_store_use {
 	dre_store *st;           /* thread-safe */
 	_Atomic unsigned holds;

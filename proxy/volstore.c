@@ -7,7 +7,8 @@
  * PX_VOLSTORE_MAX (or an eighth of the host's memory) and goes when the node
  * stops.  Peers see a new store identity and send it what it lacks, as for a
  * wiped store.  A probe (px_volprobe_*) opens the node's own store once it
- * can, and the node goes back to it (node_swap.c).
+ * can, and the node goes back to it (node_swap.c); the same probe opens a
+ * store a reload names.
  *
  * Each lives in a directory WANOPT_VOLATILE_DIR/wanopt-volatile-XXXXXX
  * (/dev/shm unless set), removed when the node stops; one that a killed
