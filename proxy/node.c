@@ -501,10 +501,10 @@ int px_node_start(struct px_node *n, struct px_daemon *d, int role)
 	if (store_open(n, c))
 		return -1;
 	stats_set(px_daemon_stats(d), STATS_STORE_VOLATILE, (uint64_t)n->store_volatile);
-	if (!(n->use = calloc(1, sizeof *n->use)))
+	if (!(n->env.store = calloc(1, sizeof *n->env.store)))
 		return -1;
-	n->use->st = n->store;
-	atomic_init(&n->use->holds, 1); /* n->env's */
+	n->env.store->st = n->store;
+	atomic_init(&n->env.store->holds, 1); /* n->env's */
 	px_node_store_said(n, c);
 	px_lanbuf_set_max(n->lan_bulk = conf_lan_bulk_streams(c));
 	if (gethostname(n->name, sizeof n->name - 1))
@@ -529,7 +529,6 @@ int px_node_start(struct px_node *n, struct px_daemon *d, int role)
 	/* about 10 ms of link rate queued for TLS, and small turns on slow links */
 	mux_link(n->rate_bps, &t->quantum, &t->out_buffer);
 	n->env.base = px_daemon_base(d);
-	n->env.store = n->use;
 	n->env.stats = px_daemon_stats(d);
 	n->env.link_bps = n->rate_bps;
 	if (!(n->tick = event_new(n->env.base, -1, EV_PERSIST, tick_cb, n)))
@@ -631,6 +630,7 @@ void px_node_apply_size(struct px_node *n, const struct conf *c)
 
 void px_node_stop(struct px_node *n)
 {
+	struct px_store_use *u = n->env.store; /* the env lets go of it */
 	px_node_tls_stop(n);
 	px_relay_env_close(&n->env);
 	px_node_swap_stop(n);
@@ -646,8 +646,7 @@ void px_node_stop(struct px_node *n)
 		log_warn("store: final sync failed");
 	dre_store_close(n->store);
 	n->store = NULL;
-	free(n->use);
-	n->use = NULL;
+	free(u);
 	if (n->store_volatile)
 		px_volstore_remove(n->store_dir);
 	n->store_volatile = 0;

@@ -34,7 +34,7 @@ struct px_node_tls {
 
 struct px_node {
 	struct px_daemon *d;
-	dre_store *store;
+	dre_store *store; /* n->env.store->st: the store new relays use */
 	char store_dir[4096]; /* its directory: the configured one, or a volatile store's */
 	int store_volatile;   /* 1: the configured store could not be opened (volstore.c) */
 	/* whether the configured store can be opened now, while the node runs
@@ -42,7 +42,6 @@ struct px_node {
 	 * or NULL (node_swap.c) */
 	struct px_volprobe *probe;
 	char probe_err[512];  /* why it did not open at the last probe, as logged */
-	struct px_store_use *use; /* the store as relays use it (n->env.store) */
 	struct px_retired *retired; /* stores it left, open while relays made on them run */
 	size_t nretired;
 	_Atomic unsigned closing; /* ... and closing on threads of their own */

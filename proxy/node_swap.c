@@ -133,7 +133,7 @@ static void swap_in(struct px_node *n, struct px_store_use *u, const char *dir)
 	struct px_store_use *old = n->env.store;
 	int temp = n->store_volatile;
 	atomic_fetch_add(&u->holds, 1); /* n->env's */
-	n->env.store = n->use = u;
+	n->env.store = u;
 	n->store = u->st;
 	n->store_volatile = 0;
 	char from[sizeof n->store_dir];
