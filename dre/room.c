@@ -11,9 +11,7 @@
  * free, less a reserve left to everyone else.  Where that is less than
  * store_size, eviction keeps to it: the store gives the oldest data way to
  * the new (an idle store evicts down to it at once, leaving the reserve free
- * to others), and grows back as space frees up.  Its data files from then
- * on are of the size the room gives them (a 32nd of it), so that a
- * store_size far beyond the disk still fits its floor of four files.
+ * to others), and grows back as space frees up.
  */
 #include <stdint.h>
 #include <sys/statvfs.h>
@@ -56,11 +54,7 @@ void dre_store_room_note(dre_store *st, uint32_t num, size_t len, int rc, const 
 	 * and evicted files not yet deleted (their space is not free yet) */
 	uint64_t held = less(less(st->disk_bytes, st->wq_bytes), st->lost_bytes) + st->unlink_bytes;
 	uint64_t room = less(held + avail, reserve);
-	/* a store this small still works: four data files, of the size a store
-	 * of this room has (of the size its store_size gives them, a store_size
-	 * far beyond its disk kept files the disk could not hold, and lost its
-	 * writes) */
-	uint64_t floor = 4 * dre_store_file_max(room < st->limit ? room : st->limit);
+	uint64_t floor = 4 * st->file_max; /* a store this small still works */
 	if (room < floor)
 		room = floor;
 	/* kept to once the room is below the limit, let go of once it is a
@@ -70,8 +64,6 @@ void dre_store_room_note(dre_store *st, uint32_t num, size_t len, int rc, const 
 		st->room = UINT64_MAX;
 	else
 		st->room = room < st->limit ? room : st->limit;
-	/* data files from now on: of the size the room gives them */
-	st->file_max = dre_store_file_max(st->room < st->limit ? st->room : st->limit);
 }
 
 int dre_store_room_later(dre_store *st)
